@@ -1,0 +1,6 @@
+//! `dueq replay`: turn the Olist order trace into queue operations and replay them.
+//!
+//! [`trace`] is the pure part: it reads the CSV, derives the tasks, their expected outcome and
+//! the time-ordered list of steps, and maps trace time to compressed real time.
+
+pub mod trace;

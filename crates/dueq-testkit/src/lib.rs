@@ -1,0 +1,48 @@
+//! Test support for dueq.
+//!
+//! This crate starts throwaway `redis-server` processes for tests and offers
+//! a few polling and inspection helpers:
+//!
+//! * [`RedisServer`] — one `redis-server` in its own temporary directory,
+//!   listening on a unix socket (default) or a free `127.0.0.1` TCP port.
+//!   It can be killed with SIGKILL, restarted on the same socket/port and data
+//!   directory, run with AOF, or run as a replica of another server.
+//! * [`RedisCluster`] — N masters forming a Redis Cluster (no replicas).
+//! * [`wait_until`] / [`wait_until_async`] — poll a condition with a deadline.
+//! * [`zcard`], [`hlen`], [`keys_matching`], [`slowlog_max_us`],
+//!   [`info_field`] — small synchronous inspection helpers.
+//!
+//! # Failure mode: panics
+//!
+//! Everything here is meant to be called from tests, so **failure is reported
+//! by panicking** (`expect` with a descriptive message) instead of returning
+//! `Result`s: a helper that cannot start Redis or cannot talk to it has made
+//! the calling test fail, and the panic message (which includes the tail of
+//! the server log where relevant) is the diagnostic.
+//!
+//! # Processes
+//!
+//! Every server is a child process owned by its handle; dropping the handle
+//! kills the process (SIGKILL) and removes its temporary directory. The
+//! shared/system Redis (e.g. on port 6379) is never touched: servers started
+//! here use unix sockets in fresh temporary directories or TCP ports the OS
+//! reported as free, and readiness checks verify the answering server's
+//! `process_id` is our child's pid.
+//!
+//! Unix only (unix sockets, SIGKILL). Readiness and cluster waits poll in
+//! real time with `std::thread::sleep`; only [`wait_until_async`] needs a
+//! tokio runtime.
+//!
+//! If the test process itself is killed with SIGKILL, `Drop` cannot run and
+//! the `redis-server` children are orphaned; a normal test failure (panic)
+//! unwinds and cleans up.
+
+mod cluster;
+mod helpers;
+mod server;
+mod wait;
+
+pub use cluster::RedisCluster;
+pub use helpers::{hlen, info_field, keys_matching, slowlog_max_us, zcard};
+pub use server::{RedisServer, RedisServerBuilder};
+pub use wait::{wait_until, wait_until_async};

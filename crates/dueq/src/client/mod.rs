@@ -1,0 +1,201 @@
+//! The client: a connection to Redis (standalone or Cluster) that hands out [`Queue`] handles.
+//!
+//! A [`Client`] is cheap to clone and safe to share between tasks: every clone pipelines over
+//! the same multiplexed connection, which reconnects by itself after a drop.
+
+mod dead;
+mod queue;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub(crate) use queue::cut_error;
+pub use queue::{Claim, Queue, QueueSettings, RecoverReport};
+
+use crate::error::{Error, Result};
+use crate::protocol::conn::{self, Conn};
+use crate::protocol::{ops, scripts};
+
+/// Default payload limit: 1 MiB.
+pub const DEFAULT_PAYLOAD_LIMIT_BYTES: usize = 1 << 20;
+
+/// Builds a [`Client`] with settings other than the defaults.
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    url: String,
+    payload_limit_bytes: usize,
+    response_timeout_ms: u64,
+}
+
+impl ClientBuilder {
+    /// The largest payload accepted by enqueue, in bytes. Default 1 MiB (1 048 576).
+    /// Larger payloads are refused with [`ErrorKind::PayloadTooLarge`](crate::ErrorKind) and
+    /// nothing is written.
+    pub fn payload_limit_bytes(mut self, limit: usize) -> Self {
+        self.payload_limit_bytes = limit;
+        self
+    }
+
+    /// How long to wait for a Redis reply before the call fails with a retryable error.
+    /// Default 5 000 ms. Lower values detect a dead server sooner; values under the longest
+    /// script (a 1 000-task batch takes a few ms) would fail healthy calls.
+    pub fn response_timeout_ms(mut self, ms: u64) -> Self {
+        self.response_timeout_ms = ms.max(1);
+        self
+    }
+
+    /// Connects and loads every script.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for a malformed URL,
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when the server cannot be reached.
+    pub async fn connect(self) -> Result<Client> {
+        let c = conn::connect(&self.url, Duration::from_millis(self.response_timeout_ms)).await?;
+        let mut conn = c.conn;
+        scripts::load_all(&mut conn).await?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                conn,
+                pubsub: c.pubsub,
+                cluster: c.cluster,
+                payload_limit_bytes: self.payload_limit_bytes,
+                registered: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+}
+
+/// A connection to the Redis that holds the queues.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Conn,
+    pubsub: redis::Client,
+    cluster: bool,
+    payload_limit_bytes: usize,
+    /// Queue names already added to the `dueq:queues` set by this client.
+    registered: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("cluster", &self.inner.cluster)
+            .field("payload_limit_bytes", &self.inner.payload_limit_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects with default settings. URLs: `redis://host:port/db`, `rediss://...` (TLS),
+    /// `redis+unix:///path/to.sock`, and for Redis Cluster a seed list
+    /// `redis+cluster://host1:port1,host2:port2` (or comma-separated `redis://` URLs).
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f() -> dueq::Result<()> {
+    /// let client = dueq::Client::connect("redis://127.0.0.1:6379").await?;
+    /// let orders = client.queue("orders")?;
+    /// orders
+    ///     .enqueue(dueq::TaskSpec::new(b"42".to_vec()).key("order:42:cancel").delay_ms(1_800_000))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).connect().await
+    }
+
+    /// A builder for settings other than the defaults.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder {
+            url: url.to_owned(),
+            payload_limit_bytes: DEFAULT_PAYLOAD_LIMIT_BYTES,
+            response_timeout_ms: 5_000,
+        }
+    }
+
+    /// A handle on queue `name` (no Redis call).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) when the name does not match
+    /// `[A-Za-z0-9_.-]{1,128}`.
+    pub fn queue(&self, name: &str) -> Result<Queue> {
+        Queue::new(self.clone(), name)
+    }
+
+    /// Names of every queue that has had a task enqueued, sorted.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn queues(&self) -> Result<Vec<String>> {
+        ops::list_queues(&mut self.conn()).await
+    }
+
+    /// Checks that Redis answers.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when it does not.
+    pub async fn ping(&self) -> Result<()> {
+        ops::ping(&mut self.conn()).await
+    }
+
+    /// Loads every script again (readiness checks; calls also reload on `NOSCRIPT` by themselves).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when a script cannot be loaded.
+    pub async fn load_scripts(&self) -> Result<()> {
+        scripts::load_all(&mut self.conn()).await
+    }
+
+    /// The server's `maxmemory-policy`. Anything but `noeviction` can silently delete queue keys.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when it cannot be read (for example `CONFIG`
+    /// disabled).
+    pub async fn maxmemory_policy(&self) -> Result<String> {
+        ops::maxmemory_policy(&mut self.conn()).await
+    }
+
+    /// Whether this client talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.cluster
+    }
+
+    /// The payload limit in bytes.
+    pub fn payload_limit_bytes(&self) -> usize {
+        self.inner.payload_limit_bytes
+    }
+
+    pub(crate) fn conn(&self) -> Conn {
+        self.inner.conn.clone()
+    }
+
+    pub(crate) fn pubsub_client(&self) -> &redis::Client {
+        &self.inner.pubsub
+    }
+
+    pub(crate) async fn register(&self, name: &str) -> Result<()> {
+        let known = self
+            .inner
+            .registered
+            .lock()
+            .map_err(|_| Error::protocol("queue registry lock poisoned"))?
+            .contains(name);
+        if !known {
+            ops::register_queue(&mut self.conn(), name).await?;
+            self.inner
+                .registered
+                .lock()
+                .map_err(|_| Error::protocol("queue registry lock poisoned"))?
+                .insert(name.to_owned());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,460 @@
+//! [`Queue`]: the operations on one queue (enqueue, look up, cancel, reschedule, stats, and the
+//! claim / ack / nack / extend protocol that workers and the HTTP API use).
+
+use std::sync::Arc;
+
+use super::Client;
+use crate::backoff::Backoff;
+use crate::error::{Error, ErrorKind, Result};
+use crate::protocol::keys::QueueKeys;
+use crate::protocol::ops::{self, EnqueueItem, MAX_BATCH, NackItem};
+use crate::task::{
+    AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, Due, Enqueued,
+    LeaseToken, MAX_LEASE_MS, NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef,
+    TaskSpec, validate_key,
+};
+
+/// Longest `last_error` text kept, in bytes (longer texts are cut at a character boundary).
+pub const MAX_ERROR_BYTES: usize = 4096;
+
+/// A handle on one queue. Cheap to clone; no Redis call until an operation runs.
+#[derive(Clone, Debug)]
+pub struct Queue {
+    client: Client,
+    keys: Arc<QueueKeys>,
+    backoff: Backoff,
+}
+
+/// What a claim returned.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Claim {
+    /// The claimed tasks, in due-time order (FIFO among equal due times).
+    pub tasks: Vec<ClaimedTask>,
+    /// Redis time of the claim, epoch ms.
+    pub now_ms: u64,
+    /// Earliest due time still scheduled (after this claim), epoch ms.
+    pub next_due_at_ms: Option<u64>,
+    /// Earliest lease deadline of an active task, epoch ms.
+    pub next_lease_deadline_ms: Option<u64>,
+    /// Whether the queue is paused (then no tasks are handed out).
+    pub paused: bool,
+    /// Whether a lease without a deadline entry was seen (run [`Queue::recover`]).
+    pub orphans: bool,
+}
+
+/// What a recover pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoverReport {
+    /// Expired tasks put back to scheduled.
+    pub recovered: u64,
+    /// Expired tasks out of attempts, moved to the dead-letter queue.
+    pub dead: u64,
+    /// Earliest lease deadline still active, epoch ms.
+    pub next_lease_deadline_ms: Option<u64>,
+    /// Redis time, epoch ms.
+    pub now_ms: u64,
+}
+
+/// Queue settings stored in Redis, shared by every client and worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueSettings {
+    /// Dead-letter queue cap: the newest this many dead tasks are kept. Default 10 000.
+    pub dead_max: Option<u64>,
+    /// Succeeded tasks kept for lookup (newest first). Default 0: an acknowledged task leaves
+    /// nothing behind.
+    pub succeeded_max: Option<u64>,
+}
+
+impl QueueSettings {
+    /// Keep at most `n` dead tasks.
+    pub fn dead_max(mut self, n: u64) -> Self {
+        self.dead_max = Some(n);
+        self
+    }
+
+    /// Keep at most `n` succeeded tasks.
+    pub fn succeeded_max(mut self, n: u64) -> Self {
+        self.succeeded_max = Some(n);
+        self
+    }
+}
+
+pub(crate) fn cut_error(e: &str) -> &str {
+    if e.len() <= MAX_ERROR_BYTES {
+        return e;
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !e.is_char_boundary(end) {
+        end -= 1;
+    }
+    &e[..end]
+}
+
+impl Queue {
+    pub(crate) fn new(client: Client, name: &str) -> Result<Self> {
+        Ok(Self {
+            client,
+            keys: Arc::new(QueueKeys::new(name)?),
+            backoff: Backoff::default(),
+        })
+    }
+
+    /// The queue name.
+    pub fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    /// The Redis keys of this queue (for operators and tests).
+    pub fn keys(&self) -> &QueueKeys {
+        &self.keys
+    }
+
+    /// The backoff used when a nack gives no delay and when an expired lease is recovered.
+    /// Default [`Backoff::default`].
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    fn check(&self, spec: &TaskSpec) -> Result<()> {
+        let limit = self.client.payload_limit_bytes();
+        if spec.payload.len() > limit {
+            return Err(Error::new(
+                ErrorKind::PayloadTooLarge,
+                format!(
+                    "payload is {} bytes; the limit is {limit}",
+                    spec.payload.len()
+                ),
+            ));
+        }
+        if let Some(k) = &spec.key {
+            validate_key(k)?;
+        }
+        spec.due.parts()?;
+        if spec.max_attempts == Some(0) || spec.max_attempts > Some(i32::MAX as u32) {
+            return Err(Error::invalid("max_attempts must be 1 to 2147483647"));
+        }
+        if let Some(l) = spec.lease_ms
+            && (l == 0 || l > MAX_LEASE_MS)
+        {
+            return Err(Error::invalid(format!(
+                "lease_ms must be 1 to {MAX_LEASE_MS}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Enqueues one task.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] or [`ErrorKind::PayloadTooLarge`] (nothing written),
+    /// [`ErrorKind::Redis`] when Redis fails (safe to repeat when the task has a key).
+    pub async fn enqueue(&self, spec: TaskSpec) -> Result<Enqueued> {
+        let mut v = self.enqueue_batch(std::slice::from_ref(&spec)).await?;
+        v.pop()
+            .ok_or_else(|| Error::protocol("enqueue: empty reply"))
+    }
+
+    /// Enqueues many tasks; one result per task, in order. Every task is checked before
+    /// anything is written, so one bad task refuses the whole batch. Each slice of 1 000
+    /// tasks is one atomic script call; a larger batch is several calls.
+    ///
+    /// # Errors
+    /// As [`Queue::enqueue`]; the message names the index of the first bad task.
+    pub async fn enqueue_batch(&self, specs: &[TaskSpec]) -> Result<Vec<Enqueued>> {
+        for (i, s) in specs.iter().enumerate() {
+            self.check(s).map_err(|e| {
+                if specs.len() == 1 {
+                    e
+                } else {
+                    Error::new(e.kind(), format!("task {i}: {e}"))
+                }
+            })?;
+        }
+        self.client.register(self.name()).await?;
+        let mut conn = self.client.conn();
+        let mut out = Vec::with_capacity(specs.len());
+        for chunk in specs.chunks(MAX_BATCH) {
+            let items: Vec<_> = chunk
+                .iter()
+                .map(|s| EnqueueItem {
+                    key: s.key.as_deref(),
+                    on_conflict: s.on_conflict,
+                    due: s.due,
+                    max_attempts: s.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+                    lease_ms: s.lease_ms.unwrap_or(DEFAULT_LEASE_MS),
+                    payload: &s.payload,
+                })
+                .collect();
+            out.extend(ops::enqueue(&mut conn, &self.keys, &items).await?);
+        }
+        Ok(out)
+    }
+
+    /// Reads a task by id or by business key; `None` when there is none (cancelled,
+    /// acknowledged without retention, deleted).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn get(&self, target: &TaskRef) -> Result<Option<Task>> {
+        ops::get(&mut self.client.conn(), &self.keys, target).await
+    }
+
+    /// Cancels a scheduled task by id or key, atomically with respect to claims (DESIGN 2.7).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn cancel(&self, target: &TaskRef) -> Result<CancelOutcome> {
+        Ok(ops::cancel(&mut self.client.conn(), &self.keys, target)
+            .await?
+            .0)
+    }
+
+    /// Moves the due time of a scheduled task.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a due time past year 9999, [`ErrorKind::Redis`].
+    pub async fn reschedule(&self, target: &TaskRef, due: Due) -> Result<RescheduleOutcome> {
+        ops::reschedule(&mut self.client.conn(), &self.keys, target, due).await
+    }
+
+    /// Counts and timings, in O(log n).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn stats(&self) -> Result<QueueStats> {
+        ops::stats(&mut self.client.conn(), &self.keys).await
+    }
+
+    /// Stops handing out tasks of this queue (enqueue, cancel and the rest still work).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn pause(&self) -> Result<()> {
+        ops::configure(
+            &mut self.client.conn(),
+            &self.keys,
+            &[("paused", "1".into())],
+        )
+        .await
+    }
+
+    /// Hands out tasks again after [`Queue::pause`].
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn resume(&self) -> Result<()> {
+        ops::configure(
+            &mut self.client.conn(),
+            &self.keys,
+            &[("paused", "0".into())],
+        )
+        .await
+    }
+
+    /// Stores retention settings for the queue.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn configure(&self, settings: QueueSettings) -> Result<()> {
+        let mut v = Vec::new();
+        if let Some(n) = settings.dead_max {
+            v.push(("dead_max", n.to_string()));
+        }
+        if let Some(n) = settings.succeeded_max {
+            v.push(("done_max", n.to_string()));
+        }
+        if v.is_empty() {
+            return Ok(());
+        }
+        ops::configure(&mut self.client.conn(), &self.keys, &v).await
+    }
+
+    /// Claims up to `max` due tasks (1 to 1 000), each under a lease of its own `lease_ms`
+    /// or of `lease_ms` when given. Returns at once (no waiting).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for `max` over 1 000 or a bad lease, [`ErrorKind::Redis`].
+    pub async fn claim(&self, max: usize, lease_ms: Option<u64>) -> Result<Claim> {
+        if max > MAX_BATCH {
+            return Err(Error::invalid(format!("max must be 0 to {MAX_BATCH}")));
+        }
+        if let Some(l) = lease_ms
+            && (l == 0 || l > MAX_LEASE_MS)
+        {
+            return Err(Error::invalid(format!(
+                "lease_ms must be 1 to {MAX_LEASE_MS}"
+            )));
+        }
+        let r = ops::claim(
+            &mut self.client.conn(),
+            &self.keys,
+            max,
+            lease_ms.unwrap_or(0),
+        )
+        .await?;
+        Ok(Claim {
+            tasks: r.tasks,
+            now_ms: r.now_ms,
+            next_due_at_ms: r.next_due_ms,
+            next_lease_deadline_ms: r.next_deadline_ms,
+            paused: r.paused,
+            orphans: r.orphans,
+        })
+    }
+
+    /// Acknowledges (completes) a claimed task.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn ack(&self, id: &TaskId, token: &LeaseToken) -> Result<AckOutcome> {
+        let v = self.ack_batch(&[(id.clone(), token.clone())]).await?;
+        v.into_iter()
+            .next()
+            .ok_or_else(|| Error::protocol("ack: empty reply"))
+    }
+
+    /// Acknowledges many claimed tasks; one outcome per task, in order.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn ack_batch(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<AckOutcome>> {
+        let mut conn = self.client.conn();
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(MAX_BATCH) {
+            out.extend(ops::ack(&mut conn, &self.keys, chunk).await?);
+        }
+        Ok(out)
+    }
+
+    /// Fails the current attempt: the task is due again after `retry_in_ms` (or the queue's
+    /// backoff when `None`), or goes to the dead-letter queue when `permanent` or out of
+    /// attempts. `error` is kept as `last_error` (cut to 4 KiB).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn nack(
+        &self,
+        id: &TaskId,
+        token: &LeaseToken,
+        error: &str,
+        retry_in_ms: Option<u64>,
+        permanent: bool,
+    ) -> Result<NackOutcome> {
+        let item = NackItem {
+            id,
+            token,
+            retry_in_ms,
+            permanent,
+            error: cut_error(error),
+        };
+        let v = ops::nack(
+            &mut self.client.conn(),
+            &self.keys,
+            &[item],
+            &self.backoff.table_ms(),
+        )
+        .await?;
+        v.into_iter()
+            .next()
+            .ok_or_else(|| Error::protocol("nack: empty reply"))
+    }
+
+    pub(crate) async fn nack_items(&self, items: &[NackItem<'_>]) -> Result<Vec<NackOutcome>> {
+        ops::nack(
+            &mut self.client.conn(),
+            &self.keys,
+            items,
+            &self.backoff.table_ms(),
+        )
+        .await
+    }
+
+    /// Extends a lease to `lease_ms` from now; returns the new deadline (epoch ms), or `None`
+    /// when the lease was lost.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a bad lease, [`ErrorKind::Redis`].
+    pub async fn extend(
+        &self,
+        id: &TaskId,
+        token: &LeaseToken,
+        lease_ms: u64,
+    ) -> Result<Option<u64>> {
+        if lease_ms == 0 || lease_ms > MAX_LEASE_MS {
+            return Err(Error::invalid(format!(
+                "lease_ms must be 1 to {MAX_LEASE_MS}"
+            )));
+        }
+        let v = ops::extend(
+            &mut self.client.conn(),
+            &self.keys,
+            &[(id, token, lease_ms)],
+        )
+        .await?;
+        Ok(v.into_iter().next().flatten())
+    }
+
+    pub(crate) async fn extend_items(
+        &self,
+        items: &[(&TaskId, &LeaseToken, u64)],
+    ) -> Result<Vec<Option<u64>>> {
+        ops::extend(&mut self.client.conn(), &self.keys, items).await
+    }
+
+    /// Hands leases back unfinished: each task is due again at once (its old due time) and
+    /// the attempt is not counted. `true` per task released.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn release(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<bool>> {
+        let mut conn = self.client.conn();
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(MAX_BATCH) {
+            out.extend(ops::release(&mut conn, &self.keys, chunk).await?);
+        }
+        Ok(out)
+    }
+
+    /// Returns tasks whose lease expired to scheduled (or dead), at most 1 000 per call.
+    /// Workers call this by themselves; it is public for servers and tools.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn recover(&self) -> Result<RecoverReport> {
+        let r = ops::recover(
+            &mut self.client.conn(),
+            &self.keys,
+            MAX_BATCH,
+            &self.backoff.table_ms(),
+        )
+        .await?;
+        Ok(RecoverReport {
+            recovered: r.recovered,
+            dead: r.dead,
+            next_lease_deadline_ms: r.next_deadline_ms,
+            now_ms: r.now_ms,
+        })
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut_error;
+
+    #[test]
+    fn errors_are_cut_on_char_boundaries() {
+        let long = "é".repeat(5000);
+        let cut = cut_error(&long);
+        assert!(cut.len() <= super::MAX_ERROR_BYTES);
+        assert!(cut.chars().all(|c| c == 'é'));
+        assert_eq!(cut_error("short"), "short");
+    }
+}

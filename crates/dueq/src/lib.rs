@@ -1,0 +1,65 @@
+//! dueq: a delay queue and task scheduler on Redis sorted sets.
+//!
+//! A producer says "run this task at time T" (or "in 30 minutes"); at T one worker gets it,
+//! runs it and acknowledges it. Typical jobs: cancel an unpaid order 30 minutes after it was
+//! placed unless payment arrives first, confirm receipt 7 days after delivery, retry a call
+//! later.
+//!
+//! # Guarantees
+//!
+//! * **At-least-once, never early**: every task not cancelled ends `succeeded` or `dead`; no
+//!   task is handed out before its due time.
+//! * **One clock**: "now" is the Redis server's `TIME`, read inside the scripts.
+//! * **Fencing**: a claim returns a [`LeaseToken`]; ack, nack and extend with a stale token are
+//!   refused and change nothing.
+//! * **Crash recovery**: an expired lease goes back to scheduled (or dead) within a second,
+//!   driven by any live worker.
+//! * **Order and precision**: due-time order, FIFO among equal due times; an idle worker wakes
+//!   for the next due millisecond by itself.
+//! * **Cancel, reschedule and look up by business key** in O(log n), atomic with claims.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use dueq::{Client, Outcome, TaskRef, TaskSpec, Worker};
+//!
+//! # async fn f() -> dueq::Result<()> {
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let orders = client.queue("orders")?;
+//! // cancel order 42 in 30 minutes unless it is paid first
+//! orders
+//!     .enqueue(TaskSpec::new(b"42".to_vec()).key("order:42:cancel").delay_ms(30 * 60_000))
+//!     .await?;
+//! // ... payment arrived:
+//! orders.cancel(&TaskRef::key("order:42:cancel")?).await?;
+//!
+//! let worker = Worker::builder(client)
+//!     .handle("orders", |task| async move {
+//!         println!("cancelling order {}", String::from_utf8_lossy(&task.payload));
+//!         Outcome::Success
+//!     })
+//!     .build()?;
+//! worker.run_until(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod backoff;
+mod client;
+mod error;
+pub mod protocol;
+mod task;
+mod worker;
+
+pub use backoff::Backoff;
+pub use client::{
+    Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES, Queue, QueueSettings, RecoverReport,
+};
+pub use error::{Error, ErrorKind, Result};
+pub use protocol::keys::{QueueKeys, validate_queue_name};
+pub use task::{
+    AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
+    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, LeaseToken, MAX_DUE_AT_MS,
+    MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, NackOutcome, OnConflict, QueueStats,
+    RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, TaskState, validate_key,
+};
+pub use worker::{HandlerFuture, Outcome, Worker, WorkerBuilder, WorkerHandle, WorkerStats};

@@ -1,0 +1,128 @@
+//! Queue names and the Redis key names of a queue.
+//!
+//! This is the only place key names are built (DESIGN section 3): scripts receive them all in
+//! `KEYS`, and business keys and ids are never spliced into a key name.
+
+use crate::error::{Error, Result};
+
+/// Longest queue name, in bytes.
+pub const MAX_QUEUE_NAME_BYTES: usize = 128;
+
+/// The set of all queue names ever used (outside any hash tag, so never touched by a script).
+pub const QUEUES_KEY: &str = "dueq:queues";
+
+/// Checks a queue name: `[A-Za-z0-9_.-]{1,128}`. Any other character could change the hash tag
+/// (`{`, `}`) or the key separator (`:`), so it is refused.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput), naming the rule.
+pub fn validate_queue_name(name: &str) -> Result<()> {
+    let ok_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
+    if name.is_empty() || name.len() > MAX_QUEUE_NAME_BYTES || !name.bytes().all(ok_char) {
+        return Err(Error::invalid(format!(
+            "queue name {name:?} is invalid: use 1 to {MAX_QUEUE_NAME_BYTES} characters from A-Z a-z 0-9 _ . -"
+        )));
+    }
+    Ok(())
+}
+
+/// Every Redis key (and the wake-up channel) of one queue; all share the hash tag `{name}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueKeys {
+    /// The queue name.
+    pub name: String,
+    /// Scheduled tasks: sorted set, score = due time.
+    pub sched: String,
+    /// Active tasks: sorted set, score = lease deadline.
+    pub active: String,
+    /// Lease tokens of active tasks: hash.
+    pub leases: String,
+    /// Task records: hash.
+    pub tasks: String,
+    /// Business key index: hash key → id.
+    pub keys: String,
+    /// Dead-letter queue: sorted set, score = time of death.
+    pub dead: String,
+    /// Retained succeeded tasks: sorted set, score = finish time.
+    pub done: String,
+    /// Settings and sequences: hash.
+    pub meta: String,
+    /// Counters: hash.
+    pub stats: String,
+    /// Pub/sub channel that wakes idle workers.
+    pub wake: String,
+}
+
+impl QueueKeys {
+    /// The keys of queue `name`.
+    ///
+    /// # Errors
+    /// As [`validate_queue_name`].
+    pub fn new(name: &str) -> Result<Self> {
+        validate_queue_name(name)?;
+        let k = |suffix: &str| format!("dueq:{{{name}}}:{suffix}");
+        Ok(Self {
+            name: name.to_owned(),
+            sched: k("sched"),
+            active: k("active"),
+            leases: k("leases"),
+            tasks: k("tasks"),
+            keys: k("keys"),
+            dead: k("dead"),
+            done: k("done"),
+            meta: k("meta"),
+            stats: k("stats"),
+            wake: k("wake"),
+        })
+    }
+
+    /// Every data key of the queue (not the channel), for inspection and tests.
+    pub fn all(&self) -> [&str; 10] {
+        [
+            &self.sched,
+            &self.active,
+            &self.leases,
+            &self.tasks,
+            &self.keys,
+            &self.dead,
+            &self.done,
+            &self.meta,
+            &self.stats,
+            &self.wake,
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        for bad in [
+            "",
+            "a{b}c",
+            "x}y{",
+            "billing:v2",
+            "a b",
+            "ü",
+            &"x".repeat(129),
+        ] {
+            assert!(validate_queue_name(bad).is_err(), "{bad:?} accepted");
+        }
+        for good in ["orders", "a.b-c_1", &"x".repeat(128)] {
+            assert!(validate_queue_name(good).is_ok(), "{good:?} refused");
+        }
+    }
+
+    #[test]
+    fn keys_share_one_tag_and_differ_between_queues() {
+        let a = QueueKeys::new("billing").unwrap();
+        let b = QueueKeys::new("billing.v2").unwrap();
+        for k in a.all() {
+            assert!(k.starts_with("dueq:{billing}:"), "{k}");
+            assert!(!b.all().contains(&k));
+        }
+    }
+}

@@ -1,0 +1,51 @@
+-- ack: completes active tasks whose lease token is still current (fencing).
+-- KEYS[1] active  KEYS[2] leases  KEYS[3] tasks  KEYS[4] keys  KEYS[5] done  KEYS[6] stats  KEYS[7] meta
+-- ARGV[1] n, then per task: id, lease_token
+-- Returns: {now_ms, then per task: 1 acknowledged | 0 lease_lost}
+local active, leases, tasks, keys, done, stats, meta =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local n = tonumber(ARGV[1])
+local now = now_ms()
+local out = {now}
+local ids = {}
+for i = 1, n do ids[i] = ARGV[2 * i] end
+local lvs = hmget_chunked(leases, ids)
+local keep = tonumber(redis.call('HGET', meta, 'done_max') or '0')
+local gone, seen, acked = {}, {}, 0
+local okids = {}
+for i = 1, n do
+  local id, token, lv = ids[i], ARGV[2 * i + 1], lvs[i]
+  local ok = 0
+  if lv and not seen[id] and lease_split(lv) == token then
+    seen[id] = true
+    ok = 1
+    okids[#okids + 1] = id
+  end
+  out[#out + 1] = ok
+end
+if #okids > 0 then
+  chunked('ZREM', active, okids)
+  chunked('HDEL', leases, okids)
+  local recs = hmget_chunked(tasks, okids)
+  local dargs = {}
+  for j = 1, #okids do
+    local rec = recs[j]
+    if rec then
+      release_key(keys, rec, okids[j])
+      if keep > 0 then
+        local attempt = rec_head(rec)
+        redis.call('HSET', tasks, okids[j], rec_update(rec, attempt + 1, nil, nil))
+        dargs[#dargs + 1] = now; dargs[#dargs + 1] = okids[j]
+      else
+        gone[#gone + 1] = okids[j]
+      end
+    end
+  end
+  if #gone > 0 then chunked('HDEL', tasks, gone) end
+  if #dargs > 0 then
+    chunked('ZADD', done, dargs)
+    trim(done, tasks, keep)
+  end
+  redis.call('HINCRBY', stats, 'succeeded_total', #okids)
+end
+return out

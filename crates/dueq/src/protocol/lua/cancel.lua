@@ -1,0 +1,22 @@
+-- cancel: removes a scheduled task (by id or business key) before any worker gets it.
+-- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] stats
+-- ARGV[1] 'id' | 'key', ARGV[2] the id or key
+-- Returns: {now_ms, outcome, id}: outcome 'cancelled' | 'in_progress' | 'not_found'
+local sched, active, leases, tasks, keys, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local now = now_ms()
+local id = resolve(keys, ARGV[1], ARGV[2])
+if not id then return {now, 'not_found', ''} end
+if redis.call('ZSCORE', sched, id) then
+  local rec = redis.call('HGET', tasks, id)
+  redis.call('ZREM', sched, id)
+  redis.call('HDEL', tasks, id)
+  if rec then release_key(keys, rec, id) end
+  redis.call('HINCRBY', stats, 'cancelled_total', 1)
+  return {now, 'cancelled', id}
+end
+if redis.call('HEXISTS', leases, id) == 1 or redis.call('ZSCORE', active, id) then
+  return {now, 'in_progress', id}
+end
+-- a key whose task is gone: drop the stale index entry
+if ARGV[1] == 'key' then redis.call('HDEL', keys, ARGV[2]) end
+return {now, 'not_found', id}

@@ -1,0 +1,33 @@
+-- dead_retry: moves dead tasks back to scheduled, due now, with a fresh attempt count.
+-- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys
+-- ARGV[1] wake channel, ARGV[2] n, then n task ids
+-- Returns: {now_ms, then per task: 'retried' | 'not_found' | 'conflict' (its business key is
+--   live again on another task)}
+local sched, dead, tasks, keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now = now_ms()
+local n = tonumber(ARGV[2])
+local out = {now}
+local before = earliest(sched)
+local any = false
+for i = 1, n do
+  local id = ARGV[2 + i]
+  local rec = redis.call('ZSCORE', dead, id) and redis.call('HGET', tasks, id)
+  if not rec then
+    out[#out + 1] = 'not_found'
+  else
+    local key = rec_key(rec)
+    local holder = key ~= '' and redis.call('HGET', keys, key)
+    if holder and holder ~= id then
+      out[#out + 1] = 'conflict'
+    else
+      redis.call('ZREM', dead, id)
+      redis.call('HSET', tasks, id, rec_update(rec, 0, now, nil))
+      redis.call('ZADD', sched, now, id)
+      if key ~= '' then redis.call('HSET', keys, key, id) end
+      out[#out + 1] = 'retried'
+      any = true
+    end
+  end
+end
+if any then wake(ARGV[1], now, before) end
+return out

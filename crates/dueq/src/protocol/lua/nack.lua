@@ -1,0 +1,35 @@
+-- nack: fails the current attempt of active tasks: back to scheduled after a delay, or dead.
+-- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
+-- KEYS[7] stats  KEYS[8] meta
+-- ARGV[1] wake channel, ARGV[2] m, ARGV[3..2+m] backoff (ms) after attempt 1, 2, ..., m (later
+--   attempts use the last value), ARGV[3+m] n, then per task: id, lease_token,
+--   retry_in_ms (-1 = use the backoff), permanent (0|1), error
+-- Returns: {now_ms, then per task: code, due_at_ms}: 1 rescheduled, 2 dead, 0 lease_lost
+local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8]}
+local active, leases = KEYS[2], KEYS[3]
+local channel = ARGV[1]
+local m = tonumber(ARGV[2])
+local n = tonumber(ARGV[3 + m])
+local now = now_ms()
+local out = {now}
+for i = 1, n do
+  local b = 3 + m + (i - 1) * 5
+  local id, token = ARGV[b + 1], ARGV[b + 2]
+  local lv = redis.call('HGET', leases, id)
+  local code, due = 0, 0
+  if lv and lease_split(lv) == token then
+    redis.call('ZREM', active, id)
+    redis.call('HDEL', leases, id)
+    local rec = redis.call('HGET', K.tasks, id)
+    if rec then
+      local retry = tonumber(ARGV[b + 3])
+      if retry < 0 then
+        retry = tonumber(ARGV[2 + math.min(rec_head(rec) + 1, m)] or '0')
+      end
+      code, due = fail_attempt(K, channel, id, rec, now, retry, ARGV[b + 4] == '1', ARGV[b + 5])
+    end
+  end
+  out[#out + 1] = code
+  out[#out + 1] = due
+end
+return out

@@ -1,0 +1,49 @@
+-- recover: returns tasks whose lease expired to scheduled (after a backoff) or to the
+-- dead-letter queue, counting the attempt; also finds leases whose deadline entry was lost.
+-- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
+-- KEYS[7] stats  KEYS[8] meta
+-- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
+--   after attempt 1, 2, ..., m (later attempts use the last value)
+-- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none)}
+local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8]}
+local active, leases = KEYS[2], KEYS[3]
+local channel = ARGV[1]
+local max = tonumber(ARGV[2])
+local m = tonumber(ARGV[3])
+local now = now_ms()
+
+local expired = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, max)
+local pick = {}
+for i = 1, #expired do pick[expired[i]] = true end
+
+-- A lease whose `active` entry is gone would never expire: sweep the leases hash a slice at a
+-- time (it holds only active tasks, so it is small) and treat such leases by their own deadline.
+local cursor = redis.call('HGET', K.meta, 'sweep_cursor') or '0'
+local scan = redis.call('HSCAN', leases, cursor, 'COUNT', 100)
+redis.call('HSET', K.meta, 'sweep_cursor', scan[1])
+for i = 1, #scan[2], 2 do
+  local id = scan[2][i]
+  if not pick[id] and #expired < max and not redis.call('ZSCORE', active, id) then
+    local _, deadline = lease_split(scan[2][i + 1])
+    if deadline <= now then
+      expired[#expired + 1] = id
+      pick[id] = true
+    end
+  end
+end
+
+local recovered, dead = 0, 0
+for i = 1, #expired do
+  local id = expired[i]
+  redis.call('ZREM', active, id)
+  redis.call('HDEL', leases, id)
+  local rec = redis.call('HGET', K.tasks, id)
+  if rec then
+    local attempt = rec_head(rec) + 1
+    local delay = tonumber(ARGV[3 + math.min(attempt, m)] or '0')
+    local code = fail_attempt(K, channel, id, rec, now, delay, false, 'lease expired')
+    if code == 2 then dead = dead + 1 else recovered = recovered + 1 end
+  end
+end
+if #expired > 0 then redis.call('HINCRBY', K.stats, 'lease_expired_total', #expired) end
+return {now, recovered, dead, earliest(active) or -1}

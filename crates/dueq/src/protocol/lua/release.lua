@@ -1,0 +1,31 @@
+-- release: hands leases back unfinished (graceful shutdown): the task is due again at once,
+-- at its old due time, and the attempt is not counted.
+-- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks
+-- ARGV[1] wake channel, ARGV[2] n, then per task: id, lease_token
+-- Returns: {now_ms, then per task: 1 released | 0 lease_lost}
+local sched, active, leases, tasks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local channel = ARGV[1]
+local n = tonumber(ARGV[2])
+local now = now_ms()
+local out = {now}
+local before = earliest(sched)
+local soonest = nil
+for i = 1, n do
+  local id, token = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  local lv = redis.call('HGET', leases, id)
+  local ok = 0
+  if lv and lease_split(lv) == token then
+    redis.call('ZREM', active, id)
+    redis.call('HDEL', leases, id)
+    local rec = redis.call('HGET', tasks, id)
+    if rec then
+      local _, _, _, due = rec_head(rec)
+      redis.call('ZADD', sched, due, id)
+      if soonest == nil or due < soonest then soonest = due end
+      ok = 1
+    end
+  end
+  out[#out + 1] = ok
+end
+if soonest ~= nil then wake(channel, math.max(soonest, now), before) end
+return out

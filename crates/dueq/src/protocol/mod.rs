@@ -1,0 +1,39 @@
+//! The only code in dueq that talks to Redis.
+//!
+//! Everything above this module (client, worker, server, CLI) calls the typed functions of
+//! [`ops`]; nothing else issues Redis commands. Each state change is one Lua script call
+//! (one file per operation under `lua/`, each with a contract header), so every transition of
+//! DESIGN section 1 is atomic.
+//!
+//! # Key layout (one queue `q`; every key carries the hash tag `{q}`)
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `dueq:{q}:sched` | sorted set | scheduled task ids, score = due time (ms) |
+//! | `dueq:{q}:active` | sorted set | active task ids, score = lease deadline (ms) |
+//! | `dueq:{q}:leases` | hash | active task id → `"<lease token> <deadline ms>"` |
+//! | `dueq:{q}:tasks` | hash | task id → record (see `lua/lib.lua`) |
+//! | `dueq:{q}:keys` | hash | business key → id of its live task |
+//! | `dueq:{q}:dead` | sorted set | dead-letter ids, score = when they died |
+//! | `dueq:{q}:done` | sorted set | succeeded ids kept by retention, score = finish time |
+//! | `dueq:{q}:meta` | hash | `seq` (ids and tokens), `paused`, `dead_max`, `done_max`, sweep cursor |
+//! | `dueq:{q}:stats` | hash | counters (`enqueued_total`, `succeeded_total`, ...) |
+//! | `dueq:{q}:wake` | pub/sub channel | due time (ms) of a task that became due earlier than before |
+//! | `dueq:queues` | set | names of queues ever used (for listing; outside any hash tag) |
+//!
+//! # Invariants
+//!
+//! * A task id is in at most one of `sched`, `active`, `dead`, `done`; its record exists while
+//!   it is in one of them.
+//! * An id is in `active` exactly when it has an entry in `leases` (the recover script repairs a
+//!   lost `active` entry from the lease's own deadline).
+//! * Ids are 12 lower-case hex digits from the per-queue `seq`, so equal due times sort in
+//!   enqueue order (FIFO) by member.
+//! * "Now" is always the Redis server's `TIME`, read inside the script.
+
+pub(crate) mod conn;
+pub mod keys;
+pub(crate) mod ops;
+pub(crate) mod record;
+pub(crate) mod reply;
+pub(crate) mod scripts;

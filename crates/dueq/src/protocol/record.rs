@@ -1,0 +1,111 @@
+//! Decoding of the task record stored in the `tasks` hash (layout in `lua/lib.lua`).
+
+use crate::error::{Error, Result};
+
+const HDR_LEN: usize = 35;
+
+/// A decoded task record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Record {
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub lease_ms: u64,
+    pub due_at_ms: u64,
+    pub created_at_ms: u64,
+    pub key: Option<String>,
+    pub last_error: Option<String>,
+    pub payload: Vec<u8>,
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn f64_at(b: &[u8], at: usize) -> f64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    f64::from_le_bytes(a)
+}
+
+impl Record {
+    /// Decodes a record; takes ownership to move the payload out without a copy.
+    pub fn decode(mut raw: Vec<u8>) -> Result<Self> {
+        if raw.len() < HDR_LEN || raw[0] != 1 {
+            return Err(Error::protocol("task record has an unknown layout"));
+        }
+        let klen = usize::from(u16_at(&raw, 29));
+        let elen = u32_at(&raw, 31) as usize;
+        if raw.len() < HDR_LEN + klen + elen {
+            return Err(Error::protocol("task record is truncated"));
+        }
+        let key = &raw[HDR_LEN..HDR_LEN + klen];
+        let key = if klen == 0 {
+            None
+        } else {
+            Some(
+                String::from_utf8(key.to_vec())
+                    .map_err(|_| Error::protocol("business key in record is not UTF-8"))?,
+            )
+        };
+        let err = &raw[HDR_LEN + klen..HDR_LEN + klen + elen];
+        let last_error = (elen > 0).then(|| String::from_utf8_lossy(err).into_owned());
+        let rec = Self {
+            attempt: u32_at(&raw, 1),
+            max_attempts: u32_at(&raw, 5),
+            lease_ms: u64::from(u32_at(&raw, 9)),
+            // Doubles written by Lua from integer milliseconds below 2^53: exact.
+            due_at_ms: f64_at(&raw, 13) as u64,
+            created_at_ms: f64_at(&raw, 21) as u64,
+            key,
+            last_error,
+            payload: Vec::new(),
+        };
+        let payload = raw.split_off(HDR_LEN + klen + elen);
+        Ok(Self { payload, ..rec })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(key: &str, err: &str, payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![1u8];
+        v.extend(3u32.to_le_bytes());
+        v.extend(5u32.to_le_bytes());
+        v.extend(30_000u32.to_le_bytes());
+        v.extend(1_764_455_000_871f64.to_le_bytes());
+        v.extend(1_764_455_000_000f64.to_le_bytes());
+        v.extend((key.len() as u16).to_le_bytes());
+        v.extend((err.len() as u32).to_le_bytes());
+        v.extend(key.as_bytes());
+        v.extend(err.as_bytes());
+        v.extend(payload);
+        v
+    }
+
+    #[test]
+    fn decodes_all_fields() {
+        let r = Record::decode(encode("日本語-✓", "boom", b"\0\xffpay")).unwrap();
+        assert_eq!(r.attempt, 3);
+        assert_eq!(r.max_attempts, 5);
+        assert_eq!(r.lease_ms, 30_000);
+        assert_eq!(r.due_at_ms, 1_764_455_000_871);
+        assert_eq!(r.created_at_ms, 1_764_455_000_000);
+        assert_eq!(r.key.as_deref(), Some("日本語-✓"));
+        assert_eq!(r.last_error.as_deref(), Some("boom"));
+        assert_eq!(r.payload, b"\0\xffpay");
+    }
+
+    #[test]
+    fn refuses_garbage() {
+        assert!(Record::decode(vec![1, 2, 3]).is_err());
+        let mut v = encode("k", "", b"");
+        v.truncate(HDR_LEN);
+        assert!(Record::decode(v).is_err());
+    }
+}

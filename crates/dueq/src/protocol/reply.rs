@@ -1,0 +1,75 @@
+//! Reading script replies: a cursor over the flat arrays the Lua scripts return.
+
+use redis::Value;
+
+use crate::error::{Error, Result};
+
+/// A cursor over a script's array reply.
+pub(crate) struct Reply {
+    items: std::vec::IntoIter<Value>,
+    script: &'static str,
+}
+
+impl Reply {
+    pub fn new(script: &'static str, v: Value) -> Result<Self> {
+        match v {
+            Value::Array(items) => Ok(Self {
+                items: items.into_iter(),
+                script,
+            }),
+            other => Err(Error::protocol(format!(
+                "{script}: expected an array reply, got {other:?}"
+            ))),
+        }
+    }
+
+    fn bad(&self, what: &str, v: &Value) -> Error {
+        Error::protocol(format!("{}: expected {what}, got {v:?}", self.script))
+    }
+
+    fn next_value(&mut self) -> Result<Value> {
+        self.items
+            .next()
+            .ok_or_else(|| Error::protocol(format!("{}: reply is too short", self.script)))
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn i64(&mut self) -> Result<i64> {
+        match self.next_value()? {
+            Value::Int(i) => Ok(i),
+            Value::BulkString(b) => std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| self.bad("an integer", &Value::BulkString(b.clone()))),
+            other => Err(self.bad("an integer", &other)),
+        }
+    }
+
+    /// A time or count that may be -1 for "none".
+    pub fn opt_u64(&mut self) -> Result<Option<u64>> {
+        let i = self.i64()?;
+        Ok(u64::try_from(i).ok())
+    }
+
+    pub fn u64(&mut self) -> Result<u64> {
+        let i = self.i64()?;
+        u64::try_from(i).map_err(|_| self.bad("a non-negative integer", &Value::Int(i)))
+    }
+
+    pub fn bytes(&mut self) -> Result<Vec<u8>> {
+        match self.next_value()? {
+            Value::BulkString(b) => Ok(b),
+            Value::SimpleString(s) => Ok(s.into_bytes()),
+            other => Err(self.bad("a string", &other)),
+        }
+    }
+
+    pub fn string(&mut self) -> Result<String> {
+        let b = self.bytes()?;
+        String::from_utf8(b)
+            .map_err(|_| Error::protocol(format!("{}: non-UTF-8 text", self.script)))
+    }
+}

@@ -1,0 +1,499 @@
+//! Tasks and the values that name, schedule and report on them.
+//!
+//! Times are integer milliseconds: `*_at_ms` are Unix epoch milliseconds by the Redis
+//! server's clock, `*_ms` alone are durations.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// The latest due time dueq accepts: 9999-12-31T23:59:59.999Z, in epoch milliseconds.
+pub const MAX_DUE_AT_MS: u64 = 253_402_300_799_999;
+/// Longest business key, in bytes of UTF-8.
+pub const MAX_KEY_BYTES: usize = 512;
+/// Longest task id, in bytes (ids are ASCII).
+pub const MAX_ID_BYTES: usize = 64;
+/// Default attempts before a task goes to the dead-letter queue.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// Default lease (visibility timeout) of a claimed task.
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+/// Longest lease dueq accepts: about 49 days (it is stored in 32 bits).
+pub const MAX_LEASE_MS: u64 = u32::MAX as u64;
+
+/// A task id: assigned by dueq at enqueue, unique in its queue, opaque ASCII of at most 64 bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(String);
+
+impl TaskId {
+    /// Wraps an id given by a caller (for example from a URL).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) when it is empty, longer than
+    /// 64 bytes or not printable ASCII.
+    pub fn new(id: impl Into<String>) -> Result<Self> {
+        let id = id.into();
+        if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Error::invalid(format!(
+                "task id must be 1 to {MAX_ID_BYTES} printable ASCII characters"
+            )));
+        }
+        Ok(Self(id))
+    }
+
+    pub(crate) fn from_redis(id: String) -> Self {
+        Self(id)
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Checks a business key: 1 to 512 bytes of UTF-8, any characters.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) when empty or too long.
+pub fn validate_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_KEY_BYTES {
+        return Err(Error::invalid(format!(
+            "business key must be 1 to {MAX_KEY_BYTES} bytes, got {}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// How an operation names its task: by id, or by the business key of a live task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskRef {
+    /// By the id dueq assigned.
+    Id(TaskId),
+    /// By the producer's business key (only live tasks: scheduled or active).
+    Key(String),
+}
+
+impl TaskRef {
+    /// A reference by business key, validated.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for an empty or over-long key.
+    pub fn key(key: impl Into<String>) -> Result<Self> {
+        let key = key.into();
+        validate_key(&key)?;
+        Ok(Self::Key(key))
+    }
+
+    /// A reference by id, validated.
+    ///
+    /// # Errors
+    /// As [`TaskId::new`].
+    pub fn id(id: impl Into<String>) -> Result<Self> {
+        Ok(Self::Id(TaskId::new(id)?))
+    }
+
+    pub(crate) fn parts(&self) -> (&'static str, &str) {
+        match self {
+            Self::Id(id) => ("id", id.as_str()),
+            Self::Key(k) => ("key", k.as_str()),
+        }
+    }
+}
+
+impl From<TaskId> for TaskRef {
+    fn from(id: TaskId) -> Self {
+        Self::Id(id)
+    }
+}
+
+/// When a task becomes due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Due {
+    /// After this many milliseconds, counted by the Redis server's clock when the write lands
+    /// (so a producer's skewed clock cannot move it).
+    DelayMs(u64),
+    /// At this Unix epoch millisecond (at most [`MAX_DUE_AT_MS`]).
+    AtMs(u64),
+}
+
+impl Due {
+    pub(crate) fn parts(self) -> Result<(&'static str, u64)> {
+        match self {
+            Self::DelayMs(d) if d > MAX_DUE_AT_MS => {
+                Err(Error::invalid("delay_ms lands past year 9999"))
+            }
+            Self::DelayMs(d) => Ok(("delay", d)),
+            Self::AtMs(t) if t > MAX_DUE_AT_MS => {
+                Err(Error::invalid("due_at_ms is past year 9999"))
+            }
+            Self::AtMs(t) => Ok(("at", t)),
+        }
+    }
+}
+
+/// What enqueueing a business key that is already live does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnConflict {
+    /// Return the existing task unchanged (`created: false`). The default: re-submitting after
+    /// a timeout never makes a duplicate.
+    #[default]
+    Keep,
+    /// Atomically replace the existing task's payload, due time and settings, unless it is
+    /// running (then the answer is [`EnqueueOutcome::InProgress`]).
+    Replace,
+}
+
+/// A task to enqueue. Build with [`TaskSpec::new`] and the setting methods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSpec {
+    pub(crate) payload: Vec<u8>,
+    pub(crate) due: Due,
+    pub(crate) key: Option<String>,
+    pub(crate) on_conflict: OnConflict,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) lease_ms: Option<u64>,
+}
+
+impl TaskSpec {
+    /// A task with this payload (opaque bytes), due now, no key, queue defaults.
+    pub fn new(payload: impl Into<Vec<u8>>) -> Self {
+        Self {
+            payload: payload.into(),
+            due: Due::DelayMs(0),
+            key: None,
+            on_conflict: OnConflict::Keep,
+            max_attempts: None,
+            lease_ms: None,
+        }
+    }
+
+    /// Due this many milliseconds after the write lands, by the Redis clock. Default 0.
+    pub fn delay_ms(mut self, delay_ms: u64) -> Self {
+        self.due = Due::DelayMs(delay_ms);
+        self
+    }
+
+    /// Due at this Unix epoch millisecond (Redis clock); a time in the past means due now.
+    pub fn due_at_ms(mut self, due_at_ms: u64) -> Self {
+        self.due = Due::AtMs(due_at_ms);
+        self
+    }
+
+    /// Due as given.
+    pub fn due(mut self, due: Due) -> Self {
+        self.due = due;
+        self
+    }
+
+    /// A business key (1 to 512 bytes of UTF-8), unique among the queue's live tasks.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// What happens when the key is already live. Default [`OnConflict::Keep`].
+    pub fn on_conflict(mut self, on_conflict: OnConflict) -> Self {
+        self.on_conflict = on_conflict;
+        self
+    }
+
+    /// Attempts before the task goes to the dead-letter queue (1 to 2^31). Default 5.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// How long a worker holds the task before it is presumed dead (1 ms to about 49 days).
+    /// Default 30 000.
+    pub fn lease_ms(mut self, lease_ms: u64) -> Self {
+        self.lease_ms = Some(lease_ms);
+        self
+    }
+}
+
+/// What an enqueue did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EnqueueOutcome {
+    /// A new task was created.
+    Created,
+    /// The key was live: the existing task was returned unchanged ([`OnConflict::Keep`]).
+    Existing,
+    /// The key was live: the existing task's payload and due time were replaced.
+    Replaced,
+    /// The key is live on a running task, so [`OnConflict::Replace`] was refused.
+    InProgress,
+}
+
+/// The answer to one enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Enqueued {
+    /// The task's id (new or existing).
+    pub id: TaskId,
+    /// Its due time, Unix epoch ms by the Redis clock (0 for [`EnqueueOutcome::InProgress`]).
+    pub due_at_ms: u64,
+    /// What happened.
+    pub outcome: EnqueueOutcome,
+}
+
+impl Enqueued {
+    /// Whether a new task was created.
+    pub fn created(&self) -> bool {
+        self.outcome == EnqueueOutcome::Created
+    }
+}
+
+/// Where a task is in its life (DESIGN section 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskState {
+    /// Waiting for its due time (also between retries, with `attempt > 0`).
+    Scheduled,
+    /// Claimed by a worker under a lease.
+    Active,
+    /// Acknowledged (kept only when the queue retains succeeded tasks).
+    Succeeded,
+    /// Out of attempts or failed permanently: in the dead-letter queue.
+    Dead,
+    /// Cancelled before it ran (leaves no record; appears only in outcomes and metrics).
+    Cancelled,
+}
+
+impl TaskState {
+    /// The lower-case name used in the HTTP API and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Active => "active",
+            Self::Succeeded => "succeeded",
+            Self::Dead => "dead",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A task as [`Queue::get`](crate::Queue::get) reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Task {
+    /// Its id.
+    pub id: TaskId,
+    /// Its business key, if any.
+    pub key: Option<String>,
+    /// Its state.
+    pub state: TaskState,
+    /// Due time, epoch ms (for an active task: the due time it was claimed at).
+    pub due_at_ms: u64,
+    /// Attempts made so far (the running one included when active).
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Lease length a claim gets.
+    pub lease_ms: u64,
+    /// The payload bytes.
+    pub payload: Vec<u8>,
+    /// Text of the last failure.
+    pub last_error: Option<String>,
+    /// When it was first enqueued, epoch ms.
+    pub created_at_ms: u64,
+    /// For an active task its lease deadline, for a dead or succeeded one when it got there.
+    pub state_at_ms: Option<u64>,
+}
+
+/// The answer to a cancel (DESIGN 2.7): exactly one of these, never a half-deleted task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CancelOutcome {
+    /// Removed before any worker got it; it will never run.
+    Cancelled,
+    /// A worker is running it; it was not touched.
+    InProgress,
+    /// No live task by that id or key (finished, dead, cancelled or never there).
+    NotFound,
+}
+
+impl CancelOutcome {
+    /// `cancelled`, `in_progress` or `not_found`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::InProgress => "in_progress",
+            Self::NotFound => "not_found",
+        }
+    }
+}
+
+/// The answer to a reschedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RescheduleOutcome {
+    /// The task is now due at this epoch ms.
+    Rescheduled {
+        /// New due time.
+        due_at_ms: u64,
+    },
+    /// A worker is running it; unchanged.
+    InProgress,
+    /// No scheduled task by that id or key.
+    NotFound,
+}
+
+/// A lease token: proof of ownership of a claimed task (fencing, DESIGN 2.3). A token that is
+/// no longer current is refused by ack, nack and extend.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseToken(String);
+
+impl LeaseToken {
+    /// Wraps a token received from a claim (for example over HTTP).
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    /// The token as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A task handed to a worker by a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClaimedTask {
+    /// Its id.
+    pub id: TaskId,
+    /// Its business key, if any.
+    pub key: Option<String>,
+    /// The payload bytes.
+    pub payload: Vec<u8>,
+    /// This attempt, 1-based.
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Due time it was claimed at, epoch ms.
+    pub due_at_ms: u64,
+    /// Proof of ownership for ack, nack and extend.
+    pub lease_token: LeaseToken,
+    /// When the lease runs out unless extended, epoch ms (Redis clock).
+    pub lease_expires_at_ms: u64,
+    /// Redis time of the claim, epoch ms. Never earlier than `due_at_ms`.
+    pub claimed_at_ms: u64,
+    /// Redis time when the handler started, epoch ms: in a [`Worker`](crate::Worker), the
+    /// claim time plus the time elapsed locally since the claim reply (so never before
+    /// `due_at_ms`); elsewhere equal to `claimed_at_ms`.
+    pub started_at_ms: u64,
+    /// The last failure's text, if an earlier attempt failed.
+    pub last_error: Option<String>,
+}
+
+/// The answer to an ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AckOutcome {
+    /// Completed.
+    Acked,
+    /// The token is no longer current; nothing changed.
+    LeaseLost,
+}
+
+/// The answer to a nack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NackOutcome {
+    /// Back to scheduled for another attempt at this epoch ms.
+    Rescheduled {
+        /// When the next attempt is due.
+        due_at_ms: u64,
+    },
+    /// Out of attempts or failed permanently: moved to the dead-letter queue.
+    Dead,
+    /// The token is no longer current; nothing changed.
+    LeaseLost,
+}
+
+/// Counts and timings of one queue (DESIGN 4.2 stats).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct QueueStats {
+    /// Queue name.
+    pub queue: String,
+    /// Redis time of the reading, epoch ms.
+    pub now_ms: u64,
+    /// Tasks waiting (including due ones and those waiting for a retry).
+    pub scheduled: u64,
+    /// Of those, how many are due now (overdue).
+    pub due: u64,
+    /// Tasks held by workers.
+    pub active: u64,
+    /// Tasks in the dead-letter queue.
+    pub dead: u64,
+    /// Succeeded tasks kept by retention.
+    pub succeeded_kept: u64,
+    /// Tasks acknowledged, ever.
+    pub succeeded_total: u64,
+    /// Attempts that failed (nack or expired lease), ever.
+    pub failed_total: u64,
+    /// Tasks enqueued (created), ever.
+    pub enqueued_total: u64,
+    /// Failed attempts that were rescheduled, ever.
+    pub retried_total: u64,
+    /// Tasks that went to the dead-letter queue, ever.
+    pub dead_total: u64,
+    /// Tasks cancelled, ever.
+    pub cancelled_total: u64,
+    /// Leases that expired, ever.
+    pub lease_expired_total: u64,
+    /// Earliest due time of a scheduled task.
+    pub next_due_at_ms: Option<u64>,
+    /// How long the earliest due task has been waiting, 0 when none is overdue.
+    pub oldest_due_age_ms: u64,
+    /// Whether claims are paused.
+    pub paused: bool,
+}
+
+/// A task in the dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadTask {
+    /// The task (state [`TaskState::Dead`]).
+    pub task: Task,
+    /// When it died, epoch ms.
+    pub died_at_ms: u64,
+}
+
+/// One page of the dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadPage {
+    /// Dead tasks in the queue in all.
+    pub total: u64,
+    /// This page, newest first.
+    pub tasks: Vec<DeadTask>,
+}
+
+/// The answer to retrying one dead task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeadRetryOutcome {
+    /// Scheduled again, due now, attempts counted afresh.
+    Retried,
+    /// Not in the dead-letter queue.
+    NotFound,
+    /// Its business key is live on another task; left dead.
+    Conflict,
+}

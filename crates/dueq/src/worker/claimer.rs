@@ -1,0 +1,180 @@
+//! The claimer is responsible for getting due tasks of one queue to handlers on time.
+//!
+//! It claims as many tasks as there are free slots, then sleeps until the earliest of: the
+//! next due time (by the Redis clock), the next lease deadline (to recover expired leases),
+//! a wake-up notification, a freed slot (when all were busy), and the fallback poll (at most
+//! 1 s). A failed Redis call is counted, logged and retried after a short, growing pause, so
+//! one bad tick never stops the loop (case C01).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::time::{Instant, sleep, sleep_until};
+
+use super::{Counters, Outcome, QueueRt, Report, Running, Shared};
+use crate::task::ClaimedTask;
+
+const FIRST_ERROR_PAUSE: Duration = Duration::from_millis(10);
+const MAX_ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+pub(super) async fn run(
+    rt: Arc<QueueRt>,
+    shared: Arc<Shared>,
+    mut wake: mpsc::UnboundedReceiver<u64>,
+) {
+    let mut stop = shared.stop.clone();
+    let mut error_pause = FIRST_ERROR_PAUSE;
+    let mut next_deadline: Option<u64> = None;
+    let mut orphans = false;
+    let mut last_sweep = Instant::now();
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        // Recover expired leases when one is due, and sweep for lost deadline entries now
+        // and then when a claim saw one.
+        let sweep = orphans && last_sweep.elapsed() >= shared.poll;
+        if sweep || next_deadline.is_some_and(|d| shared.clock.now_ms() >= d) {
+            last_sweep = Instant::now();
+            match rt.queue.recover().await {
+                Ok(r) => {
+                    shared.clock.update(r.now_ms, Instant::now());
+                    next_deadline = r.next_lease_deadline_ms;
+                    orphans = false;
+                    if r.recovered + r.dead > 0 {
+                        tracing::info!(
+                            queue = rt.queue.name(),
+                            recovered = r.recovered,
+                            dead = r.dead,
+                            "recovered expired leases"
+                        );
+                    }
+                }
+                Err(e) => {
+                    failed(&rt, &shared, &e, &mut error_pause).await;
+                    continue;
+                }
+            }
+        }
+
+        let mut slots: Vec<OwnedSemaphorePermit> = Vec::new();
+        while slots.len() < shared.batch {
+            match shared.slots.clone().try_acquire_owned() {
+                Ok(p) => slots.push(p),
+                Err(_) => break,
+            }
+        }
+        let want = slots.len();
+        let claim = match rt.queue.claim(want, shared.lease_ms).await {
+            Ok(c) => c,
+            Err(e) => {
+                drop(slots);
+                failed(&rt, &shared, &e, &mut error_pause).await;
+                continue;
+            }
+        };
+        error_pause = FIRST_ERROR_PAUSE;
+        let received = Instant::now();
+        shared.clock.update(claim.now_ms, received);
+        next_deadline = claim.next_lease_deadline_ms;
+        orphans |= claim.orphans;
+        let got = claim.tasks.len();
+        Counters::add(&shared.counters.claimed, got as u64);
+        for task in claim.tasks {
+            // The script hands out at most `want` tasks, one slot each.
+            let Some(slot) = slots.pop() else { break };
+            start(&rt, task, slot, received);
+        }
+        drop(slots);
+        if want > 0 && got == want {
+            continue; // a full batch: more may be due right now
+        }
+
+        let mut wake_at = Instant::now() + shared.poll;
+        if want > 0
+            && !claim.paused
+            && let Some(due) = claim.next_due_at_ms
+        {
+            wake_at = wake_at.min(shared.clock.instant_of(due));
+        }
+        if let Some(d) = next_deadline {
+            wake_at = wake_at.min(shared.clock.instant_of(d.saturating_add(1)));
+        }
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = sleep_until(wake_at) => break,
+                msg = wake.recv() => match msg {
+                    Some(due) => {
+                        let at = shared.clock.instant_of(due);
+                        if at <= Instant::now() {
+                            break;
+                        }
+                        wake_at = wake_at.min(at);
+                    }
+                    // the wake listener is gone: the timer and fallback poll still work
+                    None => sleep_until(wake_at).await,
+                },
+                slot = shared.slots.clone().acquire_owned(), if want == 0 => {
+                    drop(slot);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn failed(rt: &QueueRt, shared: &Shared, e: &crate::Error, pause: &mut Duration) {
+    Counters::add(&shared.counters.redis_errors, 1);
+    tracing::warn!(queue = rt.queue.name(), error = %e, retry_in_ms = pause.as_millis() as u64,
+        "claim loop: Redis call failed");
+    let mut stop = shared.stop.clone();
+    tokio::select! {
+        _ = sleep(*pause) => {}
+        _ = stop.changed() => {}
+    }
+    *pause = (*pause * 2).min(MAX_ERROR_PAUSE);
+}
+
+/// Runs one claimed task's handler on its own tokio task, holding one slot.
+fn start(rt: &Arc<QueueRt>, mut task: ClaimedTask, slot: OwnedSemaphorePermit, received: Instant) {
+    let id = task.id.clone();
+    rt.running().insert(
+        id.clone(),
+        Running {
+            token: task.lease_token.clone(),
+            lease_ms: task.lease_expires_at_ms.saturating_sub(task.claimed_at_ms),
+            deadline_ms: task.lease_expires_at_ms,
+            abort: None,
+        },
+    );
+    let rt2 = rt.clone();
+    let id2 = id.clone();
+    let handle = tokio::spawn(async move {
+        // Redis time at handler start: the claim's time plus what elapsed here since, so it
+        // is never before the due time.
+        task.started_at_ms = task.claimed_at_ms + received.elapsed().as_millis() as u64;
+        let token = task.lease_token.clone();
+        let fut = (rt2.handler)(task);
+        let outcome = AssertUnwindSafe(fut)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Outcome::retry("handler panicked"));
+        // Report first, then leave `running`: shutdown waits for `running` to empty before it
+        // queues its Stop, so this report is never lost behind it.
+        let _ = rt2.reports.send(Report::Done {
+            id: id2.clone(),
+            token,
+            outcome,
+        });
+        rt2.running().remove(&id2);
+        drop(slot);
+    });
+    // The handler may already be done (then its entry is gone and there is nothing to abort).
+    if let Some(r) = rt.running().get_mut(&id) {
+        r.abort = Some(handle.abort_handle());
+    }
+}

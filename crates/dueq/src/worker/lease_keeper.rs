@@ -1,0 +1,62 @@
+//! The lease keeper is responsible for keeping the leases of long-running handlers of one
+//! queue alive: when less than half of a lease is left it extends it (all due ones in one
+//! call). It makes no Redis call while no lease needs it, so an idle worker costs nothing here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{Counters, QueueRt, Shared};
+use crate::task::{LeaseToken, TaskId};
+
+const TICK: Duration = Duration::from_millis(50);
+
+pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        let now = shared.clock.now_ms();
+        let due: Vec<(TaskId, LeaseToken, u64)> = rt
+            .running()
+            .iter()
+            .filter(|(_, r)| r.deadline_ms.saturating_sub(now) < r.lease_ms / 2)
+            .map(|(id, r)| (id.clone(), r.token.clone(), r.lease_ms))
+            .collect();
+        if due.is_empty() {
+            continue;
+        }
+        let items: Vec<_> = due.iter().map(|(i, t, l)| (i, t, *l)).collect();
+        match rt.queue.extend_items(&items).await {
+            Ok(deadlines) => {
+                let mut running = rt.running();
+                for ((id, _, _), d) in due.iter().zip(deadlines) {
+                    match d {
+                        Some(d) => {
+                            if let Some(r) = running.get_mut(id) {
+                                r.deadline_ms = d;
+                            }
+                        }
+                        None => {
+                            Counters::add(&shared.counters.lease_lost, 1);
+                            tracing::warn!(queue = rt.queue.name(), id = %id,
+                                "lease lost while the handler runs; its result will be refused");
+                            // stop extending it; the handler's ack will be refused (fencing)
+                            if let Some(r) = running.get_mut(id) {
+                                r.deadline_ms = u64::MAX;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                Counters::add(&shared.counters.redis_errors, 1);
+                tracing::warn!(queue = rt.queue.name(), error = %e, "lease extension failed");
+            }
+        }
+    }
+}

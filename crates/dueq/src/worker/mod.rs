@@ -1,0 +1,422 @@
+//! The worker runtime: runs handlers for one or more queues with a concurrency limit.
+//!
+//! Each duty has its own file and task:
+//!
+//! * [`claimer`]: per queue, claims due tasks in batches and sleeps until the next due time
+//!   (timer from the Redis clock, woken early by [`wake`] notifications, polling at most every
+//!   second as a fallback); also recovers expired leases when their deadline passes.
+//! * [`lease_keeper`]: per queue, extends the leases of handlers that run long.
+//! * [`acker`]: per queue, sends acks and nacks in batches.
+//! * [`wake`]: one pub/sub connection listening for "a task became due earlier".
+//!
+//! # Shutdown order
+//!
+//! [`WorkerHandle::shutdown`] (and the end of [`Worker::run_until`]):
+//! 1. claimers and the wake listener stop: no new task is claimed;
+//! 2. running handlers get the grace period ([`WorkerBuilder::shutdown_grace_ms`]) to finish;
+//! 3. handlers still running are aborted and their leases handed back (`release`), so another
+//!    worker runs them at once instead of after the lease;
+//! 4. ackers flush what the finished handlers reported, then stop;
+//! 5. lease keepers stop.
+
+mod acker;
+mod claimer;
+mod clock;
+mod handler;
+mod lease_keeper;
+mod wake;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::{AbortHandle, JoinHandle};
+
+pub use handler::{HandlerFuture, Outcome};
+
+use crate::backoff::Backoff;
+use crate::client::{Client, Queue};
+use crate::error::{Error, Result};
+use crate::task::{ClaimedTask, LeaseToken, TaskId};
+use clock::RedisClock;
+use handler::Handler;
+
+/// Builds a [`Worker`].
+pub struct WorkerBuilder {
+    client: Client,
+    handlers: Vec<(String, Handler)>,
+    concurrency: usize,
+    lease_ms: Option<u64>,
+    backoff: Backoff,
+    shutdown_grace_ms: u64,
+    notifications: bool,
+    poll_ms: u64,
+}
+
+impl WorkerBuilder {
+    /// Runs `handler` for every task of queue `queue`. Call once per queue.
+    pub fn handle<F, Fut>(mut self, queue: &str, handler: F) -> Self
+    where
+        F: Fn(ClaimedTask) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        self.handlers
+            .push((queue.to_owned(), handler::boxed(handler)));
+        self
+    }
+
+    /// Most handlers running at once, over all queues. Default 64. It also caps a claim batch.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// The lease every claim takes, overriding each task's own `lease_ms`. Default: the task's.
+    pub fn lease_ms(mut self, lease_ms: u64) -> Self {
+        self.lease_ms = Some(lease_ms);
+        self
+    }
+
+    /// Delays between attempts when a handler returns [`Outcome::retry`] and when an expired
+    /// lease is recovered. Default [`Backoff::default`] (1 s doubling to 1 h, 20 % jitter).
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// How long shutdown waits for running handlers before aborting them and handing their
+    /// leases back. Default 0: hand back at once (another worker reruns the task; handlers must
+    /// tolerate at-least-once anyway). Longer values let short handlers finish.
+    pub fn shutdown_grace_ms(mut self, ms: u64) -> Self {
+        self.shutdown_grace_ms = ms;
+        self
+    }
+
+    /// Whether to listen for wake-up notifications. Default `true`. Without them an idle
+    /// worker still finds early tasks by its fallback poll (at most every second).
+    pub fn notifications(mut self, on: bool) -> Self {
+        self.notifications = on;
+        self
+    }
+
+    /// Longest sleep of an idle claimer before it asks Redis again (the fallback for lost
+    /// notifications). Default 1 000 ms; values above 1 000 are lowered to 1 000.
+    pub fn poll_ms(mut self, ms: u64) -> Self {
+        self.poll_ms = ms.clamp(1, 1_000);
+        self
+    }
+
+    /// Checks the settings.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) when no queue has a handler, a queue
+    /// appears twice, or a name is invalid.
+    pub fn build(self) -> Result<Worker> {
+        if self.handlers.is_empty() {
+            return Err(Error::invalid("a worker needs at least one queue handler"));
+        }
+        let mut queues = Vec::new();
+        for (name, h) in self.handlers {
+            if queues
+                .iter()
+                .any(|(q, _): &(Queue, Handler)| q.name() == name)
+            {
+                return Err(Error::invalid(format!("queue {name} has two handlers")));
+            }
+            let q = self.client.queue(&name)?.with_backoff(self.backoff);
+            queues.push((q, h));
+        }
+        Ok(Worker {
+            client: self.client,
+            queues,
+            concurrency: self.concurrency,
+            lease_ms: self.lease_ms,
+            shutdown_grace_ms: self.shutdown_grace_ms,
+            notifications: self.notifications,
+            poll_ms: self.poll_ms,
+        })
+    }
+}
+
+/// Runs handlers for one or more queues. Build with [`Worker::builder`], then
+/// [`Worker::start`] or [`Worker::run_until`].
+pub struct Worker {
+    client: Client,
+    queues: Vec<(Queue, Handler)>,
+    concurrency: usize,
+    lease_ms: Option<u64>,
+    shutdown_grace_ms: u64,
+    notifications: bool,
+    poll_ms: u64,
+}
+
+/// Counters of one worker since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Tasks claimed.
+    pub claimed: u64,
+    /// Tasks acknowledged.
+    pub succeeded: u64,
+    /// Attempts reported failed and rescheduled.
+    pub retried: u64,
+    /// Tasks moved to the dead-letter queue by this worker.
+    pub dead: u64,
+    /// Acks, nacks or extends refused because the lease was lost.
+    pub lease_lost: u64,
+    /// Tasks handed back at shutdown.
+    pub released: u64,
+    /// Redis calls that failed (each is retried).
+    pub redis_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    claimed: AtomicU64,
+    succeeded: AtomicU64,
+    retried: AtomicU64,
+    dead: AtomicU64,
+    lease_lost: AtomicU64,
+    released: AtomicU64,
+    redis_errors: AtomicU64,
+}
+
+impl Counters {
+    fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> WorkerStats {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WorkerStats {
+            claimed: g(&self.claimed),
+            succeeded: g(&self.succeeded),
+            retried: g(&self.retried),
+            dead: g(&self.dead),
+            lease_lost: g(&self.lease_lost),
+            released: g(&self.released),
+            redis_errors: g(&self.redis_errors),
+        }
+    }
+}
+
+/// A task whose handler is running.
+struct Running {
+    token: LeaseToken,
+    lease_ms: u64,
+    deadline_ms: u64,
+    abort: Option<AbortHandle>,
+}
+
+/// A handler's report, on its way to the acker.
+enum Report {
+    Done {
+        id: TaskId,
+        token: LeaseToken,
+        outcome: Outcome,
+    },
+    /// Everything before this has been sent: flush and stop.
+    Stop,
+}
+
+/// What every duty of one queue shares.
+struct QueueRt {
+    queue: Queue,
+    handler: Handler,
+    running: Mutex<HashMap<TaskId, Running>>,
+    reports: mpsc::UnboundedSender<Report>,
+}
+
+impl QueueRt {
+    fn running(&self) -> MutexGuard<'_, HashMap<TaskId, Running>> {
+        // A panic while holding this lock cannot leave the map half-updated (single inserts
+        // and removes), so a poisoned lock is still usable.
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What every duty of the worker shares.
+struct Shared {
+    slots: Arc<Semaphore>,
+    clock: RedisClock,
+    counters: Counters,
+    lease_ms: Option<u64>,
+    poll: Duration,
+    batch: usize,
+    stop: watch::Receiver<bool>,
+}
+
+/// A running worker: ask it to stop with [`WorkerHandle::shutdown`].
+pub struct WorkerHandle {
+    stop: watch::Sender<bool>,
+    shared: Arc<Shared>,
+    join: JoinHandle<()>,
+}
+
+impl WorkerHandle {
+    /// Counters so far.
+    pub fn stats(&self) -> WorkerStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Stops the worker in the documented order and waits for it.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Protocol`](crate::ErrorKind) if the worker's task panicked.
+    pub async fn shutdown(self) -> Result<WorkerStats> {
+        let _ = self.stop.send(true);
+        self.join
+            .await
+            .map_err(|e| Error::protocol(format!("worker task failed: {e}")))?;
+        Ok(self.shared.counters.snapshot())
+    }
+}
+
+impl Worker {
+    /// A builder for a worker on `client`.
+    pub fn builder(client: Client) -> WorkerBuilder {
+        WorkerBuilder {
+            client,
+            handlers: Vec::new(),
+            concurrency: 64,
+            lease_ms: None,
+            backoff: Backoff::default(),
+            shutdown_grace_ms: 0,
+            notifications: true,
+            poll_ms: 1_000,
+        }
+    }
+
+    /// Starts the worker on the current tokio runtime.
+    pub fn start(self) -> WorkerHandle {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            slots: Arc::new(Semaphore::new(self.concurrency)),
+            clock: RedisClock::new(),
+            counters: Counters::default(),
+            lease_ms: self.lease_ms,
+            poll: Duration::from_millis(self.poll_ms),
+            batch: self.concurrency.min(crate::protocol::ops::MAX_BATCH),
+            stop: stop_rx,
+        });
+        let join = tokio::spawn(run(self, shared.clone()));
+        WorkerHandle {
+            stop: stop_tx,
+            shared,
+            join,
+        }
+    }
+
+    /// Runs until `signal` completes, then shuts down in the documented order.
+    ///
+    /// # Errors
+    /// As [`WorkerHandle::shutdown`].
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<WorkerStats> {
+        let handle = self.start();
+        signal.await;
+        handle.shutdown().await
+    }
+}
+
+async fn run(worker: Worker, shared: Arc<Shared>) {
+    let grace = Duration::from_millis(worker.shutdown_grace_ms);
+    let mut rts = Vec::new();
+    let mut claimers = Vec::new();
+    let mut ackers = Vec::new();
+    let mut keepers = Vec::new();
+    let mut wake_txs = Vec::new();
+    let (keeper_stop_tx, keeper_stop_rx) = watch::channel(false);
+    for (queue, handler) in worker.queues {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let rt = Arc::new(QueueRt {
+            queue,
+            handler,
+            running: Mutex::new(HashMap::new()),
+            reports: tx,
+        });
+        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        wake_txs.push((rt.queue.keys().wake.clone(), wake_tx));
+        claimers.push(tokio::spawn(claimer::run(
+            rt.clone(),
+            shared.clone(),
+            wake_rx,
+        )));
+        ackers.push(tokio::spawn(acker::run(rt.clone(), shared.clone(), rx)));
+        keepers.push(tokio::spawn(lease_keeper::run(
+            rt.clone(),
+            shared.clone(),
+            keeper_stop_rx.clone(),
+        )));
+        rts.push(rt);
+    }
+    let waker = worker.notifications.then(|| {
+        tokio::spawn(wake::run(
+            worker.client.clone(),
+            wake_txs,
+            shared.stop.clone(),
+        ))
+    });
+
+    // 1. wait for the stop signal; claimers and the wake listener end by themselves on it
+    let mut stop = shared.stop.clone();
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            break;
+        }
+    }
+    for c in claimers {
+        let _ = c.await;
+    }
+    if let Some(w) = waker {
+        w.abort();
+    }
+    // 2. grace period for running handlers
+    let deadline = tokio::time::Instant::now() + grace;
+    while rts.iter().any(|rt| !rt.running().is_empty()) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // 3. abort the rest and hand their leases back
+    for rt in &rts {
+        let left: Vec<(TaskId, LeaseToken)> = {
+            let mut running = rt.running();
+            running
+                .drain()
+                .map(|(id, r)| {
+                    if let Some(a) = r.abort {
+                        a.abort();
+                    }
+                    (id, r.token)
+                })
+                .collect()
+        };
+        if left.is_empty() {
+            continue;
+        }
+        match rt.queue.release(&left).await {
+            Ok(v) => {
+                let n = v.iter().filter(|b| **b).count() as u64;
+                Counters::add(&shared.counters.released, n);
+            }
+            Err(e) => {
+                Counters::add(&shared.counters.redis_errors, 1);
+                tracing::warn!(queue = rt.queue.name(), error = %e,
+                    "could not hand leases back; they will expire and be recovered");
+            }
+        }
+    }
+    // 4. flush reports
+    for rt in &rts {
+        let _ = rt.reports.send(Report::Stop);
+    }
+    for a in ackers {
+        let _ = a.await;
+    }
+    // 5. lease keepers
+    let _ = keeper_stop_tx.send(true);
+    for k in keepers {
+        let _ = k.await;
+    }
+}
