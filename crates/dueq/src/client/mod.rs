@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub(crate) use queue::cut_error;
-pub use queue::{Claim, Queue, QueueSettings, RecoverReport};
+pub use queue::{Claim, MAX_ERROR_BYTES, Queue, QueueSettings, RecoverReport};
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::{self, Conn};
@@ -54,6 +54,18 @@ impl ClientBuilder {
         let c = conn::connect(&self.url, Duration::from_millis(self.response_timeout_ms)).await?;
         let mut conn = c.conn;
         scripts::load_all(&mut conn).await?;
+        match eviction_check(&mut conn).await {
+            EvictionCheck::Safe => {}
+            EvictionCheck::Unsafe(policy) => tracing::warn!(
+                policy = %policy,
+                "Redis maxmemory-policy is {policy}: under memory pressure Redis will silently \
+                 DELETE queue keys (tasks lost). Set maxmemory-policy noeviction."
+            ),
+            EvictionCheck::Unknown(why) => tracing::warn!(
+                reason = %why,
+                "could not read Redis maxmemory-policy; make sure it is noeviction"
+            ),
+        }
         Ok(Client {
             inner: Arc::new(Inner {
                 conn,
@@ -63,6 +75,49 @@ impl ClientBuilder {
                 registered: Mutex::new(HashSet::new()),
             }),
         })
+    }
+}
+
+/// Whether Redis may evict keys (DESIGN 3: anything but `noeviction` can silently delete
+/// queue keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EvictionCheck {
+    /// `maxmemory-policy` is `noeviction`.
+    Safe,
+    /// Any other policy, named here.
+    Unsafe(String),
+    /// The policy could not be read (for example `CONFIG` is disabled); the reason.
+    Unknown(String),
+}
+
+async fn eviction_check(conn: &mut Conn) -> EvictionCheck {
+    match ops::maxmemory_policy(conn).await {
+        Ok(p) if p == "noeviction" => EvictionCheck::Safe,
+        Ok(p) => EvictionCheck::Unsafe(p),
+        Err(e) => EvictionCheck::Unknown(e.to_string()),
+    }
+}
+
+/// What a readiness probe found (the `/readyz` fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Readiness {
+    /// Redis answered `PING`.
+    pub redis: bool,
+    /// Every script is loaded (loading them again succeeded).
+    pub scripts: bool,
+    /// The eviction policy check.
+    pub eviction: EvictionCheck,
+    /// The first error met, if any.
+    pub error: Option<String>,
+}
+
+impl Readiness {
+    /// Ready: Redis answers, scripts load, and eviction is not known to be unsafe (an
+    /// unreadable policy only warns).
+    pub fn ready(&self) -> bool {
+        self.redis && self.scripts && !matches!(self.eviction, EvictionCheck::Unsafe(_))
     }
 }
 
@@ -161,6 +216,21 @@ impl Client {
     /// disabled).
     pub async fn maxmemory_policy(&self) -> Result<String> {
         ops::maxmemory_policy(&mut self.conn()).await
+    }
+
+    /// Checks Redis, the scripts and the eviction policy (for readiness probes). Never fails:
+    /// problems are fields of the answer.
+    pub async fn readiness(&self) -> Readiness {
+        let mut conn = self.conn();
+        let ping = ops::ping(&mut conn).await;
+        let load = scripts::load_all(&mut conn).await;
+        let eviction = eviction_check(&mut conn).await;
+        Readiness {
+            redis: ping.is_ok(),
+            scripts: load.is_ok(),
+            eviction,
+            error: ping.err().or(load.err()).map(|e| e.to_string()),
+        }
     }
 
     /// Whether this client talks to a Redis Cluster.

@@ -1,1 +1,12 @@
-//! integration tests
+//! Integration tests of the `dueq` library against real `redis-server` processes (one per test,
+//! started by `dueq-testkit` on a unix socket in a temp dir; never the shared 6379).
+//!
+//! Case tests are named after `shared/cases/CASES.md` ids (`c01_...`).
+
+// Test code panics on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod basics;
+mod worker;

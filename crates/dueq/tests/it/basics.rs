@@ -1,0 +1,204 @@
+//! The life of a task through every operation, on one real server.
+
+use dueq::{
+    AckOutcome, CancelOutcome, DeadRetryOutcome, EnqueueOutcome, LeaseToken, NackOutcome,
+    OnConflict, QueueSettings, RescheduleOutcome, TaskRef, TaskSpec, TaskState,
+};
+
+use crate::support::Ctx;
+
+#[tokio::test]
+async fn enqueue_get_claim_ack() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("orders");
+    let e = q
+        .enqueue(TaskSpec::new(b"hello".to_vec()).key("order:1:cancel"))
+        .await
+        .unwrap();
+    assert!(e.created());
+    let t = q
+        .get(&TaskRef::key("order:1:cancel").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.id, e.id);
+    assert_eq!(t.state, TaskState::Scheduled);
+    assert_eq!(t.payload, b"hello");
+    assert_eq!(t.attempt, 0);
+    assert_eq!(t.max_attempts, 5);
+    assert_eq!(t.due_at_ms, e.due_at_ms);
+
+    let again = q
+        .enqueue(TaskSpec::new(b"other".to_vec()).key("order:1:cancel"))
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, EnqueueOutcome::Existing);
+    assert_eq!(again.id, e.id);
+
+    let c = q.claim(10, None).await.unwrap();
+    assert_eq!(c.tasks.len(), 1);
+    let task = &c.tasks[0];
+    assert_eq!(task.payload, b"hello");
+    assert_eq!(task.key.as_deref(), Some("order:1:cancel"));
+    assert_eq!(task.attempt, 1);
+    assert!(task.claimed_at_ms >= task.due_at_ms);
+    let t = q.get(&e.id.clone().into()).await.unwrap().unwrap();
+    assert_eq!(t.state, TaskState::Active);
+    assert_eq!(t.attempt, 1);
+
+    assert_eq!(
+        q.ack(&task.id, &LeaseToken::new("bogus")).await.unwrap(),
+        AckOutcome::LeaseLost
+    );
+    assert_eq!(
+        q.ack(&task.id, &task.lease_token).await.unwrap(),
+        AckOutcome::Acked
+    );
+    assert!(q.get(&e.id.clone().into()).await.unwrap().is_none());
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.scheduled, s.active, s.dead), (0, 0, 0));
+    assert_eq!(s.enqueued_total, 1);
+    assert_eq!(s.succeeded_total, 1);
+    // the key is free again
+    let e2 = q
+        .enqueue(TaskSpec::new(b"x".to_vec()).key("order:1:cancel"))
+        .await
+        .unwrap();
+    assert!(e2.created());
+    assert_ne!(e2.id, e.id);
+}
+
+#[tokio::test]
+async fn nack_retry_then_dead_then_retry_from_dlq() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("payouts");
+    let e = q
+        .enqueue(TaskSpec::new(b"p".to_vec()).key("payout:9").max_attempts(2))
+        .await
+        .unwrap();
+    let t = q.claim(1, None).await.unwrap().tasks.remove(0);
+    let o = q
+        .nack(&t.id, &t.lease_token, "boom", Some(0), false)
+        .await
+        .unwrap();
+    assert!(matches!(o, NackOutcome::Rescheduled { .. }));
+    let got = q.get(&e.id.clone().into()).await.unwrap().unwrap();
+    assert_eq!(got.state, TaskState::Scheduled);
+    assert_eq!(got.attempt, 1);
+    assert_eq!(got.last_error.as_deref(), Some("boom"));
+
+    let t = q.claim(1, None).await.unwrap().tasks.remove(0);
+    assert_eq!(t.attempt, 2);
+    assert_eq!(t.last_error.as_deref(), Some("boom"));
+    let o = q
+        .nack(&t.id, &t.lease_token, "boom again", Some(0), false)
+        .await
+        .unwrap();
+    assert_eq!(o, NackOutcome::Dead);
+    let got = q.get(&e.id.clone().into()).await.unwrap().unwrap();
+    assert_eq!(got.state, TaskState::Dead);
+    assert_eq!(got.attempt, 2);
+    // a dead task's key is free
+    assert!(
+        q.get(&TaskRef::key("payout:9").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let page = q.dead_list(0, 10).await.unwrap();
+    assert_eq!(page.total, 1);
+    assert_eq!(page.tasks[0].task.last_error.as_deref(), Some("boom again"));
+    assert_eq!(
+        q.dead_retry(&[e.id.clone()]).await.unwrap(),
+        vec![DeadRetryOutcome::Retried]
+    );
+    let t = q.claim(1, None).await.unwrap().tasks.remove(0);
+    assert_eq!(t.attempt, 1);
+    let o = q
+        .nack(&t.id, &t.lease_token, "fatal", None, true)
+        .await
+        .unwrap();
+    assert_eq!(o, NackOutcome::Dead);
+    assert_eq!(q.dead_delete(&[e.id.clone()]).await.unwrap(), vec![true]);
+    assert!(q.get(&e.id.clone().into()).await.unwrap().is_none());
+    let s = q.stats().await.unwrap();
+    assert_eq!(s.dead_total, 2);
+    assert_eq!(s.failed_total, 3);
+}
+
+#[tokio::test]
+async fn replace_reschedule_cancel() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("reminders");
+    let k = TaskRef::key("r:1").unwrap();
+    let e = q
+        .enqueue(TaskSpec::new(b"a".to_vec()).key("r:1").delay_ms(60_000))
+        .await
+        .unwrap();
+    let r = q
+        .enqueue(
+            TaskSpec::new(b"b".to_vec())
+                .key("r:1")
+                .delay_ms(120_000)
+                .on_conflict(OnConflict::Replace),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, EnqueueOutcome::Replaced);
+    assert_eq!(r.id, e.id);
+    assert!(r.due_at_ms >= e.due_at_ms + 59_000);
+    assert_eq!(q.get(&k).await.unwrap().unwrap().payload, b"b");
+    let o = q.reschedule(&k, dueq::Due::DelayMs(0)).await.unwrap();
+    let RescheduleOutcome::Rescheduled { due_at_ms } = o else {
+        panic!("{o:?}")
+    };
+    assert_eq!(q.get(&k).await.unwrap().unwrap().due_at_ms, due_at_ms);
+    let t = q.claim(1, None).await.unwrap().tasks.remove(0);
+    assert_eq!(q.cancel(&k).await.unwrap(), CancelOutcome::InProgress);
+    assert_eq!(
+        q.reschedule(&k, dueq::Due::DelayMs(5)).await.unwrap(),
+        RescheduleOutcome::InProgress
+    );
+    let rr = q
+        .enqueue(
+            TaskSpec::new(b"c".to_vec())
+                .key("r:1")
+                .on_conflict(OnConflict::Replace),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rr.outcome, EnqueueOutcome::InProgress);
+    q.ack(&t.id, &t.lease_token).await.unwrap();
+    assert_eq!(q.cancel(&k).await.unwrap(), CancelOutcome::NotFound);
+
+    let e = q
+        .enqueue(TaskSpec::new(b"d".to_vec()).key("r:2").delay_ms(60_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        q.cancel(&e.id.clone().into()).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    assert_eq!(q.stats().await.unwrap().cancelled_total, 1);
+}
+
+#[tokio::test]
+async fn retention_keeps_succeeded_records() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("kept");
+    q.configure(QueueSettings::default().succeeded_max(2))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(q.enqueue(TaskSpec::new(vec![i])).await.unwrap().id);
+    }
+    for t in q.claim(10, None).await.unwrap().tasks {
+        q.ack(&t.id, &t.lease_token).await.unwrap();
+    }
+    assert!(q.get(&ids[0].clone().into()).await.unwrap().is_none());
+    let t = q.get(&ids[2].clone().into()).await.unwrap().unwrap();
+    assert_eq!(t.state, TaskState::Succeeded);
+    assert_eq!(t.attempt, 1);
+}

@@ -1,0 +1,39 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use dueq::{Client, Queue};
+use dueq_testkit::RedisServer;
+
+/// A fresh server and a client connected to it.
+pub struct Ctx {
+    pub server: RedisServer,
+    pub client: Client,
+}
+
+impl Ctx {
+    pub async fn new() -> Self {
+        let server = RedisServer::start();
+        let client = Client::connect(&server.url()).await.unwrap();
+        Self { server, client }
+    }
+
+    pub fn queue(&self, name: &str) -> Queue {
+        self.client.queue(name).unwrap()
+    }
+
+    /// Redis `TIME` in epoch ms.
+    pub fn redis_now_ms(&self) -> u64 {
+        let mut c = self.server.conn();
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+        s * 1000 + us / 1000
+    }
+
+    pub fn raw(&self) -> redis::Connection {
+        self.server.conn()
+    }
+}
+
+/// Default deadline for conditions in tests.
+pub const DEADLINE: Duration = Duration::from_secs(10);
