@@ -110,7 +110,7 @@ async fn nack_retry_then_dead_then_retry_from_dlq() {
     assert_eq!(page.total, 1);
     assert_eq!(page.tasks[0].task.last_error.as_deref(), Some("boom again"));
     assert_eq!(
-        q.dead_retry(&[e.id.clone()]).await.unwrap(),
+        q.dead_retry(std::slice::from_ref(&e.id)).await.unwrap(),
         vec![DeadRetryOutcome::Retried]
     );
     let t = q.claim(1, None).await.unwrap().tasks.remove(0);
@@ -120,7 +120,10 @@ async fn nack_retry_then_dead_then_retry_from_dlq() {
         .await
         .unwrap();
     assert_eq!(o, NackOutcome::Dead);
-    assert_eq!(q.dead_delete(&[e.id.clone()]).await.unwrap(), vec![true]);
+    assert_eq!(
+        q.dead_delete(std::slice::from_ref(&e.id)).await.unwrap(),
+        vec![true]
+    );
     assert!(q.get(&e.id.clone().into()).await.unwrap().is_none());
     let s = q.stats().await.unwrap();
     assert_eq!(s.dead_total, 2);

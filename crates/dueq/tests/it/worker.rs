@@ -43,8 +43,7 @@ async fn runs_every_task_once_and_retries_failures() {
     let stats = worker.shutdown().await.unwrap();
     assert_eq!(stats.succeeded, 200);
     assert_eq!(stats.retried, 20);
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 220);
+    assert_eq!(seen.lock().unwrap().len(), 220);
     let s = q.stats().await.unwrap();
     assert_eq!((s.scheduled, s.active, s.dead), (0, 0, 0));
 }
