@@ -1,8 +1,76 @@
-//! The dueq command-line tool.
+//! The `dueq` command-line tool: enqueue, inspect and cancel tasks, work a queue with any
+//! command, and replay the Olist order trace (`dueq replay`).
+//!
+//! `anyhow` is used here only; the library returns typed errors.
 
-// Placeholder: the real `main` (argument parsing, Redis connection, replay driver) is written
-// separately. Until it uses the planning code, that code would be flagged as dead.
-#[allow(dead_code)]
+mod args;
+mod cmd;
+mod embedded;
 mod replay;
 
-fn main() {}
+use anyhow::Result;
+use clap::Parser;
+
+use args::{Cli, Command};
+
+const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379";
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = ctrl_c.await;
+        }
+    }
+}
+
+async fn connect(url: Option<&str>) -> Result<dueq::Client> {
+    let url = url.unwrap_or(DEFAULT_REDIS);
+    dueq::Client::connect(url)
+        .await
+        .map_err(|e| anyhow::anyhow!("connecting to {url}: {e}"))
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    let json = cli.json;
+    let redis = cli.redis.as_deref();
+    match &cli.command {
+        Command::Enqueue(a) => cmd::tasks::enqueue(&connect(redis).await?, a, json).await,
+        Command::Get(a) => cmd::tasks::get(&connect(redis).await?, a, json).await,
+        Command::Cancel(a) => cmd::tasks::cancel(&connect(redis).await?, a, json).await,
+        Command::Reschedule(a) => cmd::tasks::reschedule(&connect(redis).await?, a, json).await,
+        Command::Stats(a) => {
+            cmd::stats::stats(&connect(redis).await?, a.queue.as_deref(), json).await
+        }
+        Command::Pause(a) => cmd::stats::pause(&connect(redis).await?, &a.queue, true, json).await,
+        Command::Resume(a) => {
+            cmd::stats::pause(&connect(redis).await?, &a.queue, false, json).await
+        }
+        Command::Dead(d) => cmd::dead::run(&connect(redis).await?, d, json).await,
+        Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
+        Command::Replay(a) => cmd::replay::run(redis, a, json).await,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DUEQ_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = Cli::parse();
+    if let Err(e) = run(cli).await {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

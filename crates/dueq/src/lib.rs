@@ -52,7 +52,7 @@ mod worker;
 
 pub use backoff::Backoff;
 pub use client::{
-    Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES, EvictionCheck, MAX_ERROR_BYTES,
+    CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES, EvictionCheck, MAX_ERROR_BYTES,
     Queue, QueueSettings, Readiness, RecoverReport,
 };
 pub use error::{Error, ErrorKind, Result};

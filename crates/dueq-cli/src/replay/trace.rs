@@ -269,12 +269,6 @@ pub enum TaskKind {
 }
 
 impl TaskKind {
-    /// All kinds, in the order used by [`TaskKind::index`].
-    pub const ALL: [TaskKind; 3] = [
-        TaskKind::CancelUnpaid,
-        TaskKind::AutoConfirm,
-        TaskKind::ReviewReminder,
-    ];
 
     /// The task kind name used in the queue and in reports.
     pub fn as_str(self) -> &'static str {
@@ -285,7 +279,7 @@ impl TaskKind {
         }
     }
 
-    /// Position of this kind in [`TaskKind::ALL`] (0, 1 or 2).
+    /// Position of this kind: 0 cancel-unpaid, 1 auto-confirm, 2 review-reminder.
     pub fn index(self) -> usize {
         match self {
             TaskKind::CancelUnpaid => 0,
@@ -338,6 +332,7 @@ pub enum Action {
 
 impl Action {
     /// Index into [`Plan::tasks`] of the task this action is about.
+    #[cfg(test)]
     pub fn task(self) -> usize {
         match self {
             Action::Enqueue { task } | Action::Cancel { task } => task,
@@ -487,6 +482,7 @@ impl Plan {
     }
 
     /// Expected counts for one kind.
+    #[cfg(test)]
     pub fn counts(&self, kind: TaskKind) -> KindCounts {
         self.counts[kind.index()]
     }
@@ -501,6 +497,7 @@ impl Plan {
     }
 
     /// `(first step time, latest step or due time)`, or `None` for an empty plan.
+    #[cfg(test)]
     pub fn span_s(&self) -> Option<(i64, i64)> {
         let first = self.steps.first()?.at_s;
         let last = self.instants().max()?;
@@ -647,19 +644,12 @@ impl TimeMap {
     }
 
     /// The distinct instants, sorted.
+    #[cfg(test)]
     pub fn instants(&self) -> &[i64] {
         &self.instants
     }
 
-    /// The speed-up factor.
-    pub fn speedup(&self) -> f64 {
-        self.speedup
-    }
 
-    /// The gap cap, in ms (`f64::INFINITY` = none).
-    pub fn max_gap_ms(&self) -> f64 {
-        self.max_gap_ms
-    }
 }
 
 /// Rounds a non-negative offset to whole ms (the `as` cast saturates; an infinite offset, only

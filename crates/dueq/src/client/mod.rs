@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub(crate) use queue::cut_error;
-pub use queue::{Claim, MAX_ERROR_BYTES, Queue, QueueSettings, RecoverReport};
+pub use queue::{CancelReport, Claim, MAX_ERROR_BYTES, Queue, QueueSettings, RecoverReport};
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::{self, Conn};

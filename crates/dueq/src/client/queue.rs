@@ -43,6 +43,18 @@ pub struct Claim {
     pub orphans: bool,
 }
 
+/// A cancel's outcome with its context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CancelReport {
+    /// What the cancel did.
+    pub outcome: CancelOutcome,
+    /// The task it found, if any.
+    pub id: Option<TaskId>,
+    /// Redis time at which it was applied, epoch ms.
+    pub now_ms: u64,
+}
+
 /// What a recover pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -208,9 +220,21 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn cancel(&self, target: &TaskRef) -> Result<CancelOutcome> {
-        Ok(ops::cancel(&mut self.client.conn(), &self.keys, target)
-            .await?
-            .0)
+        Ok(self.cancel_report(target).await?.outcome)
+    }
+
+    /// [`Queue::cancel`] with the task's id and the Redis time at which the cancel was applied
+    /// (to order it against claims, as `dueq replay` does).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn cancel_report(&self, target: &TaskRef) -> Result<CancelReport> {
+        let (outcome, id, now_ms) = ops::cancel(&mut self.client.conn(), &self.keys, target).await?;
+        Ok(CancelReport {
+            outcome,
+            id,
+            now_ms,
+        })
     }
 
     /// Moves the due time of a scheduled task.

@@ -321,13 +321,13 @@ pub(crate) async fn cancel(
     conn: &mut Conn,
     k: &QueueKeys,
     target: &TaskRef,
-) -> Result<(CancelOutcome, Option<TaskId>)> {
+) -> Result<(CancelOutcome, Option<TaskId>, u64)> {
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
     let keys = [&k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats].map(String::as_str);
     let mut r = run(conn, "cancel", &scripts::CANCEL, &keys, a.take()).await?;
-    r.u64()?;
+    let now_ms = r.u64()?;
     let outcome = match r.string()?.as_str() {
         "cancelled" => CancelOutcome::Cancelled,
         "in_progress" => CancelOutcome::InProgress,
@@ -335,7 +335,7 @@ pub(crate) async fn cancel(
         o => return Err(Error::protocol(format!("cancel: unknown outcome {o}"))),
     };
     let id = r.string()?;
-    Ok((outcome, (!id.is_empty()).then(|| TaskId::from_redis(id))))
+    Ok((outcome, (!id.is_empty()).then(|| TaskId::from_redis(id)), now_ms))
 }
 
 pub(crate) async fn reschedule(

@@ -34,7 +34,7 @@ if #okids > 0 then
       release_key(keys, rec, okids[j])
       if keep > 0 then
         local attempt = rec_head(rec)
-        redis.call('HSET', tasks, okids[j], rec_update(rec, attempt + 1, nil, nil))
+        redis.call('HSET', tasks, okids[j], rec_update(rec, math.min(attempt + 1, MAX_ATTEMPT), nil, nil))
         dargs[#dargs + 1] = now; dargs[#dargs + 1] = okids[j]
       else
         gone[#gone + 1] = okids[j]

@@ -36,7 +36,7 @@ if not paused and max > 0 then
         la[#la + 1] = id; la[#la + 1] = token .. ' ' .. int(deadline)
         out[#out + 1] = id
         out[#out + 1] = token
-        out[#out + 1] = attempt + 1
+        out[#out + 1] = math.min(attempt + 1, MAX_ATTEMPT)
         out[#out + 1] = tonumber(scores[j])
         out[#out + 1] = deadline
         out[#out + 1] = rec

@@ -12,6 +12,8 @@ local HDR = '<BI4I4I4ddI2I4'
 local HDR_LEN = 35
 local CHUNK = 1000
 local MAX_DUE_MS = 253402300799999
+-- The attempt counter is stored in 32 bits: counting saturates here instead of wrapping to 0.
+local MAX_ATTEMPT = 4294967295
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -101,7 +103,7 @@ end
 -- Returns 1, due_at when the task was rescheduled, 2, 0 when it went to the dead-letter queue.
 local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
   local attempt, max_attempts = rec_head(rec)
-  attempt = attempt + 1
+  attempt = math.min(attempt + 1, MAX_ATTEMPT)
   redis.call('HINCRBY', K.stats, 'failed_total', 1)
   if permanent or attempt >= max_attempts then
     redis.call('HSET', K.tasks, id, rec_update(rec, attempt, nil, err))

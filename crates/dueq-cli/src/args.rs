@@ -1,0 +1,214 @@
+//! Command-line arguments (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// dueq: a delay queue and task scheduler on Redis sorted sets.
+#[derive(Debug, Parser)]
+#[command(name = "dueq", version, about)]
+pub struct Cli {
+    /// Redis URL: redis://host:port/db, rediss://..., redis+unix:///path.sock, or a cluster seed
+    /// list redis+cluster://h1:p1,h2:p2. Without it, `replay` starts its own redis-server;
+    /// the other commands use redis://127.0.0.1:6379.
+    #[arg(long, global = true, env = "DUEQ_REDIS_URL")]
+    pub redis: Option<String>,
+
+    /// Print JSON instead of text (one object per result).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Enqueue one task.
+    Enqueue(EnqueueArgs),
+    /// Show one task by id or business key.
+    Get(TargetArgs),
+    /// Cancel a scheduled task by id or business key.
+    Cancel(TargetArgs),
+    /// Move the due time of a scheduled task.
+    Reschedule(RescheduleArgs),
+    /// Queue statistics (all queues when none is named).
+    Stats(StatsArgs),
+    /// Stop handing out tasks of a queue.
+    Pause(QueueArg),
+    /// Hand out tasks of a paused queue again.
+    Resume(QueueArg),
+    /// The dead-letter queue.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Run COMMAND for each task of QUEUE: payload on stdin, exit 0 acknowledges, any other
+    /// exit retries with backoff (then dead-letters). SIGINT/SIGTERM hand running tasks back.
+    Work(WorkArgs),
+    /// Replay the Olist order trace through a queue and check every task ran as it should.
+    Replay(ReplayArgs),
+}
+
+/// A queue name.
+#[derive(Debug, Args)]
+pub struct QueueArg {
+    /// Queue name ([A-Za-z0-9_.-]{1,128}).
+    pub queue: String,
+}
+
+/// A task named by id or by business key.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Queue name.
+    pub queue: String,
+    /// Task id (or use --key).
+    #[arg(required_unless_present = "key", conflicts_with = "key")]
+    pub id: Option<String>,
+    /// Business key of a live task.
+    #[arg(long)]
+    pub key: Option<String>,
+}
+
+/// When a task is due.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct DueArgs {
+    /// Due after this many milliseconds (Redis clock). Default: now.
+    #[arg(long)]
+    pub delay_ms: Option<u64>,
+    /// Due at this Unix epoch millisecond.
+    #[arg(long)]
+    pub due_at_ms: Option<u64>,
+}
+
+/// `dueq enqueue`.
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// Queue name.
+    pub queue: String,
+    /// Payload text (default empty).
+    #[arg(long, conflicts_with = "payload_file")]
+    pub payload: Option<String>,
+    /// Read the payload from this file ("-" = stdin).
+    #[arg(long)]
+    pub payload_file: Option<PathBuf>,
+    /// When it is due.
+    #[command(flatten)]
+    pub due: DueArgs,
+    /// Business key (unique among live tasks of the queue).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// If the key is live, replace that task's payload and due time instead of keeping it.
+    #[arg(long)]
+    pub replace: bool,
+    /// Attempts before the dead-letter queue (default 5).
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Lease of a claim, ms (default 30000).
+    #[arg(long)]
+    pub lease_ms: Option<u64>,
+}
+
+/// `dueq reschedule`.
+#[derive(Debug, Args)]
+pub struct RescheduleArgs {
+    /// The task.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// The new due time.
+    #[command(flatten)]
+    pub due: DueArgs,
+}
+
+/// `dueq stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Queue name; all known queues when omitted.
+    pub queue: Option<String>,
+}
+
+/// `dueq dead ...`.
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// List dead tasks, newest first.
+    List {
+        /// Queue name.
+        queue: String,
+        /// Skip this many.
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Show at most this many (1..1000).
+        #[arg(long, default_value_t = 20)]
+        limit: u64,
+    },
+    /// Schedule dead tasks again, due now.
+    Retry {
+        /// Queue name.
+        queue: String,
+        /// Task ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Delete dead tasks for good.
+    Delete {
+        /// Queue name.
+        queue: String,
+        /// Task ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+}
+
+/// `dueq work`.
+#[derive(Debug, Args)]
+pub struct WorkArgs {
+    /// Queue name.
+    pub queue: String,
+    /// Commands running at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Lease of each claim, ms (default: the task's own); renewed while the command runs.
+    #[arg(long)]
+    pub lease_ms: Option<u64>,
+    /// Wait this long for running commands at shutdown before killing them and handing their
+    /// tasks back, ms.
+    #[arg(long, default_value_t = 0)]
+    pub shutdown_grace_ms: u64,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// `dueq replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The order trace (Olist orders CSV).
+    #[arg(long, default_value = "../shared/data/olist_orders_union_sample.csv")]
+    pub trace: PathBuf,
+    /// How many times faster than real time the trace plays.
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub speedup: f64,
+    /// Longest real pause between two consecutive trace events or due times, ms: quiet
+    /// stretches are shortened to it (event order is kept). Use "inf" for none.
+    #[arg(long, default_value_t = 100.0)]
+    pub max_gap_ms: f64,
+    /// Only orders purchased at or after this time (YYYY-MM-DD or "YYYY-MM-DD HH:MM:SS").
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Only orders purchased before this time.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Worker instances (each with its own connection).
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Handlers running at once per worker.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Queue to use (default: a fresh name per run).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Data directory of the embedded redis-server (default: a temporary directory).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}

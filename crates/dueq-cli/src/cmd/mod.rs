@@ -1,0 +1,45 @@
+//! One module per command group; shared output helpers.
+
+pub mod dead;
+pub mod replay;
+pub mod stats;
+pub mod tasks;
+pub mod work;
+
+use dueq::{Task, TaskRef};
+use serde_json::{Value, json};
+
+/// A payload as JSON: the value itself when the bytes are JSON, else the text (lossy UTF-8).
+pub fn payload_json(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// A task as the HTTP API shows it (DESIGN 4.2).
+pub fn task_json(t: &Task) -> Value {
+    json!({
+        "id": t.id.as_str(),
+        "key": t.key,
+        "state": t.state.as_str(),
+        "due_at_ms": t.due_at_ms,
+        "attempt": t.attempt,
+        "max_attempts": t.max_attempts,
+        "payload": payload_json(&t.payload),
+        "last_error": t.last_error,
+        "created_at_ms": t.created_at_ms,
+    })
+}
+
+/// The task an id or `--key` names.
+pub fn target(id: Option<&str>, key: Option<&str>) -> anyhow::Result<TaskRef> {
+    Ok(match (id, key) {
+        (_, Some(k)) => TaskRef::key(k)?,
+        (Some(i), None) => TaskRef::id(i)?,
+        (None, None) => anyhow::bail!("name the task by id or --key"),
+    })
+}
+
+/// Prints JSON on one line.
+pub fn print_json(v: &Value) {
+    println!("{v}");
+}

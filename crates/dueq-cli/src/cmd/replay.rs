@@ -1,0 +1,123 @@
+//! `dueq replay`: the main job. Plays the order trace through a queue (an embedded
+//! `redis-server` unless `--redis` is given) and prints the report.
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::args::ReplayArgs;
+use crate::embedded::EmbeddedRedis;
+use crate::replay::run::{PerKind, ReplayConfig, Report, replay};
+use crate::replay::trace::{Plan, PlanOptions, TimeMap, load_orders, parse_trace_time};
+
+/// Runs the replay; fails (exit 1) when an invariant is broken.
+pub async fn run(redis: Option<&str>, a: &ReplayArgs, json_out: bool) -> Result<()> {
+    TimeMap::check_params(a.speedup, a.max_gap_ms)?;
+    let parse = |v: &Option<String>, what: &str| -> Result<Option<i64>> {
+        v.as_deref()
+            .map(|s| parse_trace_time(s).with_context(|| format!("bad --{what}")))
+            .transpose()
+    };
+    let options = PlanOptions {
+        from: parse(&a.from, "from")?,
+        to: parse(&a.to, "to")?,
+    };
+    let orders = load_orders(&a.trace)
+        .with_context(|| format!("reading the trace {}", a.trace.display()))?;
+    let plan = Plan::build(&orders, &options);
+    if plan.tasks.is_empty() {
+        bail!("no order of the trace falls in the window");
+    }
+    let queue = match &a.queue {
+        Some(q) => q.clone(),
+        None => format!(
+            "replay-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0)
+        ),
+    };
+    let map = plan.time_map(a.speedup, a.max_gap_ms);
+    if !json_out {
+        eprintln!(
+            "replaying {} orders ({} tasks) at {}x: about {:.1} s",
+            plan.orders,
+            plan.tasks.len(),
+            a.speedup,
+            map.total_ms() as f64 / 1000.0
+        );
+    }
+    let cfg = ReplayConfig {
+        speedup: a.speedup,
+        max_gap_ms: a.max_gap_ms,
+        workers: a.workers,
+        concurrency: a.concurrency,
+        queue,
+    };
+    let report = match redis {
+        Some(url) => replay(url, &plan, &cfg).await?,
+        None => {
+            let server = EmbeddedRedis::start(a.data_dir.as_deref()).await?;
+            let r = replay(server.url(), &plan, &cfg).await;
+            server.stop().await;
+            r?
+        }
+    };
+    if json_out {
+        println!("{}", json!(report));
+    } else {
+        print_report(&report);
+    }
+    if !report.ok() {
+        bail!(
+            "invariant broken: {} early runs, {} lost tasks, {} unexplained mismatches",
+            report.early_runs,
+            report.lost_tasks,
+            report.unexplained_mismatches
+        );
+    }
+    Ok(())
+}
+
+fn row(name: &str, v: &PerKind) {
+    println!(
+        "  {name:<16} {:>14} {:>14} {:>16}",
+        v.cancel_unpaid, v.auto_confirm, v.review_reminder
+    );
+}
+
+fn print_report(r: &Report) {
+    println!("dueq replay: {} orders, queue {}", r.orders, r.queue);
+    println!(
+        "  {:<16} {:>14} {:>14} {:>16}",
+        "", "cancel-unpaid", "auto-confirm", "review-reminder"
+    );
+    row("enqueued", &r.tasks_enqueued);
+    row("expected runs", &r.expected_runs);
+    row("actual runs", &r.actual_runs);
+    println!(
+        "  cancels: {} cancelled, {} in_progress, {} not_found",
+        r.cancels.cancelled, r.cancels.in_progress, r.cancels.not_found
+    );
+    println!(
+        "  explained mismatches: {} ({} ran after a late cancel, {} cancelled while due)",
+        r.explained_mismatches, r.explained_ran_after_late_cancel, r.explained_cancelled_while_due
+    );
+    println!(
+        "  lateness ms: p50 {} p99 {} max {}   driver lag max {} ms   closest cancel-to-due {} ms",
+        r.lateness_ms.p50,
+        r.lateness_ms.p99,
+        r.lateness_ms.max,
+        r.driver_lag_max_ms,
+        r.min_cancel_margin_ms.map_or("-".into(), |m| m.to_string())
+    );
+    println!(
+        "  {:.0} tasks/s over {:.1} s, speed-up {}x, max gap {} ms",
+        r.tasks_per_s, r.duration_s, r.speedup, r.max_gap_ms
+    );
+    println!(
+        "  early_runs {}  lost_tasks {}  unexplained_mismatches {}  duplicate_runs {}",
+        r.early_runs, r.lost_tasks, r.unexplained_mismatches, r.duplicate_runs
+    );
+    println!("  {}", if r.ok() { "OK" } else { "FAILED" });
+}

@@ -1,0 +1,76 @@
+//! `stats`, `pause`, `resume`.
+
+use anyhow::Result;
+use dueq::{Client, QueueStats};
+use serde_json::json;
+
+use super::print_json;
+
+fn stats_json(s: &QueueStats) -> serde_json::Value {
+    json!({
+        "queue": s.queue,
+        "scheduled": s.scheduled,
+        "due": s.due,
+        "active": s.active,
+        "dead": s.dead,
+        "succeeded_total": s.succeeded_total,
+        "failed_total": s.failed_total,
+        "next_due_at_ms": s.next_due_at_ms,
+        "oldest_due_age_ms": s.oldest_due_age_ms,
+        "paused": s.paused,
+        "enqueued_total": s.enqueued_total,
+        "retried_total": s.retried_total,
+        "dead_total": s.dead_total,
+        "cancelled_total": s.cancelled_total,
+        "lease_expired_total": s.lease_expired_total,
+    })
+}
+
+/// `dueq stats [QUEUE]`.
+pub async fn stats(client: &Client, queue: Option<&str>, json_out: bool) -> Result<()> {
+    let names = match queue {
+        Some(q) => vec![q.to_owned()],
+        None => client.queues().await?,
+    };
+    if !json_out {
+        println!(
+            "{:<24} {:>10} {:>8} {:>8} {:>8} {:>12} {:>10} {:>7}",
+            "queue", "scheduled", "due", "active", "dead", "succeeded", "failed", "paused"
+        );
+    }
+    for name in names {
+        let s = client.queue(&name)?.stats().await?;
+        if json_out {
+            print_json(&stats_json(&s));
+        } else {
+            println!(
+                "{:<24} {:>10} {:>8} {:>8} {:>8} {:>12} {:>10} {:>7}",
+                s.queue,
+                s.scheduled,
+                s.due,
+                s.active,
+                s.dead,
+                s.succeeded_total,
+                s.failed_total,
+                s.paused
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `dueq pause` / `dueq resume`.
+pub async fn pause(client: &Client, queue: &str, paused: bool, json_out: bool) -> Result<()> {
+    let q = client.queue(queue)?;
+    if paused {
+        q.pause().await?;
+    } else {
+        q.resume().await?;
+    }
+    if json_out {
+        print_json(&json!({"queue": queue, "paused": paused}));
+    } else {
+        println!("{queue}: {}", if paused { "paused" } else { "resumed" });
+    }
+    Ok(())
+}

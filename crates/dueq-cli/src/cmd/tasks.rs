@@ -1,0 +1,127 @@
+//! `enqueue`, `get`, `cancel`, `reschedule`.
+
+use std::io::Read;
+
+use anyhow::{Context, Result};
+use dueq::{CancelOutcome, Client, Due, OnConflict, RescheduleOutcome, TaskSpec};
+use serde_json::json;
+
+use super::{print_json, target, task_json};
+use crate::args::{DueArgs, EnqueueArgs, RescheduleArgs, TargetArgs};
+
+fn due(d: &DueArgs) -> Option<Due> {
+    match (d.delay_ms, d.due_at_ms) {
+        (Some(ms), _) => Some(Due::DelayMs(ms)),
+        (None, Some(at)) => Some(Due::AtMs(at)),
+        (None, None) => None,
+    }
+}
+
+/// `dueq enqueue`.
+pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result<()> {
+    let payload = match (&a.payload, &a.payload_file) {
+        (Some(p), _) => p.clone().into_bytes(),
+        (None, Some(f)) if f.as_os_str() == "-" => {
+            let mut v = Vec::new();
+            std::io::stdin().read_to_end(&mut v)?;
+            v
+        }
+        (None, Some(f)) => {
+            std::fs::read(f).with_context(|| format!("reading payload file {}", f.display()))?
+        }
+        (None, None) => Vec::new(),
+    };
+    let mut spec = TaskSpec::new(payload).due(due(&a.due).unwrap_or(Due::DelayMs(0)));
+    if let Some(k) = &a.key {
+        spec = spec.key(k.clone());
+    }
+    if a.replace {
+        spec = spec.on_conflict(OnConflict::Replace);
+    }
+    if let Some(m) = a.max_attempts {
+        spec = spec.max_attempts(m);
+    }
+    if let Some(l) = a.lease_ms {
+        spec = spec.lease_ms(l);
+    }
+    let e = client.queue(&a.queue)?.enqueue(spec).await?;
+    let outcome = match e.outcome {
+        dueq::EnqueueOutcome::Created => "created",
+        dueq::EnqueueOutcome::Existing => "existing",
+        dueq::EnqueueOutcome::Replaced => "replaced",
+        dueq::EnqueueOutcome::InProgress => "in_progress",
+        _ => "unknown",
+    };
+    if json_out {
+        print_json(&json!({"id": e.id.as_str(), "due_at_ms": e.due_at_ms,
+            "created": e.created(), "outcome": outcome}));
+    } else {
+        println!("{outcome} {} due_at_ms={}", e.id, e.due_at_ms);
+    }
+    if e.outcome == dueq::EnqueueOutcome::InProgress {
+        anyhow::bail!("the key is live on a running task; not replaced");
+    }
+    Ok(())
+}
+
+/// `dueq get`.
+pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> {
+    let q = client.queue(&a.queue)?;
+    let Some(t) = q.get(&target(a.id.as_deref(), a.key.as_deref())?).await? else {
+        anyhow::bail!("not_found: no such task");
+    };
+    if json_out {
+        print_json(&task_json(&t));
+    } else {
+        println!("id:           {}", t.id);
+        println!("key:          {}", t.key.as_deref().unwrap_or("-"));
+        println!("state:        {}", t.state.as_str());
+        println!("due_at_ms:    {}", t.due_at_ms);
+        println!("attempt:      {}/{}", t.attempt, t.max_attempts);
+        println!("last_error:   {}", t.last_error.as_deref().unwrap_or("-"));
+        println!("created_at_ms:{}", t.created_at_ms);
+        println!("payload:      {}", String::from_utf8_lossy(&t.payload));
+    }
+    Ok(())
+}
+
+/// `dueq cancel`: exit status 0 only for `cancelled`.
+pub async fn cancel(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> {
+    let q = client.queue(&a.queue)?;
+    let o = q
+        .cancel(&target(a.id.as_deref(), a.key.as_deref())?)
+        .await?;
+    if json_out {
+        print_json(&json!({"outcome": o.as_str()}));
+    } else {
+        println!("{}", o.as_str());
+    }
+    if o != CancelOutcome::Cancelled {
+        anyhow::bail!("not cancelled: {}", o.as_str());
+    }
+    Ok(())
+}
+
+/// `dueq reschedule`.
+pub async fn reschedule(client: &Client, a: &RescheduleArgs, json_out: bool) -> Result<()> {
+    let q = client.queue(&a.target.queue)?;
+    let d = due(&a.due).context("give --delay-ms or --due-at-ms")?;
+    let t = target(a.target.id.as_deref(), a.target.key.as_deref())?;
+    let (outcome, due_at) = match q.reschedule(&t, d).await? {
+        RescheduleOutcome::Rescheduled { due_at_ms } => ("rescheduled", Some(due_at_ms)),
+        RescheduleOutcome::InProgress => ("in_progress", None),
+        _ => ("not_found", None),
+    };
+    if json_out {
+        print_json(&json!({"outcome": outcome, "due_at_ms": due_at}));
+    } else {
+        match due_at {
+            Some(d) => println!("{outcome} due_at_ms={d}"),
+            None => println!("{outcome}"),
+        }
+    }
+    if due_at.is_none() {
+        anyhow::bail!("not rescheduled: {outcome}");
+    }
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! `dueq work QUEUE -- COMMAND...`: a worker that runs a command per task.
+//!
+//! The payload goes to the command's stdin; `DUEQ_QUEUE`, `DUEQ_TASK_ID`, `DUEQ_TASK_KEY`,
+//! `DUEQ_TASK_ATTEMPT` and `DUEQ_TASK_DUE_AT_MS` are set in its environment. Exit status 0
+//! acknowledges the task; any other status (or a command that cannot start) fails the attempt
+//! with the tail of its stderr as the error, and the task is retried with backoff until it runs
+//! out of attempts. On SIGINT or SIGTERM running commands are killed (after
+//! `--shutdown-grace-ms`) and their tasks handed back at once.
+
+use std::process::Stdio;
+use std::sync::Arc;
+
+use anyhow::Result;
+use dueq::{ClaimedTask, Client, Outcome, Worker};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use crate::args::WorkArgs;
+
+/// Most stderr bytes kept as a failed attempt's error.
+const STDERR_TAIL: usize = 2048;
+
+/// Runs the worker until SIGINT or SIGTERM.
+pub async fn run(client: Client, a: &WorkArgs, json_out: bool) -> Result<()> {
+    let command: Arc<[String]> = a.command.clone().into();
+    let queue: Arc<str> = a.queue.as_str().into();
+    let mut b = Worker::builder(client)
+        .concurrency(a.concurrency)
+        .shutdown_grace_ms(a.shutdown_grace_ms);
+    if let Some(l) = a.lease_ms {
+        b = b.lease_ms(l);
+    }
+    let worker = b
+        .handle(&a.queue, move |task| {
+            let command = command.clone();
+            let queue = queue.clone();
+            async move { run_command(&command, &queue, task).await }
+        })
+        .build()?;
+    tracing::info!(queue = %a.queue, "working; SIGINT or SIGTERM stops");
+    let stats = worker.run_until(crate::shutdown_signal()).await?;
+    if json_out {
+        println!(
+            "{}",
+            serde_json::json!({"claimed": stats.claimed, "succeeded": stats.succeeded,
+                "retried": stats.retried, "dead": stats.dead, "released": stats.released,
+                "lease_lost": stats.lease_lost, "redis_errors": stats.redis_errors})
+        );
+    } else {
+        eprintln!(
+            "stopped: {} claimed, {} succeeded, {} retried, {} dead, {} handed back",
+            stats.claimed, stats.succeeded, stats.retried, stats.dead, stats.released
+        );
+    }
+    Ok(())
+}
+
+async fn run_command(command: &[String], queue: &str, task: ClaimedTask) -> Outcome {
+    let Some((program, args)) = command.split_first() else {
+        return Outcome::fail("no command given");
+    };
+    let spawned = Command::new(program)
+        .args(args)
+        .env("DUEQ_QUEUE", queue)
+        .env("DUEQ_TASK_ID", task.id.as_str())
+        .env("DUEQ_TASK_KEY", task.key.as_deref().unwrap_or(""))
+        .env("DUEQ_TASK_ATTEMPT", task.attempt.to_string())
+        .env("DUEQ_TASK_DUE_AT_MS", task.due_at_ms.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        // dropping the handler (shutdown) kills the command
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return Outcome::retry(format!("cannot start {program}: {e}")),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let payload = task.payload;
+        // written beside the wait so a command that does not read stdin cannot block us
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&payload).await;
+        });
+    }
+    match child.wait_with_output().await {
+        Ok(out) if out.status.success() => Outcome::Success,
+        Ok(out) => {
+            let tail = &out.stderr[out.stderr.len().saturating_sub(STDERR_TAIL)..];
+            Outcome::retry(format!(
+                "{program} exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(tail).trim()
+            ))
+        }
+        Err(e) => Outcome::retry(format!("waiting for {program}: {e}")),
+    }
+}
