@@ -269,7 +269,6 @@ pub enum TaskKind {
 }
 
 impl TaskKind {
-
     /// The task kind name used in the queue and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -648,8 +647,6 @@ impl TimeMap {
     pub fn instants(&self) -> &[i64] {
         &self.instants
     }
-
-
 }
 
 /// Rounds a non-negative offset to whole ms (the `as` cast saturates; an infinite offset, only

@@ -1,0 +1,77 @@
+//! The task commands round-trip through a real server.
+
+use dueq_testkit::RedisServer;
+
+use crate::{dueq, dueq_json};
+
+#[test]
+fn enqueue_get_reschedule_cancel_by_key() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, e) = dueq_json(
+        &url,
+        &[
+            "enqueue",
+            "orders",
+            "--payload",
+            r#"{"order":42}"#,
+            "--key",
+            "order:42:cancel",
+            "--delay-ms",
+            "60000",
+        ],
+    );
+    assert!(ok, "{e}");
+    assert_eq!(e["created"], true);
+    let id = e["id"].as_str().unwrap().to_owned();
+
+    let (ok, again) = dueq_json(&url, &["enqueue", "orders", "--key", "order:42:cancel"]);
+    assert!(ok);
+    assert_eq!(again["created"], false);
+    assert_eq!(again["id"], id.as_str());
+
+    let (ok, t) = dueq_json(&url, &["get", "orders", "--key", "order:42:cancel"]);
+    assert!(ok);
+    assert_eq!(t["id"], id.as_str());
+    assert_eq!(t["state"], "scheduled");
+    assert_eq!(t["payload"]["order"], 42);
+
+    let (ok, r) = dueq_json(&url, &["reschedule", "orders", &id, "--delay-ms", "1000"]);
+    assert!(ok, "{r}");
+    assert_eq!(r["outcome"], "rescheduled");
+
+    let (ok, s) = dueq_json(&url, &["stats", "orders"]);
+    assert!(ok);
+    assert_eq!(s["scheduled"], 1);
+
+    let (ok, c) = dueq_json(&url, &["cancel", "orders", "--key", "order:42:cancel"]);
+    assert!(ok);
+    assert_eq!(c["outcome"], "cancelled");
+    let (ok, c) = dueq_json(&url, &["cancel", "orders", "--key", "order:42:cancel"]);
+    assert!(!ok, "a second cancel must not report success");
+    assert_eq!(c["outcome"], "not_found");
+}
+
+#[test]
+fn bad_input_is_refused_with_a_clear_error() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for (args, needle) in [
+        (vec!["enqueue", "bad{name}"], "queue name"),
+        (vec!["enqueue", "q", "--delay-ms", "-5"], "-5"),
+        (
+            vec!["enqueue", "q", "--due-at-ms", "253402300800000"],
+            "year 9999",
+        ),
+        (vec!["get", "q", "--key", ""], "business key"),
+    ] {
+        let out = dueq(&url, &args);
+        assert!(!out.status.success(), "{args:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // nothing was written
+    let mut c = server.conn();
+    let n: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+}

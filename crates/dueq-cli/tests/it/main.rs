@@ -1,0 +1,41 @@
+//! End-to-end tests of the `dueq` binary against real `redis-server` processes.
+// Test code panics on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod commands;
+mod replay;
+mod work;
+
+use std::process::{Command, Output};
+
+/// The trace shipped beside the repository (`../shared/data`).
+pub const TRACE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/data/olist_orders_union_sample.csv"
+);
+
+/// Runs `dueq` with `args` against `url`.
+pub fn dueq(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .arg("--redis")
+        .arg(url)
+        .args(args)
+        .output()
+        .expect("run dueq")
+}
+
+/// Runs `dueq --json ...` and parses the last stdout line.
+pub fn dueq_json(url: &str, args: &[&str]) -> (bool, serde_json::Value) {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = dueq(url, &all);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("null");
+    let v = serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), v)
+}

@@ -1,0 +1,79 @@
+//! `dueq replay` on the real trace: with 30 trace minutes lasting at least one real second,
+//! what ran must match the CSV exactly.
+
+use std::process::Command;
+
+use crate::TRACE;
+
+/// 2018-04-10..2018-04-13 (188 orders; cancels on both sides of the due time) at 1800x: 30 trace
+/// minutes last 1 s. Quiet stretches are capped at 30 ms, so the closest approval and due time
+/// are still at least 30 ms apart in real time (the report says how close). Runs on the
+/// embedded redis-server (no `--redis`), which also tests that default.
+#[test]
+fn replay_window_matches_the_csv_exactly() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args([
+            "replay",
+            "--json",
+            "--trace",
+            TRACE,
+            "--from",
+            "2018-04-10",
+            "--to",
+            "2018-04-13",
+            "--speedup",
+            "1800",
+            "--max-gap-ms",
+            "30",
+        ])
+        .env_remove("DUEQ_REDIS_URL")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "replay failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(r["orders"], 188);
+    assert!(r["min_cancel_margin_ms"].as_u64().unwrap() >= 30, "{r}");
+    for kind in ["cancel-unpaid", "auto-confirm", "review-reminder"] {
+        assert_eq!(
+            r["expected_runs"][kind], r["actual_runs"][kind],
+            "{kind}: {r}"
+        );
+    }
+    // the CSV says: 102 cancel-unpaid run, 86 are cancelled in time
+    assert_eq!(r["expected_runs"]["cancel-unpaid"], 102);
+    assert_eq!(r["cancels"]["cancelled"], 86);
+    assert_eq!(r["tasks_enqueued"]["auto-confirm"], 169);
+    for zero in [
+        "explained_mismatches",
+        "early_runs",
+        "lost_tasks",
+        "unexplained_mismatches",
+        "duplicate_runs",
+    ] {
+        assert_eq!(r[zero], 0, "{zero}: {r}");
+    }
+}
+
+#[test]
+fn replay_refuses_bad_input() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_dueq"))
+            .arg("replay")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--trace", "/nonexistent.csv"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.csv"));
+    let out = run(&["--trace", TRACE, "--speedup", "0"]);
+    assert!(!out.status.success());
+    let out = run(&["--trace", TRACE, "--from", "yesterday"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--from"));
+}

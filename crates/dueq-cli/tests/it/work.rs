@@ -1,0 +1,144 @@
+//! `dueq work QUEUE -- COMMAND`: commands run per task; exit codes ack or retry; SIGTERM hands
+//! running tasks back at once (case C10 at the process level).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dueq_testkit::{RedisServer, wait_until};
+
+use crate::{dueq, dueq_json};
+
+fn spawn_worker(url: &str, queue: &str, command: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(["--redis", url, "work", queue, "--"])
+        .args(command)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn sigterm(child: &Child) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM failed");
+}
+
+fn stat(url: &str, queue: &str, field: &str) -> u64 {
+    let (_, s) = dueq_json(url, &["stats", queue]);
+    s[field].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn runs_each_task_with_payload_on_stdin_and_env() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.txt");
+    for i in 0..3 {
+        let payload = format!("task-{i}");
+        let key = format!("k{i}");
+        let o = dueq(
+            &url,
+            &["enqueue", "jobs", "--payload", &payload, "--key", &key],
+        );
+        assert!(o.status.success());
+    }
+    let script = format!(
+        "printf '%s %s %s\\n' \"$(cat)\" \"$DUEQ_TASK_KEY\" \"$DUEQ_TASK_ATTEMPT\" >> {}",
+        out.display()
+    );
+    let mut w = spawn_worker(&url, "jobs", &["sh", "-c", &script]);
+    wait_until(Duration::from_secs(10), "3 tasks succeeded", || {
+        stat(&url, "jobs", "succeeded_total") == 3
+    });
+    sigterm(&w);
+    assert!(w.wait().unwrap().success());
+    let mut lines: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, ["task-0 k0 1", "task-1 k1 1", "task-2 k2 1"]);
+}
+
+#[test]
+fn failing_command_retries_then_dead_letters_with_its_stderr() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, e) = dueq_json(&url, &["enqueue", "jobs", "--max-attempts", "2"]);
+    assert!(ok);
+    let id = e["id"].as_str().unwrap().to_owned();
+    // the backoff after attempt 1 is about a second (default policy)
+    let mut w = spawn_worker(&url, "jobs", &["sh", "-c", "echo broken >&2; exit 3"]);
+    wait_until(Duration::from_secs(15), "task dead", || {
+        stat(&url, "jobs", "dead") == 1
+    });
+    sigterm(&w);
+    w.wait().unwrap();
+    let (ok, page) = dueq_json(&url, &["dead", "list", "jobs"]);
+    assert!(ok);
+    let t = &page["tasks"][0];
+    assert_eq!(t["id"], id.as_str());
+    assert_eq!(t["attempt"], 2);
+    let err = t["last_error"].as_str().unwrap();
+    assert!(err.contains("broken") && err.contains('3'), "{err}");
+    // retry from the dead-letter queue, then delete works on what is there
+    let (ok, _) = dueq_json(&url, &["dead", "retry", "jobs", &id]);
+    assert!(ok);
+    assert_eq!(stat(&url, "jobs", "dead"), 0);
+    assert_eq!(stat(&url, "jobs", "scheduled"), 1);
+}
+
+/// Case C10 (shared/cases/CASES.md) as a real process: a `dueq work` holding a task with a
+/// 1-hour lease gets SIGTERM; the task is handed back at once and another worker runs it
+/// within about a second, not after an hour.
+#[test]
+fn c10_sigterm_hands_the_lease_back_at_once() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, _) = dueq_json(&url, &["enqueue", "jobs", "--lease-ms", "3600000"]);
+    assert!(ok);
+    // a future task must never be held before it is due
+    let (ok, _) = dueq_json(&url, &["enqueue", "jobs", "--delay-ms", "600000"]);
+    assert!(ok);
+    let mut slow = spawn_worker(&url, "jobs", &["sleep", "30"]);
+    wait_until(Duration::from_secs(10), "task active", || {
+        stat(&url, "jobs", "active") == 1
+    });
+    let stopped_at = Instant::now();
+    sigterm(&slow);
+    assert!(slow.wait().unwrap().success());
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(5),
+        "shutdown took too long"
+    );
+    assert_eq!(stat(&url, "jobs", "active"), 0);
+    assert_eq!(
+        stat(&url, "jobs", "due"),
+        1,
+        "the task is due again at once"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let cmd = format!("touch {}", marker.display());
+    let started = Instant::now();
+    let mut fast = spawn_worker(&url, "jobs", &["sh", "-c", &cmd]);
+    wait_until(Duration::from_secs(5), "second worker ran it", || {
+        marker.exists()
+    });
+    assert!(started.elapsed() < Duration::from_secs(3));
+    sigterm(&fast);
+    fast.wait().unwrap();
+    assert_eq!(stat(&url, "jobs", "succeeded_total"), 1);
+    assert_eq!(
+        stat(&url, "jobs", "scheduled"),
+        1,
+        "the future task stays scheduled"
+    );
+}
