@@ -52,8 +52,8 @@ mod worker;
 
 pub use backoff::Backoff;
 pub use client::{
-    CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES, EvictionCheck, MAX_ERROR_BYTES,
-    Queue, QueueSettings, Readiness, RecoverReport,
+    CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES, EvictionCheck,
+    MAX_ERROR_BYTES, Queue, QueueSettings, Readiness, RecoverReport,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use protocol::keys::{QueueKeys, validate_queue_name};

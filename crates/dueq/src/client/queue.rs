@@ -7,7 +7,7 @@ use super::Client;
 use crate::backoff::Backoff;
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::keys::QueueKeys;
-use crate::protocol::ops::{self, EnqueueItem, MAX_BATCH, NackItem};
+use crate::protocol::ops::{self, ClaimTracking, EnqueueItem, MAX_BATCH, NackItem};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, Due, Enqueued,
     LeaseToken, MAX_LEASE_MS, NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef,
@@ -229,7 +229,8 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn cancel_report(&self, target: &TaskRef) -> Result<CancelReport> {
-        let (outcome, id, now_ms) = ops::cancel(&mut self.client.conn(), &self.keys, target).await?;
+        let (outcome, id, now_ms) =
+            ops::cancel(&mut self.client.conn(), &self.keys, target).await?;
         Ok(CancelReport {
             outcome,
             id,
@@ -303,6 +304,17 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for `max` over 1 000 or a bad lease, [`ErrorKind::Redis`].
     pub async fn claim(&self, max: usize, lease_ms: Option<u64>) -> Result<Claim> {
+        self.claim_tracked(max, lease_ms, ClaimTracking::default())
+            .await
+    }
+
+    /// [`Queue::claim`] with lost-reply recovery (used by the worker).
+    pub(crate) async fn claim_tracked(
+        &self,
+        max: usize,
+        lease_ms: Option<u64>,
+        tracking: ClaimTracking<'_>,
+    ) -> Result<Claim> {
         if max > MAX_BATCH {
             return Err(Error::invalid(format!("max must be 0 to {MAX_BATCH}")));
         }
@@ -318,6 +330,7 @@ impl Queue {
             &self.keys,
             max,
             lease_ms.unwrap_or(0),
+            tracking,
         )
         .await?;
         Ok(Claim {

@@ -50,6 +50,8 @@ pub struct QueueKeys {
     pub meta: String,
     /// Counters: hash.
     pub stats: String,
+    /// What recent tracked claims handed out, so a lost reply can be recovered: hash.
+    pub claims: String,
     /// Pub/sub channel that wakes idle workers.
     pub wake: String,
 }
@@ -73,12 +75,13 @@ impl QueueKeys {
             done: k("done"),
             meta: k("meta"),
             stats: k("stats"),
+            claims: k("claims"),
             wake: k("wake"),
         })
     }
 
     /// Every data key of the queue (not the channel), for inspection and tests.
-    pub fn all(&self) -> [&str; 10] {
+    pub fn all(&self) -> [&str; 11] {
         [
             &self.sched,
             &self.active,
@@ -89,6 +92,7 @@ impl QueueKeys {
             &self.done,
             &self.meta,
             &self.stats,
+            &self.claims,
             &self.wake,
         ]
     }

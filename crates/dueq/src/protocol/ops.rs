@@ -126,15 +126,34 @@ pub(crate) struct ClaimReply {
     pub tasks: Vec<ClaimedTask>,
 }
 
+/// Claim ids a caller uses to recover from lost replies (see `lua/claim.lua`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ClaimTracking<'a> {
+    /// This call's id ('' = untracked).
+    pub id: &'a str,
+    /// The previous call whose reply arrived.
+    pub forget: &'a str,
+    /// Calls whose replies were lost.
+    pub resume: &'a [String],
+}
+
 pub(crate) async fn claim(
     conn: &mut Conn,
     k: &QueueKeys,
     max: usize,
     lease_override_ms: u64,
+    tracking: ClaimTracking<'_>,
 ) -> Result<ClaimReply> {
     let mut a = Args::default();
-    a.n(max.min(MAX_BATCH)).n(lease_override_ms);
-    let keys = [&k.sched, &k.active, &k.leases, &k.tasks, &k.meta].map(String::as_str);
+    a.n(max.min(MAX_BATCH))
+        .n(lease_override_ms)
+        .s(tracking.id)
+        .s(tracking.forget)
+        .n(tracking.resume.len());
+    for r in tracking.resume {
+        a.s(r);
+    }
+    let keys = [&k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims].map(String::as_str);
     let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
     let now_ms = r.u64()?;
     let mut reply = ClaimReply {
@@ -305,7 +324,7 @@ pub(crate) async fn recover(
         a.n(d);
     }
     let keys = [
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta,
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.claims,
     ]
     .map(String::as_str);
     let mut r = run(conn, "recover", &scripts::RECOVER, &keys, a.take()).await?;
@@ -335,7 +354,11 @@ pub(crate) async fn cancel(
         o => return Err(Error::protocol(format!("cancel: unknown outcome {o}"))),
     };
     let id = r.string()?;
-    Ok((outcome, (!id.is_empty()).then(|| TaskId::from_redis(id)), now_ms))
+    Ok((
+        outcome,
+        (!id.is_empty()).then(|| TaskId::from_redis(id)),
+        now_ms,
+    ))
 }
 
 pub(crate) async fn reschedule(

@@ -28,12 +28,12 @@ macro_rules! scripts {
 
 scripts! {
     ENQUEUE => "enqueue.lua", 6;
-    CLAIM => "claim.lua", 5;
+    CLAIM => "claim.lua", 6;
     ACK => "ack.lua", 7;
     NACK => "nack.lua", 8;
     EXTEND => "extend.lua", 2;
     RELEASE => "release.lua", 4;
-    RECOVER => "recover.lua", 8;
+    RECOVER => "recover.lua", 9;
     CANCEL => "cancel.lua", 6;
     RESCHEDULE => "reschedule.lua", 5;
     GET => "get.lua", 7;

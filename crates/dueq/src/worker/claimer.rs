@@ -15,10 +15,13 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::time::{Instant, sleep, sleep_until};
 
 use super::{Counters, Outcome, QueueRt, Report, Running, Shared};
+use crate::protocol::ops::ClaimTracking;
 use crate::task::ClaimedTask;
 
 const FIRST_ERROR_PAUSE: Duration = Duration::from_millis(10);
 const MAX_ERROR_PAUSE: Duration = Duration::from_secs(1);
+/// Lost claim replies remembered for recovery; older ones are left to lease expiry.
+const MAX_LOST_CLAIMS: usize = 16;
 
 pub(super) async fn run(
     rt: Arc<QueueRt>,
@@ -30,6 +33,12 @@ pub(super) async fn run(
     let mut next_deadline: Option<u64> = None;
     let mut orphans = false;
     let mut last_sweep = Instant::now();
+    let worker_id: u64 = rand::random();
+    let mut calls: u64 = 0;
+    let mut last_claim = String::new();
+    let mut lost_claims: Vec<String> = Vec::new();
+    // Whether the wake listener is still there (it is gone without notifications, and at stop).
+    let mut wake_open = true;
     loop {
         if *stop.borrow() {
             return;
@@ -68,14 +77,33 @@ pub(super) async fn run(
             }
         }
         let want = slots.len();
-        let claim = match rt.queue.claim(want, shared.lease_ms).await {
+        calls += 1;
+        let claim_id = format!("{worker_id:016x}-{calls}");
+        let tracking = ClaimTracking {
+            id: &claim_id,
+            forget: &last_claim,
+            resume: &lost_claims,
+        };
+        let claim = match rt
+            .queue
+            .claim_tracked(want, shared.lease_ms, tracking)
+            .await
+        {
             Ok(c) => c,
             Err(e) => {
+                // The call may have run in Redis with its reply lost: ask for its tasks again
+                // on the next call instead of waiting for their leases to expire (case C01).
+                if lost_claims.len() == MAX_LOST_CLAIMS {
+                    lost_claims.remove(0);
+                }
+                lost_claims.push(claim_id);
                 drop(slots);
                 failed(&rt, &shared, &e, &mut error_pause).await;
                 continue;
             }
         };
+        lost_claims.clear();
+        last_claim = claim_id;
         error_pause = FIRST_ERROR_PAUSE;
         let received = Instant::now();
         shared.clock.update(claim.now_ms, received);
@@ -83,10 +111,19 @@ pub(super) async fn run(
         orphans |= claim.orphans;
         let got = claim.tasks.len();
         Counters::add(&shared.counters.claimed, got as u64);
+        let mut extra = Vec::new();
         for task in claim.tasks {
-            // The script hands out at most `want` tasks, one slot each.
-            let Some(slot) = slots.pop() else { break };
-            start(&rt, task, slot, received);
+            // At most `want` new tasks come back, but tasks of a lost claim may add to them.
+            match slots.pop() {
+                Some(slot) => start(&rt, task, slot, received),
+                None => extra.push((task.id, task.lease_token)),
+            }
+        }
+        if !extra.is_empty()
+            && let Err(e) = rt.queue.release(&extra).await
+        {
+            tracing::warn!(queue = rt.queue.name(), error = %e,
+                "could not hand back extra tasks; their leases will expire");
         }
         drop(slots);
         if want > 0 && got == want {
@@ -107,7 +144,7 @@ pub(super) async fn run(
             tokio::select! {
                 _ = stop.changed() => break,
                 _ = sleep_until(wake_at) => break,
-                msg = wake.recv() => match msg {
+                msg = wake.recv(), if wake_open => match msg {
                     Some(due) => {
                         let at = shared.clock.instant_of(due);
                         if at <= Instant::now() {
@@ -115,8 +152,9 @@ pub(super) async fn run(
                         }
                         wake_at = wake_at.min(at);
                     }
-                    // the wake listener is gone: the timer and fallback poll still work
-                    None => sleep_until(wake_at).await,
+                    // the wake listener is gone: the timer and fallback poll still work,
+                    // and so must the stop signal and freed slots (no blind sleep here)
+                    None => wake_open = false,
                 },
                 slot = shared.slots.clone().acquire_owned(), if want == 0 => {
                     drop(slot);

@@ -2,7 +2,8 @@
 //! pub/sub connection subscribed to the wake channel of every queue of the worker, forwarding
 //! each due time to that queue's claimer. Notifications are a shortcut, not a guarantee: when
 //! the connection drops it reconnects after a pause, and claimers poll at most every second
-//! meanwhile (case C02).
+//! meanwhile (case C02). After each (re)subscription every claimer is told to look once, so a
+//! wake-up sent while nobody listened is not lost.
 
 use std::time::Duration;
 
@@ -39,6 +40,11 @@ async fn listen(
     let mut pubsub = client.pubsub_client().get_async_pubsub().await?;
     for (channel, _) in queues {
         pubsub.subscribe(channel).await?;
+    }
+    // Anything enqueued before the subscription took effect (at start-up or while the
+    // connection was down) sent a wake-up nobody heard: have every claimer look once now.
+    for (_, tx) in queues {
+        let _ = tx.send(0);
     }
     let mut messages = pubsub.on_message();
     while let Some(msg) = messages.next().await {

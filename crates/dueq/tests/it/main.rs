@@ -9,4 +9,9 @@
 mod support;
 
 mod basics;
+mod cases_limits;
+mod cases_ownership;
+mod cases_redis;
+mod cases_scheduling;
+mod cluster;
 mod worker;

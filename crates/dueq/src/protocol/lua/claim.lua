@@ -1,18 +1,62 @@
 -- claim: hands out up to `max` due tasks under a fresh lease each (FIFO among equal due times).
--- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta
+-- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] claims
 -- ARGV[1] max (0..1000; 0 only reports timing)  ARGV[2] lease_ms override (0 = each task's own)
+-- ARGV[3] claim id ('' = untracked): remember what this call hands out, so that a caller that
+--   never got the reply can ask for it again
+-- ARGV[4] claim id to forget ('' = none): an earlier call whose reply did arrive
+-- ARGV[5] r, ARGV[6..5+r] claim ids whose replies were lost: their tasks still leased under
+--   the same token are handed out again first (new deadline, same token)
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
 --   orphans (1 when a lease has no deadline entry), then per task:
 --   id, lease_token, attempt (1-based, this one), due_at_ms, lease_deadline_ms, record}
-local sched, active, leases, tasks, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
+local claim_id, forget = ARGV[3], ARGV[4]
 local now = now_ms()
 local paused = redis.call('HGET', meta, 'paused') == '1'
 local out = {now, paused and 1 or 0, -1, -1, 0}
+local za, la, log = {}, {}, {}
 
-if not paused and max > 0 then
-  local due = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
+local function hand_out(id, token, rec, due)
+  local attempt, _, lease_ms = rec_head(rec)
+  if override > 0 then lease_ms = override end
+  local deadline = now + lease_ms
+  za[#za + 1] = deadline; za[#za + 1] = id
+  la[#la + 1] = id; la[#la + 1] = token .. ' ' .. int(deadline)
+  log[#log + 1] = id; log[#log + 1] = token
+  out[#out + 1] = id
+  out[#out + 1] = token
+  out[#out + 1] = math.min(attempt + 1, MAX_ATTEMPT)
+  out[#out + 1] = due
+  out[#out + 1] = deadline
+  out[#out + 1] = rec
+end
+
+if forget ~= '' then redis.call('HDEL', claims, forget) end
+for i = 1, tonumber(ARGV[5]) do
+  local lost = ARGV[5 + i]
+  local entry = redis.call('HGET', claims, lost)
+  if entry then
+    redis.call('HDEL', claims, lost)
+    -- entry: "<created ms> id token id token ..."
+    local words = {}
+    for w in string.gmatch(entry, '%S+') do words[#words + 1] = w end
+    for j = 2, #words - 1, 2 do
+      local id, token = words[j], words[j + 1]
+      local lv = redis.call('HGET', leases, id)
+      local rec = lv and lease_split(lv) == token and redis.call('HGET', tasks, id)
+      if rec then
+        local _, _, _, due = rec_head(rec)
+        hand_out(id, token, rec, due)
+      end
+    end
+  end
+end
+
+local room = max - #log / 2
+if not paused and room > 0 then
+  local due = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
   if #due > 0 then
     local ids, scores = {}, {}
     for i = 1, #due, 2 do
@@ -22,33 +66,20 @@ if not paused and max > 0 then
     chunked('ZREM', sched, ids)
     local recs = hmget_chunked(tasks, ids)
     local base = redis.call('HINCRBY', meta, 'seq', #ids) - #ids
-    local za, la = {}, {}
     for j = 1, #ids do
-      local rec = recs[j]
       -- a record missing here means the hash entry was deleted by hand: nothing to run
-      if rec then
-        local id = ids[j]
-        local attempt, _, lease_ms = rec_head(rec)
-        if override > 0 then lease_ms = override end
-        local deadline = now + lease_ms
-        local token = int(base + j)
-        za[#za + 1] = deadline; za[#za + 1] = id
-        la[#la + 1] = id; la[#la + 1] = token .. ' ' .. int(deadline)
-        out[#out + 1] = id
-        out[#out + 1] = token
-        out[#out + 1] = math.min(attempt + 1, MAX_ATTEMPT)
-        out[#out + 1] = tonumber(scores[j])
-        out[#out + 1] = deadline
-        out[#out + 1] = rec
-      end
-    end
-    if #za > 0 then
-      chunked('ZADD', active, za)
-      chunked('HSET', leases, la)
+      if recs[j] then hand_out(ids[j], int(base + j), recs[j], tonumber(scores[j])) end
     end
   end
 end
 
+if #za > 0 then
+  chunked('ZADD', active, za)
+  chunked('HSET', leases, la)
+  if claim_id ~= '' then
+    redis.call('HSET', claims, claim_id, int(now) .. ' ' .. table.concat(log, ' '))
+  end
+end
 out[3] = earliest(sched) or -1
 out[4] = earliest(active) or -1
 if redis.call('HLEN', leases) ~= redis.call('ZCARD', active) then out[5] = 1 end

@@ -1,12 +1,13 @@
 -- recover: returns tasks whose lease expired to scheduled (after a backoff) or to the
--- dead-letter queue, counting the attempt; also finds leases whose deadline entry was lost.
+-- dead-letter queue, counting the attempt; also finds leases whose deadline entry was lost,
+-- and forgets claim records (see claim.lua) of callers gone for over an hour.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
--- KEYS[7] stats  KEYS[8] meta
+-- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none)}
 local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8]}
-local active, leases = KEYS[2], KEYS[3]
+local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
 local channel = ARGV[1]
 local max = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
@@ -30,6 +31,16 @@ for i = 1, #scan[2], 2 do
       pick[id] = true
     end
   end
+end
+
+-- claim records are forgotten by their caller's next claim; one left by a caller that died
+-- is dropped after an hour (its leases expire long before)
+local ccursor = redis.call('HGET', K.meta, 'claims_cursor') or '0'
+local cscan = redis.call('HSCAN', claims, ccursor, 'COUNT', 20)
+redis.call('HSET', K.meta, 'claims_cursor', cscan[1])
+for i = 1, #cscan[2], 2 do
+  local created = tonumber(string.match(cscan[2][i + 1], '^%d+') or '0')
+  if now - created > 3600000 then redis.call('HDEL', claims, cscan[2][i]) end
 end
 
 local recovered, dead = 0, 0

@@ -1,0 +1,274 @@
+//! Cases C17 and C18 of `shared/cases/CASES.md`: the script cache and the eviction policy.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dueq::{AckOutcome, Client, EvictionCheck, Queue, TaskId, TaskSpec};
+use dueq_testkit::{RedisServer, info_field};
+use tracing::instrument::WithSubscriber;
+
+use crate::support::{Ctx, DEADLINE};
+
+fn cached_scripts(conn: &mut redis::Connection) -> u64 {
+    info_field(conn, "memory", "number_of_cached_scripts")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn script_flush(conn: &mut redis::Connection) {
+    redis::cmd("SCRIPT").arg("FLUSH").query::<()>(conn).unwrap();
+    assert_eq!(cached_scripts(conn), 0);
+}
+
+/// Claims every due task and returns their payloads, sorted.
+async fn claim_all(q: &Queue) -> Vec<Vec<u8>> {
+    let c = q.claim(100, None).await.unwrap();
+    let mut v: Vec<_> = c.tasks.into_iter().map(|t| t.payload).collect();
+    v.sort();
+    v
+}
+
+/// Case C17 in shared/cases/CASES.md: script cache flushed (`SCRIPT FLUSH`).
+///
+/// Proves the client reloads its scripts by itself after `NOSCRIPT`: a task enqueued before a
+/// flush and one enqueued after it are both claimed, and enqueue, claim and ack each work right
+/// after a flush (the cache is checked empty before and filled again after each call).
+/// Readiness stays ready, and reports `scripts: false` only while scripts cannot be loaded
+/// (here: the `SCRIPT` command is taken away by ACL, while Redis still answers).
+#[tokio::test]
+async fn c17_script_flush() {
+    let ctx = Ctx::new().await;
+    let mut raw = ctx.raw();
+    let q = ctx.queue("flushed");
+    q.enqueue(TaskSpec::new(b"A".to_vec())).await.unwrap();
+    script_flush(&mut raw);
+    q.enqueue(TaskSpec::new(b"B".to_vec())).await.unwrap();
+    assert!(cached_scripts(&mut raw) > 0, "enqueue did not reload");
+    script_flush(&mut raw);
+    let c = q.claim(10, None).await.unwrap();
+    assert!(cached_scripts(&mut raw) > 0, "claim did not reload");
+    let mut payloads: Vec<_> = c.tasks.iter().map(|t| t.payload.clone()).collect();
+    payloads.sort();
+    assert_eq!(payloads, vec![b"A".to_vec(), b"B".to_vec()]);
+    script_flush(&mut raw);
+    let items: Vec<_> = c
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.lease_token.clone()))
+        .collect();
+    assert_eq!(
+        q.ack_batch(&items).await.unwrap(),
+        vec![AckOutcome::Acked; 2]
+    );
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.succeeded_total, s.scheduled, s.active), (2, 0, 0));
+
+    script_flush(&mut raw);
+    let r = ctx.client.readiness().await;
+    assert!(r.ready(), "{r:?}");
+    assert!(r.redis && r.scripts && r.error.is_none(), "{r:?}");
+    assert!(
+        cached_scripts(&mut raw) >= 15,
+        "readiness did not load every script"
+    );
+
+    // scripts that cannot be loaded while Redis answers: readiness fails on that field only
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-script")
+        .query::<()>(&mut raw)
+        .unwrap();
+    let r = ctx.client.readiness().await;
+    assert!(r.redis, "{r:?}");
+    assert!(!r.scripts && !r.ready(), "{r:?}");
+    assert!(
+        r.error
+            .as_deref()
+            .unwrap_or("")
+            .to_lowercase()
+            .contains("script|load"),
+        "{r:?}"
+    );
+    // the loaded scripts still run
+    q.enqueue(TaskSpec::new(b"C".to_vec())).await.unwrap();
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("+script")
+        .query::<()>(&mut raw)
+        .unwrap();
+    let r = ctx.client.readiness().await;
+    assert!(r.ready(), "{r:?}");
+    assert_eq!(claim_all(&q).await, vec![b"C".to_vec()]);
+}
+
+/// Retries `f` until it succeeds (the client reconnects by itself after a restart).
+async fn until_ok<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = dueq::Result<T>>,
+{
+    let start = Instant::now();
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) => {
+                assert!(e.is_retryable(), "{what}: {e}");
+                assert!(start.elapsed() < DEADLINE, "{what}: still failing: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// Case C17 in shared/cases/CASES.md: Redis restarted with AOF (the script cache is empty).
+///
+/// Proves the client reconnects and reloads its scripts by itself after `kill -9` and restart:
+/// the task enqueued before the crash survives (AOF) and the one enqueued after it is written,
+/// both are claimed, and readiness is ready again. While Redis is down, readiness says so
+/// (`redis: false`, not ready) within a few seconds, without hanging.
+#[tokio::test]
+async fn c17_restart_with_aof() {
+    let mut server = RedisServer::builder().appendonly(true).start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = client.queue("restarted").unwrap();
+    let a = q.enqueue(TaskSpec::new(b"A".to_vec())).await.unwrap();
+
+    server.kill9();
+    let started = Instant::now();
+    let r = client.readiness().await;
+    let took = started.elapsed();
+    assert!(!r.redis && !r.ready(), "{r:?}");
+    assert!(r.error.is_some(), "{r:?}");
+    assert!(took < Duration::from_secs(8), "readiness took {took:?}");
+
+    server.restart();
+    let mut raw = server.conn();
+    assert_eq!(cached_scripts(&mut raw), 0);
+    let b = until_ok("enqueue after restart", || {
+        q.enqueue(TaskSpec::new(b"B".to_vec()))
+    })
+    .await;
+    assert!(b.created());
+    assert_ne!(a.id, b.id, "the id sequence went back after the restart");
+    let r = client.readiness().await;
+    assert!(r.ready(), "{r:?}");
+    assert_eq!(claim_all(&q).await, vec![b"A".to_vec(), b"B".to_vec()]);
+    let ids: Vec<TaskId> = vec![a.id, b.id];
+    for id in &ids {
+        let t = q.get(&id.clone().into()).await.unwrap().unwrap();
+        assert_eq!(t.state, dueq::TaskState::Active);
+    }
+}
+
+/// A `tracing` writer that keeps everything in memory.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Connects to `url` and returns the client with what it logged meanwhile.
+async fn connect_logged(url: &str) -> (Client, String) {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::DEBUG)
+        .finish();
+    let client = Client::connect(url)
+        .with_subscriber(subscriber)
+        .await
+        .unwrap();
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    (client, text)
+}
+
+/// Case C18 in shared/cases/CASES.md: eviction policy.
+///
+/// Proves that against `maxmemory-policy allkeys-lru` the client logs a loud warning at
+/// connect (naming the policy and the fix) and readiness reports `Unsafe("allkeys-lru")`,
+/// not ready; that readiness re-reads the policy (after `CONFIG SET ... noeviction` it is
+/// ready); that against `noeviction` nothing is warned and readiness is `Safe` and ready; and
+/// that when the policy cannot be read (`CONFIG` renamed away) a clear warning is logged and
+/// readiness reports `Unknown(..)` but stays ready.
+#[tokio::test]
+async fn c18_eviction_policy() {
+    // allkeys-lru: loud warning, not ready
+    let lru = RedisServer::builder()
+        .arg("--maxmemory-policy")
+        .arg("allkeys-lru")
+        .start();
+    let (client, logs) = connect_logged(&lru.url()).await;
+    let warning = logs
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains("maxmemory-policy"))
+        .unwrap_or_else(|| panic!("no warning logged; logs:\n{logs}"));
+    assert!(
+        warning.contains("allkeys-lru") && warning.contains("noeviction"),
+        "{warning}"
+    );
+    let r = client.readiness().await;
+    assert_eq!(r.eviction, EvictionCheck::Unsafe("allkeys-lru".into()));
+    assert!(r.redis && r.scripts, "{r:?}");
+    assert!(!r.ready(), "{r:?}");
+    // readiness reads the policy each time
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .query::<()>(&mut lru.conn())
+        .unwrap();
+    let r = client.readiness().await;
+    assert_eq!(r.eviction, EvictionCheck::Safe);
+    assert!(r.ready(), "{r:?}");
+
+    // noeviction: no warning, ready
+    let safe = RedisServer::start();
+    let (client, logs) = connect_logged(&safe.url()).await;
+    assert!(
+        !logs.contains("WARN") && !logs.contains("maxmemory-policy"),
+        "unexpected warning:\n{logs}"
+    );
+    let r = client.readiness().await;
+    assert_eq!(r.eviction, EvictionCheck::Safe);
+    assert!(r.ready(), "{r:?}");
+
+    // the policy cannot be read: clear warning, Unknown, still ready
+    let hidden = RedisServer::builder()
+        .arg("--rename-command")
+        .arg("CONFIG")
+        .arg("")
+        .start();
+    let (client, logs) = connect_logged(&hidden.url()).await;
+    let warning = logs
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains("maxmemory-policy"))
+        .unwrap_or_else(|| panic!("no warning logged; logs:\n{logs}"));
+    assert!(
+        warning.contains("could not read") && warning.contains("noeviction"),
+        "{warning}"
+    );
+    let r = client.readiness().await;
+    let EvictionCheck::Unknown(why) = &r.eviction else {
+        panic!("{r:?}")
+    };
+    assert!(!why.is_empty());
+    assert!(r.ready(), "{r:?}");
+    // the queue itself works there
+    let q = client.queue("q").unwrap();
+    q.enqueue(TaskSpec::new(b"x".to_vec())).await.unwrap();
+    assert_eq!(claim_all(&q).await, vec![b"x".to_vec()]);
+}

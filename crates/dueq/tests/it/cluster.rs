@@ -1,0 +1,305 @@
+//! Case C20 of `shared/cases/CASES.md`: dueq on a 3-master Redis Cluster.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use dueq::{
+    AckOutcome, Backoff, CancelOutcome, Client, DeadRetryOutcome, Due, NackOutcome, Outcome,
+    QueueSettings, RescheduleOutcome, TaskRef, TaskSpec, TaskState, Worker,
+};
+use dueq_testkit::RedisCluster;
+use tokio::sync::mpsc;
+
+use crate::support::DEADLINE;
+
+/// Every operation of one queue, on the cluster; panics on any error (a `CROSSSLOT` would be
+/// one).
+async fn every_operation(client: &Client, name: &str) {
+    // recovered leases are due again at once
+    let q = client
+        .queue(name)
+        .unwrap()
+        .with_backoff(Backoff::new(1, 1.0, 1));
+    q.configure(QueueSettings::default().succeeded_max(10).dead_max(10))
+        .await
+        .unwrap();
+
+    // enqueue, single and batch
+    let one = q
+        .enqueue(TaskSpec::new(b"one".to_vec()).key("one"))
+        .await
+        .unwrap();
+    assert!(one.created());
+    let batch = q
+        .enqueue_batch(&[
+            TaskSpec::new(b"b0".to_vec()).key("b0"),
+            TaskSpec::new(b"b1".to_vec()).key("b1"),
+            TaskSpec::new(b"b2".to_vec()).key("b2"),
+            TaskSpec::new(b"b3".to_vec()).key("b3"),
+            TaskSpec::new(b"later".to_vec())
+                .key("later")
+                .delay_ms(60_000),
+            TaskSpec::new(b"moved".to_vec())
+                .key("moved")
+                .delay_ms(60_000),
+        ])
+        .await
+        .unwrap();
+    assert!(batch.iter().all(|e| e.created()));
+
+    // get by key and by id
+    let t = q.get(&TaskRef::key("one").unwrap()).await.unwrap().unwrap();
+    assert_eq!(
+        (t.id.clone(), t.state),
+        (one.id.clone(), TaskState::Scheduled)
+    );
+    let t = q.get(&batch[4].id.clone().into()).await.unwrap().unwrap();
+    assert_eq!(t.payload, b"later");
+
+    // claim, extend, ack, nack (retry and permanent), release
+    let mut c = q.claim(10, None).await.unwrap().tasks;
+    assert_eq!(c.len(), 5, "{name}: the due tasks");
+    let t = c.remove(0);
+    assert_eq!(t.id, one.id);
+    let until = q.extend(&t.id, &t.lease_token, 60_000).await.unwrap();
+    assert!(until.is_some_and(|u| u >= t.lease_expires_at_ms));
+    assert_eq!(
+        q.ack(&t.id, &t.lease_token).await.unwrap(),
+        AckOutcome::Acked
+    );
+    let t = q.get(&one.id.clone().into()).await.unwrap().unwrap();
+    assert_eq!(t.state, TaskState::Succeeded);
+    let dead = c.remove(0);
+    assert_eq!(
+        q.nack(&dead.id, &dead.lease_token, "fatal", None, true)
+            .await
+            .unwrap(),
+        NackOutcome::Dead
+    );
+    let retried = c.remove(0);
+    assert!(matches!(
+        q.nack(&retried.id, &retried.lease_token, "again", Some(0), false)
+            .await
+            .unwrap(),
+        NackOutcome::Rescheduled { .. }
+    ));
+    let released: Vec<_> = c
+        .iter()
+        .map(|t| (t.id.clone(), t.lease_token.clone()))
+        .collect();
+    assert_eq!(q.release(&released).await.unwrap(), vec![true, true]);
+
+    // the dead-letter queue: list, retry, delete
+    let page = q.dead_list(0, 10).await.unwrap();
+    assert_eq!(page.total, 1);
+    assert_eq!(page.tasks[0].task.id, dead.id);
+    assert_eq!(
+        q.dead_retry(std::slice::from_ref(&dead.id)).await.unwrap(),
+        vec![DeadRetryOutcome::Retried]
+    );
+    // all four due ones again (retried, released x2, back from the DLQ)
+    let c = q.claim(10, None).await.unwrap().tasks;
+    assert_eq!(c.len(), 4, "{name}");
+    let again = c.iter().find(|t| t.id == dead.id).unwrap();
+    assert_eq!(
+        q.nack(&again.id, &again.lease_token, "fatal", None, true)
+            .await
+            .unwrap(),
+        NackOutcome::Dead
+    );
+    assert_eq!(
+        q.dead_delete(std::slice::from_ref(&dead.id)).await.unwrap(),
+        vec![true]
+    );
+    assert!(q.get(&dead.id.clone().into()).await.unwrap().is_none());
+    let rest: Vec<_> = c
+        .iter()
+        .filter(|t| t.id != dead.id)
+        .map(|t| (t.id.clone(), t.lease_token.clone()))
+        .collect();
+    assert_eq!(
+        q.ack_batch(&rest).await.unwrap(),
+        vec![AckOutcome::Acked; 3]
+    );
+
+    // cancel and reschedule by key
+    let later = TaskRef::key("later").unwrap();
+    assert_eq!(q.cancel(&later).await.unwrap(), CancelOutcome::Cancelled);
+    assert_eq!(q.cancel(&later).await.unwrap(), CancelOutcome::NotFound);
+    let moved = TaskRef::key("moved").unwrap();
+    let o = q.reschedule(&moved, Due::DelayMs(0)).await.unwrap();
+    assert!(matches!(o, RescheduleOutcome::Rescheduled { .. }), "{o:?}");
+
+    // pause and resume
+    q.pause().await.unwrap();
+    let c = q.claim(10, None).await.unwrap();
+    assert!(c.paused && c.tasks.is_empty());
+    assert!(q.stats().await.unwrap().paused);
+    q.resume().await.unwrap();
+
+    // recover an expired lease
+    let t = q.claim(10, Some(20)).await.unwrap().tasks;
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].key.as_deref(), Some("moved"));
+    let start = Instant::now();
+    loop {
+        let r = q.recover().await.unwrap();
+        if r.recovered == 1 {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "{name}: lease never recovered");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let t = q.get(&moved).await.unwrap().unwrap();
+    assert_eq!((t.state, t.attempt), (TaskState::Scheduled, 1));
+
+    // stats
+    let s = q.stats().await.unwrap();
+    assert_eq!(s.queue, name);
+    assert_eq!((s.scheduled, s.active, s.dead), (1, 0, 0));
+    assert_eq!(s.enqueued_total, 7);
+    assert_eq!(s.succeeded_total, 4);
+    assert_eq!(s.dead_total, 2);
+    assert_eq!(s.cancelled_total, 1);
+    assert_eq!(s.lease_expired_total, 1);
+    assert!(!s.paused);
+    assert!(client.queues().await.unwrap().contains(&name.to_owned()));
+}
+
+/// Case C20 in shared/cases/CASES.md: a 3-master Redis Cluster.
+///
+/// Connects with a comma-separated seed list and proves that for queues `orders` and `a.b-c_1`
+/// every operation (enqueue single and batch, get, claim, extend, ack, nack to retry and to the
+/// DLQ, release, dead list/retry/delete, cancel and reschedule by key, pause/resume, recover,
+/// stats, configure) works with no `CROSSSLOT` error, also after `SCRIPT FLUSH` on every node;
+/// that all keys of one queue map to one slot (`CLUSTER KEYSLOT`) and live on one node; and
+/// that a worker runs tasks on the cluster, including one enqueued while it is idle, promptly
+/// (woken by the notification, well before its 1 s fallback poll).
+#[tokio::test]
+async fn c20_cluster() {
+    let cluster = RedisCluster::start(3);
+    let client = Client::connect(&cluster.urls().join(",")).await.unwrap();
+    assert!(client.is_cluster());
+    let r = client.readiness().await;
+    assert!(r.ready(), "{r:?}");
+
+    let mut holder = Vec::new();
+    for name in ["orders", "a.b-c_1"] {
+        every_operation(&client, name).await;
+        let q = client.queue(name).unwrap();
+        let mut node = cluster.nodes()[0].conn();
+        let slots: BTreeSet<u16> = q
+            .keys()
+            .all()
+            .iter()
+            .map(|k| {
+                redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(*k)
+                    .query(&mut node)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(slots.len(), 1, "{name}: keys in slots {slots:?}");
+        let slot = *slots.first().unwrap();
+        // the keys that exist are on one node, in that slot
+        let mut holders = Vec::new();
+        let mut found = BTreeSet::new();
+        for (i, n) in cluster.nodes().iter().enumerate() {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut n.conn())
+                .unwrap();
+            if !keys.is_empty() {
+                holders.push(i);
+            }
+            found.extend(keys);
+        }
+        assert_eq!(holders.len(), 1, "{name}: slot {slot} spread over nodes");
+        holder.push(holders[0]);
+        let all: BTreeSet<String> = q.keys().all().iter().map(|k| k.to_string()).collect();
+        assert!(found.is_subset(&all), "{name}: {found:?}");
+        // sched, tasks, keys, done, meta, stats exist at this point
+        assert!(found.len() >= 6, "{name}: only {found:?}");
+    }
+
+    // wake-ups of `a.b-c_1` are published on another node than the first seed, where the
+    // worker's pub/sub connection listens: they cross the cluster bus
+    assert_eq!(
+        holder,
+        vec![0, 1],
+        "slot owners changed; pick other queue names"
+    );
+
+    // scripts flushed on every node are reloaded by themselves
+    for n in cluster.nodes() {
+        redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query::<()>(&mut n.conn())
+            .unwrap();
+    }
+    for name in ["orders", "a.b-c_1"] {
+        let q = client.queue(name).unwrap();
+        q.enqueue(TaskSpec::new(b"after flush".to_vec()))
+            .await
+            .unwrap();
+        let c = q.claim(10, None).await.unwrap().tasks;
+        assert_eq!(c.len(), 2, "{name}"); // "moved" and this one
+        for t in c {
+            q.ack(&t.id, &t.lease_token).await.unwrap();
+        }
+    }
+
+    // a worker on the cluster
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut builder = Worker::builder(client.clone()).concurrency(4);
+    for name in ["orders", "a.b-c_1"] {
+        let tx = tx.clone();
+        builder = builder.handle(name, move |t| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((name, t.payload, t.due_at_ms, t.started_at_ms));
+                Outcome::Success
+            }
+        });
+    }
+    let worker = builder.build().unwrap().start();
+    let mut ran = 0;
+    for name in ["orders", "a.b-c_1"] {
+        let q = client.queue(name).unwrap();
+        q.enqueue(TaskSpec::new(b"first".to_vec())).await.unwrap();
+        let (n, p, _, _) = tokio::time::timeout(DEADLINE, rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((n, p.as_slice()), (name, &b"first"[..]));
+        ran += 1;
+    }
+    for i in 0..4u8 {
+        let name = ["orders", "a.b-c_1"][usize::from(i % 2)];
+        let q = client.queue(name).unwrap();
+        // let the worker go idle (its fallback poll is 1 s away), then enqueue a due task
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        q.enqueue(TaskSpec::new(vec![i])).await.unwrap();
+        let (n, p, due, started) = tokio::time::timeout(DEADLINE, rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((n, p), (name, vec![i]));
+        ran += 1;
+        let late = started.saturating_sub(due);
+        assert!(
+            late < 400,
+            "{name}: task enqueued while idle ran {late} ms late: no wake-up from the cluster"
+        );
+    }
+    let stats = worker.shutdown().await.unwrap();
+    assert_eq!(stats.succeeded, ran);
+    assert_eq!(stats.redis_errors, 0);
+    for name in ["orders", "a.b-c_1"] {
+        let s = client.queue(name).unwrap().stats().await.unwrap();
+        assert_eq!((s.scheduled, s.active), (0, 0), "{name}");
+    }
+}
