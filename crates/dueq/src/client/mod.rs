@@ -247,7 +247,11 @@ impl Client {
         self.inner.conn.clone()
     }
 
-    pub(crate) fn pubsub_client(&self) -> &redis::Client {
+    /// A `redis` client for pub/sub connections: subscribe to a queue's
+    /// [`QueueKeys::wake`](crate::QueueKeys) channel to hear "a task became due earlier"
+    /// (the message is its due time, epoch ms). On a cluster this is one seed node (a plain
+    /// `PUBLISH` reaches every node). Used by `dueq-server`'s long-poll claim.
+    pub fn pubsub_client(&self) -> &redis::Client {
         &self.inner.pubsub
     }
 

@@ -1,0 +1,343 @@
+//! The pull protocol over HTTP: `POST /v1/queues/{queue}/claim` (with long-poll) and
+//! `POST /v1/queues/{queue}/tasks/{id}/ack|nack|extend`.
+//!
+//! # How a long-poll claim waits
+//!
+//! A claim with `wait_ms > 0` that finds nothing due does not poll on a tick. It sleeps
+//! until the earliest due time the claim script reported, measured on the Redis clock
+//! (`next_due_at_ms - now_ms`, both read inside the script, so this host's clock never
+//! decides), and is woken earlier by the queue's wake channel when a task due sooner is
+//! enqueued, rescheduled, retried or the queue resumed (see `wake.rs`). It re-polls at least
+//! every second as the fallback for a lost notification (DESIGN 2.6), and returns at
+//! `wait_ms` with an empty list. Rejected alternative: Redis blocking commands, which fire
+//! on the server's `hz` tick (100 ms).
+//!
+//! Expired leases are recovered on the claim path (when the claim reports a lease deadline
+//! in the past), so HTTP-only deployments need no Rust worker for crash recovery.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use dueq::{AckOutcome, Claim, LeaseToken, NackOutcome, Queue, TaskId};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, ApiPath};
+use crate::payload::payload_raw;
+use crate::state::AppState;
+
+/// Longest `wait_ms` of a claim.
+pub const MAX_WAIT_MS: u64 = 60_000;
+/// Most tasks one claim hands out.
+pub const MAX_CLAIM: u32 = 1000;
+/// Longest sleep of a waiting claim between two looks (the fallback poll bound).
+const REPOLL_MS: u64 = 1000;
+
+/// Pull due tasks.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// Most tasks to hand out, 1 to 1000. Default 1.
+    pub max: Option<u32>,
+    /// Wait up to this long for the first due task, 0 to 60000 ms. Default 0.
+    pub wait_ms: Option<u64>,
+    /// Lease for these tasks, ms (default: each task's own).
+    pub lease_ms: Option<u64>,
+}
+
+/// A claimed task: run it, then ack, nack or extend with its `lease_token`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClaimedTaskResponse {
+    /// Task id.
+    pub id: String,
+    /// Business key.
+    pub key: Option<String>,
+    /// The payload (JSON value).
+    #[schema(value_type = serde_json::Value)]
+    pub payload: Box<RawValue>,
+    /// This attempt, 1-based.
+    pub attempt: u32,
+    /// Due time, Unix epoch ms.
+    pub due_at_ms: u64,
+    /// Proof of ownership for ack, nack and extend.
+    pub lease_token: String,
+    /// When the lease runs out unless extended, Unix epoch ms (Redis clock).
+    pub lease_expires_at_ms: u64,
+}
+
+/// The claimed tasks (possibly none).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClaimResponse {
+    /// Due-time order, FIFO among equal due times.
+    pub tasks: Vec<ClaimedTaskResponse>,
+}
+
+/// Complete a claimed task.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    /// The token from the claim.
+    pub lease_token: String,
+}
+
+/// Fail the current attempt.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NackRequest {
+    /// The token from the claim.
+    pub lease_token: String,
+    /// Failure text, kept as `last_error` (cut to 4 KiB).
+    pub error: Option<String>,
+    /// Retry after this many ms (default: the queue's backoff).
+    pub retry_in_ms: Option<u64>,
+    /// Straight to the dead-letter queue. Default false.
+    pub permanent: Option<bool>,
+}
+
+/// Extend a lease.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendRequest {
+    /// The token from the claim.
+    pub lease_token: String,
+    /// New lease from now, ms (1 to 4294967295).
+    pub lease_ms: u64,
+}
+
+/// The answer to an ack.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AckResponse {
+    /// `acked`.
+    pub outcome: String,
+}
+
+/// The answer to a nack.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NackResponse {
+    /// `rescheduled` or `dead`.
+    pub outcome: String,
+    /// When rescheduled: the next attempt's due time, Unix epoch ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_at_ms: Option<u64>,
+}
+
+/// The answer to an extend.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExtendResponse {
+    /// The new lease deadline, Unix epoch ms.
+    pub lease_expires_at_ms: u64,
+}
+
+/// One claim, recovering expired leases first when the claim saw any.
+async fn claim_once(q: &Queue, max: usize, lease_ms: Option<u64>) -> dueq::Result<Claim> {
+    let c = q.claim(max, lease_ms).await?;
+    let expired = c.next_lease_deadline_ms.is_some_and(|d| d <= c.now_ms) || c.orphans;
+    if !c.tasks.is_empty() || !expired {
+        return Ok(c);
+    }
+    let r = q.recover().await?;
+    if r.recovered + r.dead == 0 {
+        return Ok(c);
+    }
+    q.claim(max, lease_ms).await
+}
+
+/// Claim due tasks, waiting up to `wait_ms` for the first one.
+#[utoipa::path(post, path = "/v1/queues/{queue}/claim", tag = "claim",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = ClaimRequest,
+    responses(
+        (status = 200, description = "The tasks (an empty list when none became due in time)", body = ClaimResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn claim(
+    State(st): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiJson(body): ApiJson<ClaimRequest>,
+) -> ApiResult<Json<ClaimResponse>> {
+    let q = st.queue(&queue)?;
+    let max = body.max.unwrap_or(1);
+    if !(1..=MAX_CLAIM).contains(&max) {
+        return Err(ApiError::invalid(format!("max must be 1 to {MAX_CLAIM}")));
+    }
+    let wait_ms = body.wait_ms.unwrap_or(0);
+    if wait_ms > MAX_WAIT_MS {
+        return Err(ApiError::invalid(format!(
+            "wait_ms must be 0 to {MAX_WAIT_MS}"
+        )));
+    }
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    let notify = if wait_ms > 0 {
+        st.wake().listen(&q.keys().wake).await
+    } else {
+        None
+    };
+    let mut shutdown = st.shutdown_rx();
+    let c = loop {
+        // Registered before the claim, so a wake-up between the claim and the sleep is kept.
+        let notified = notify.as_ref().map(|n| n.notified());
+        let mut notified = std::pin::pin!(async move {
+            match notified {
+                Some(n) => n.await,
+                None => std::future::pending().await,
+            }
+        });
+        let c = claim_once(&q, max as usize, body.lease_ms).await?;
+        let now = Instant::now();
+        if !c.tasks.is_empty() || now >= deadline || *shutdown.borrow() {
+            break c;
+        }
+        let mut sleep_ms = REPOLL_MS;
+        if !c.paused
+            && let Some(next) = c.next_due_at_ms
+        {
+            sleep_ms = sleep_ms.min(next.saturating_sub(c.now_ms));
+        }
+        if let Some(d) = c.next_lease_deadline_ms {
+            sleep_ms = sleep_ms.min(d.saturating_sub(c.now_ms) + 1);
+        }
+        let wake_at = (now + Duration::from_millis(sleep_ms.max(1))).min(deadline);
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(wake_at) => {}
+            _ = shutdown.changed() => {}
+        }
+    };
+    st.metrics().claimed(q.name(), &c.tasks);
+    let tasks = c
+        .tasks
+        .into_iter()
+        .map(|t| ClaimedTaskResponse {
+            id: t.id.as_str().to_owned(),
+            key: t.key,
+            payload: payload_raw(&t.payload),
+            attempt: t.attempt,
+            due_at_ms: t.due_at_ms,
+            lease_token: t.lease_token.as_str().to_owned(),
+            lease_expires_at_ms: t.lease_expires_at_ms,
+        })
+        .collect();
+    Ok(Json(ClaimResponse { tasks }))
+}
+
+fn lease_lost() -> ApiError {
+    ApiError::conflict(
+        "lease_lost",
+        "the lease token is no longer current (expired, taken over, or the task is gone); nothing changed",
+    )
+}
+
+/// Acknowledge (complete) a claimed task.
+#[utoipa::path(post, path = "/v1/queues/{queue}/tasks/{id}/ack", tag = "claim",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    request_body = AckRequest,
+    responses(
+        (status = 200, description = "Completed", body = AckResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: nothing changed", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn ack(
+    State(st): State<AppState>,
+    ApiPath((queue, id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<AckRequest>,
+) -> ApiResult<Json<AckResponse>> {
+    let q = st.queue(&queue)?;
+    let id = TaskId::new(id)?;
+    match q
+        .ack(&id, &LeaseToken::new(body.lease_token.clone()))
+        .await?
+    {
+        AckOutcome::Acked => {
+            st.metrics()
+                .finished(q.name(), id.as_str(), &body.lease_token);
+            Ok(Json(AckResponse {
+                outcome: "acked".into(),
+            }))
+        }
+        _ => Err(lease_lost()),
+    }
+}
+
+/// Fail the current attempt: retry later (backoff or `retry_in_ms`) or dead-letter.
+#[utoipa::path(post, path = "/v1/queues/{queue}/tasks/{id}/nack", tag = "claim",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    request_body = NackRequest,
+    responses(
+        (status = 200, description = "`rescheduled` (with `due_at_ms`) or `dead`", body = NackResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: nothing changed", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn nack(
+    State(st): State<AppState>,
+    ApiPath((queue, id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<NackRequest>,
+) -> ApiResult<Json<NackResponse>> {
+    let q = st.queue(&queue)?;
+    let id = TaskId::new(id)?;
+    let token = LeaseToken::new(body.lease_token.clone());
+    let outcome = q
+        .nack(
+            &id,
+            &token,
+            body.error.as_deref().unwrap_or(""),
+            body.retry_in_ms,
+            body.permanent.unwrap_or(false),
+        )
+        .await?;
+    let r = match outcome {
+        NackOutcome::Rescheduled { due_at_ms } => {
+            st.wake().notify(&q.keys().wake);
+            NackResponse {
+                outcome: "rescheduled".into(),
+                due_at_ms: Some(due_at_ms),
+            }
+        }
+        NackOutcome::Dead => NackResponse {
+            outcome: "dead".into(),
+            due_at_ms: None,
+        },
+        _ => return Err(lease_lost()),
+    };
+    st.metrics()
+        .finished(q.name(), id.as_str(), &body.lease_token);
+    Ok(Json(r))
+}
+
+/// Extend a lease to `lease_ms` from now.
+#[utoipa::path(post, path = "/v1/queues/{queue}/tasks/{id}/extend", tag = "claim",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    request_body = ExtendRequest,
+    responses(
+        (status = 200, description = "The new deadline", body = ExtendResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: nothing changed", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn extend(
+    State(st): State<AppState>,
+    ApiPath((queue, id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<ExtendRequest>,
+) -> ApiResult<Json<ExtendResponse>> {
+    let q = st.queue(&queue)?;
+    let id = TaskId::new(id)?;
+    match q
+        .extend(&id, &LeaseToken::new(body.lease_token), body.lease_ms)
+        .await?
+    {
+        Some(lease_expires_at_ms) => Ok(Json(ExtendResponse {
+            lease_expires_at_ms,
+        })),
+        None => Err(lease_lost()),
+    }
+}

@@ -1,0 +1,138 @@
+//! `/v1/queues/{queue}/dead...`: the dead-letter queue: list (paged), retry, delete.
+
+use axum::Json;
+use axum::extract::State;
+use dueq::{DeadRetryOutcome, TaskId};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::tasks::TaskResponse;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiPath, ApiQuery};
+use crate::state::AppState;
+
+/// Paging of the dead-letter list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeadQuery {
+    /// Skip this many (newest first). Default 0.
+    pub offset: Option<u64>,
+    /// At most this many, 1 to 1000. Default 20.
+    pub limit: Option<u64>,
+}
+
+/// A dead task.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadTaskResponse {
+    /// The task (state `dead`).
+    #[serde(flatten)]
+    pub task: TaskResponse,
+    /// When it died, Unix epoch ms.
+    pub died_at_ms: u64,
+}
+
+/// One page of the dead-letter queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadListResponse {
+    /// Dead tasks in the queue in all.
+    pub total: u64,
+    /// This page, newest first.
+    pub tasks: Vec<DeadTaskResponse>,
+}
+
+/// What a retry or delete did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadOutcomeResponse {
+    /// `retried` or `deleted`.
+    pub outcome: String,
+}
+
+/// List dead tasks, newest first.
+#[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "dead",
+    params(("queue" = String, Path, description = "Queue name"), DeadQuery),
+    responses(
+        (status = 200, description = "One page", body = DeadListResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(st): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiQuery(page): ApiQuery<DeadQuery>,
+) -> ApiResult<Json<DeadListResponse>> {
+    let q = st.queue(&queue)?;
+    let p = q
+        .dead_list(page.offset.unwrap_or(0), page.limit.unwrap_or(20))
+        .await?;
+    Ok(Json(DeadListResponse {
+        total: p.total,
+        tasks: p
+            .tasks
+            .into_iter()
+            .map(|d| DeadTaskResponse {
+                died_at_ms: d.died_at_ms,
+                task: d.task.into(),
+            })
+            .collect(),
+    }))
+}
+
+/// Schedule a dead task again, due now, attempts counted afresh.
+#[utoipa::path(post, path = "/v1/queues/{queue}/dead/{id}/retry", tag = "dead",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "`retried`", body = DeadOutcomeResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "Not in the dead-letter queue", body = ErrorBody),
+        (status = 409, description = "`conflict`: its business key is live on another task", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn retry(
+    State(st): State<AppState>,
+    ApiPath((queue, id)): ApiPath<(String, String)>,
+) -> ApiResult<Json<DeadOutcomeResponse>> {
+    let q = st.queue(&queue)?;
+    let id = TaskId::new(id)?;
+    let outcome = q.dead_retry(std::slice::from_ref(&id)).await?;
+    match outcome.first() {
+        Some(DeadRetryOutcome::Retried) => {
+            st.wake().notify(&q.keys().wake);
+            Ok(Json(DeadOutcomeResponse {
+                outcome: "retried".into(),
+            }))
+        }
+        Some(DeadRetryOutcome::Conflict) => Err(ApiError::conflict(
+            "conflict",
+            "its business key is live on another task; left dead",
+        )),
+        _ => Err(ApiError::not_found(format!("no dead task {id}"))),
+    }
+}
+
+/// Delete a dead task for good.
+#[utoipa::path(delete, path = "/v1/queues/{queue}/dead/{id}", tag = "dead",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "`deleted`", body = DeadOutcomeResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "Not in the dead-letter queue", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn delete(
+    State(st): State<AppState>,
+    ApiPath((queue, id)): ApiPath<(String, String)>,
+) -> ApiResult<Json<DeadOutcomeResponse>> {
+    let q = st.queue(&queue)?;
+    let id = TaskId::new(id)?;
+    if q.dead_delete(std::slice::from_ref(&id)).await?.first() == Some(&true) {
+        Ok(Json(DeadOutcomeResponse {
+            outcome: "deleted".into(),
+        }))
+    } else {
+        Err(ApiError::not_found(format!("no dead task {id}")))
+    }
+}

@@ -1,0 +1,58 @@
+//! The routes of DESIGN 4.2, one file per resource, registered together with their OpenAPI
+//! description (`utoipa-axum`), so a route cannot exist without being documented.
+//!
+//! Routes are grouped by the layers they need: single-task `/v1` routes (body limit = payload
+//! limit + 64 KiB), the batch route (its own limit), both behind the token check; and the
+//! open operational routes.
+
+pub mod claim;
+pub mod dead;
+pub mod queues;
+pub mod system;
+pub mod tasks;
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::state::AppState;
+
+/// `/v1` routes whose bodies hold at most one payload.
+pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(tasks::enqueue))
+        .routes(routes!(
+            tasks::get_by_id,
+            tasks::cancel_by_id,
+            tasks::reschedule_by_id
+        ))
+        .routes(routes!(
+            tasks::get_by_key,
+            tasks::cancel_by_key,
+            tasks::reschedule_by_key
+        ))
+        .routes(routes!(claim::claim))
+        .routes(routes!(claim::ack))
+        .routes(routes!(claim::nack))
+        .routes(routes!(claim::extend))
+        .routes(routes!(queues::list))
+        .routes(routes!(queues::get))
+        .routes(routes!(queues::pause))
+        .routes(routes!(queues::resume))
+        .routes(routes!(dead::list))
+        .routes(routes!(dead::retry))
+        .routes(routes!(dead::delete))
+}
+
+/// The batch route.
+pub(crate) fn batch_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(tasks::enqueue_batch))
+}
+
+/// Open operational routes.
+pub(crate) fn system_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(system::healthz))
+        .routes(routes!(system::readyz))
+        .routes(routes!(system::metrics))
+        .routes(routes!(system::openapi_json))
+}

@@ -1,0 +1,123 @@
+//! Operational routes outside `/v1`: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use dueq::EvictionCheck;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::{ApiResult, ErrorBody};
+use crate::state::AppState;
+
+/// Liveness.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+}
+
+/// Readiness: Redis reachable, scripts loaded, eviction policy safe.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ready {
+    /// All checks pass.
+    pub ready: bool,
+    /// Redis answered `PING`.
+    pub redis: bool,
+    /// Every script loads.
+    pub scripts: bool,
+    /// Redis `maxmemory-policy`, when it could be read.
+    pub eviction_policy: Option<String>,
+    /// `false` when the policy may evict queue keys (anything but `noeviction`).
+    pub eviction_safe: bool,
+    /// The first problem, if any.
+    pub error: Option<String>,
+}
+
+/// Liveness: the process answers (no Redis call).
+#[utoipa::path(get, path = "/healthz", tag = "system",
+    responses((status = 200, description = "Alive", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
+}
+
+/// Readiness: 200 when Redis answers, the scripts load and eviction is off; else 503.
+#[utoipa::path(get, path = "/readyz", tag = "system",
+    responses(
+        (status = 200, description = "Ready", body = Ready),
+        (status = 503, description = "Not ready", body = Ready),
+    ))]
+pub async fn readyz(State(st): State<AppState>) -> (StatusCode, Json<Ready>) {
+    let r = st.client().readiness().await;
+    let ready = r.ready();
+    let (policy, safe, warn) = match &r.eviction {
+        EvictionCheck::Safe => (Some("noeviction".to_owned()), true, None),
+        EvictionCheck::Unsafe(p) => (
+            Some(p.clone()),
+            false,
+            Some(format!(
+                "maxmemory-policy is {p}: Redis may delete queue keys; set noeviction"
+            )),
+        ),
+        EvictionCheck::Unknown(why) => {
+            (None, true, Some(format!("eviction policy unknown: {why}")))
+        }
+        _ => (None, true, None),
+    };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(Ready {
+            ready,
+            redis: r.redis,
+            scripts: r.scripts,
+            eviction_policy: policy,
+            eviction_safe: safe,
+            error: r.error.or(warn),
+        }),
+    )
+}
+
+/// Prometheus metrics (text format 0.0.4). Open unless the server protects it.
+#[utoipa::path(get, path = "/metrics", tag = "system",
+    responses(
+        (status = 200, description = "Prometheus text", body = String, content_type = "text/plain"),
+        (status = 401, description = "Protected and no or bad token", body = ErrorBody),
+    ))]
+pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    if st.metrics_protected() {
+        st.tokens()
+            .check_header(headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()))?;
+    }
+    let text = st.metrics().render(st.client()).await;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/openapi.json", tag = "system",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
+pub async fn openapi_json() -> Response {
+    match crate::openapi::openapi().to_json() {
+        Ok(s) => ([(header::CONTENT_TYPE, "application/json")], s).into_response(),
+        Err(e) => crate::error::ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("openapi: {e}"),
+        )
+        .into_response(),
+    }
+}

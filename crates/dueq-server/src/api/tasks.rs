@@ -1,0 +1,453 @@
+//! `/v1/queues/{queue}/tasks...` and `/v1/queues/{queue}/keys/{key}`: enqueue (one or a
+//! batch), look up, cancel and reschedule a task by id or by business key.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use dueq::{
+    CancelOutcome, Due, EnqueueOutcome, Enqueued, OnConflict, RescheduleOutcome, Task, TaskRef,
+    TaskSpec,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult, ErrorBody, ErrorDetail};
+use crate::extract::{ApiJson, ApiPath};
+use crate::payload::{MAX_PAYLOAD_DEPTH, json_depth, payload_bytes, payload_raw};
+use crate::state::AppState;
+
+/// Most tasks in one batch request (each batch is one atomic script call).
+pub const MAX_BATCH_TASKS: usize = 1000;
+
+/// What enqueueing a live business key does.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnConflictBody {
+    /// Return the existing task unchanged (`created: false`). The default.
+    Keep,
+    /// Replace its payload, due time and settings (409 `in_progress` if it is running).
+    Replace,
+}
+
+/// One task to enqueue. Unknown fields are refused. Give at most one of `delay_ms` and
+/// `due_at_ms` (neither: due now).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueRequest {
+    /// Any JSON value; stored as the JSON text sent and returned as that value. Default `null`.
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub payload: Option<Box<RawValue>>,
+    /// Due this many ms after the write lands, by the Redis clock.
+    pub delay_ms: Option<u64>,
+    /// Due at this Unix epoch ms (at most 253402300799999, end of year 9999).
+    pub due_at_ms: Option<u64>,
+    /// Business key, 1 to 512 bytes of UTF-8, unique among the queue's live tasks.
+    pub key: Option<String>,
+    /// What to do when `key` is live. Default `keep`.
+    pub on_conflict: Option<OnConflictBody>,
+    /// Attempts before the dead-letter queue. Default 5.
+    pub max_attempts: Option<u32>,
+    /// Lease of a claim, ms. Default 30000.
+    pub lease_ms: Option<u64>,
+}
+
+/// The answer to one enqueue.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnqueueResponse {
+    /// Task id (new, or the existing task's).
+    pub id: String,
+    /// Due time, Unix epoch ms (Redis clock).
+    pub due_at_ms: u64,
+    /// Whether a new task was created (`false`: the key was live; kept or replaced).
+    pub created: bool,
+}
+
+/// A batch of tasks to enqueue, 1 to 1000; checked in full before anything is written.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// The tasks.
+    pub tasks: Vec<EnqueueRequest>,
+}
+
+/// One result per task, in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchResponse {
+    /// Per task: the enqueue result, or `{"error": ...}` (`in_progress` for a replace of a
+    /// running task).
+    pub results: Vec<BatchItem>,
+}
+
+/// One batch result.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum BatchItem {
+    /// Enqueued (or existing).
+    Ok(EnqueueResponse),
+    /// Refused.
+    Err(ErrorBody),
+}
+
+/// A task as stored.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskResponse {
+    /// Task id.
+    pub id: String,
+    /// Business key.
+    pub key: Option<String>,
+    /// `scheduled`, `active`, `succeeded` or `dead`.
+    pub state: String,
+    /// Due time, Unix epoch ms.
+    pub due_at_ms: u64,
+    /// Attempts made so far.
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// The payload (JSON value; a non-JSON payload is shown as a string).
+    #[schema(value_type = serde_json::Value)]
+    pub payload: Box<RawValue>,
+    /// Text of the last failure.
+    pub last_error: Option<String>,
+    /// When it was enqueued, Unix epoch ms.
+    pub created_at_ms: u64,
+}
+
+impl From<Task> for TaskResponse {
+    fn from(t: Task) -> Self {
+        Self {
+            id: t.id.as_str().to_owned(),
+            key: t.key,
+            state: t.state.as_str().to_owned(),
+            due_at_ms: t.due_at_ms,
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            payload: payload_raw(&t.payload),
+            last_error: t.last_error,
+            created_at_ms: t.created_at_ms,
+        }
+    }
+}
+
+/// The answer to a cancel: 200 `cancelled`, 409 `in_progress`, 404 `not_found`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelResponse {
+    /// `cancelled`, `in_progress` or `not_found`.
+    pub outcome: String,
+}
+
+/// A new due time: exactly one of the two fields.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RescheduleRequest {
+    /// Due this many ms from now (Redis clock).
+    pub delay_ms: Option<u64>,
+    /// Due at this Unix epoch ms.
+    pub due_at_ms: Option<u64>,
+}
+
+/// The new due time.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RescheduleResponse {
+    /// Due time, Unix epoch ms.
+    pub due_at_ms: u64,
+}
+
+fn due(delay_ms: Option<u64>, due_at_ms: Option<u64>) -> ApiResult<Option<Due>> {
+    match (delay_ms, due_at_ms) {
+        (Some(_), Some(_)) => Err(ApiError::invalid("give delay_ms or due_at_ms, not both")),
+        (Some(d), None) => Ok(Some(Due::DelayMs(d))),
+        (None, Some(t)) => Ok(Some(Due::AtMs(t))),
+        (None, None) => Ok(None),
+    }
+}
+
+fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
+    if let Some(p) = &r.payload
+        && json_depth(p.get()) > MAX_PAYLOAD_DEPTH
+    {
+        return Err(ApiError::invalid(format!(
+            "payload nests deeper than {MAX_PAYLOAD_DEPTH} levels"
+        )));
+    }
+    let payload = r
+        .payload
+        .as_deref()
+        .map(payload_bytes)
+        .unwrap_or_else(|| b"null".to_vec());
+    let mut s = TaskSpec::new(payload);
+    if let Some(d) = due(r.delay_ms, r.due_at_ms)? {
+        s = s.due(d);
+    }
+    if let Some(k) = &r.key {
+        s = s.key(k.clone());
+    }
+    if let Some(OnConflictBody::Replace) = r.on_conflict {
+        s = s.on_conflict(OnConflict::Replace);
+    }
+    if let Some(m) = r.max_attempts {
+        s = s.max_attempts(m);
+    }
+    if let Some(l) = r.lease_ms {
+        s = s.lease_ms(l);
+    }
+    Ok(s)
+}
+
+fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
+    if e.outcome == EnqueueOutcome::InProgress {
+        return Err(ApiError::conflict(
+            "in_progress",
+            format!("task {} with this key is running; not replaced", e.id),
+        ));
+    }
+    Ok(EnqueueResponse {
+        id: e.id.as_str().to_owned(),
+        due_at_ms: e.due_at_ms,
+        created: e.created(),
+    })
+}
+
+/// Enqueue one task.
+#[utoipa::path(post, path = "/v1/queues/{queue}/tasks", tag = "tasks",
+    params(("queue" = String, Path, description = "Queue name, [A-Za-z0-9_.-]{1,128}")),
+    request_body = EnqueueRequest,
+    responses(
+        (status = 201, description = "Created", body = EnqueueResponse),
+        (status = 200, description = "The key was live: existing task (kept or replaced)", body = EnqueueResponse),
+        (status = 400, description = "Bad input; nothing written", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 409, description = "`in_progress`: replace refused, the task is running", body = ErrorBody),
+        (status = 413, description = "Payload or body too large; nothing written", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn enqueue(
+    State(st): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiJson(body): ApiJson<EnqueueRequest>,
+) -> ApiResult<(StatusCode, Json<EnqueueResponse>)> {
+    let q = st.queue(&queue)?;
+    let e = q.enqueue(spec(&body)?).await?;
+    st.wake().notify(&q.keys().wake);
+    let r = result(e)?;
+    let status = if r.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(r)))
+}
+
+/// Enqueue up to 1000 tasks in one atomic call.
+#[utoipa::path(post, path = "/v1/queues/{queue}/tasks/batch", tag = "tasks",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = BatchRequest,
+    responses(
+        (status = 200, description = "One result per task, in order", body = BatchResponse),
+        (status = 400, description = "A bad task (message names its index); nothing written", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 413, description = "Payload or body too large; nothing written", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn enqueue_batch(
+    State(st): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+    ApiJson(body): ApiJson<BatchRequest>,
+) -> ApiResult<Json<BatchResponse>> {
+    let q = st.queue(&queue)?;
+    if body.tasks.is_empty() || body.tasks.len() > MAX_BATCH_TASKS {
+        return Err(ApiError::invalid(format!(
+            "tasks must hold 1 to {MAX_BATCH_TASKS} tasks"
+        )));
+    }
+    let specs = body
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, r)| spec(r).map_err(|e| ApiError::invalid(format!("task {i}: {}", e.message()))))
+        .collect::<ApiResult<Vec<_>>>()?;
+    let done = q.enqueue_batch(&specs).await?;
+    st.wake().notify(&q.keys().wake);
+    let results = done
+        .into_iter()
+        .map(|e| match result(e) {
+            Ok(r) => BatchItem::Ok(r),
+            Err(e) => BatchItem::Err(ErrorBody {
+                error: ErrorDetail {
+                    code: e.code().to_owned(),
+                    message: e.message().to_owned(),
+                },
+            }),
+        })
+        .collect();
+    Ok(Json(BatchResponse { results }))
+}
+
+async fn get_task(st: &AppState, queue: &str, target: TaskRef) -> ApiResult<Json<TaskResponse>> {
+    let q = st.queue(queue)?;
+    match q.get(&target).await? {
+        Some(t) => Ok(Json(t.into())),
+        None => Err(ApiError::not_found("no such task")),
+    }
+}
+
+async fn cancel_task(
+    st: &AppState,
+    queue: &str,
+    target: TaskRef,
+) -> ApiResult<(StatusCode, Json<CancelResponse>)> {
+    let q = st.queue(queue)?;
+    let outcome = q.cancel(&target).await?;
+    let status = match outcome {
+        CancelOutcome::Cancelled => StatusCode::OK,
+        CancelOutcome::InProgress => StatusCode::CONFLICT,
+        _ => StatusCode::NOT_FOUND,
+    };
+    Ok((
+        status,
+        Json(CancelResponse {
+            outcome: outcome.as_str().to_owned(),
+        }),
+    ))
+}
+
+async fn reschedule_task(
+    st: &AppState,
+    queue: &str,
+    target: TaskRef,
+    body: RescheduleRequest,
+) -> ApiResult<Json<RescheduleResponse>> {
+    let q = st.queue(queue)?;
+    let Some(d) = due(body.delay_ms, body.due_at_ms)? else {
+        return Err(ApiError::invalid("give delay_ms or due_at_ms"));
+    };
+    match q.reschedule(&target, d).await? {
+        RescheduleOutcome::Rescheduled { due_at_ms } => {
+            st.wake().notify(&q.keys().wake);
+            Ok(Json(RescheduleResponse { due_at_ms }))
+        }
+        RescheduleOutcome::InProgress => Err(ApiError::conflict(
+            "in_progress",
+            "the task is running; not rescheduled",
+        )),
+        _ => Err(ApiError::not_found("no scheduled task")),
+    }
+}
+
+fn by_id(id: String) -> ApiResult<TaskRef> {
+    Ok(TaskRef::id(id)?)
+}
+
+fn by_key(key: String) -> ApiResult<TaskRef> {
+    Ok(TaskRef::key(key)?)
+}
+
+/// Look up a task by id.
+#[utoipa::path(get, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "The task", body = TaskResponse),
+        (status = 400, description = "Bad queue name or id", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "No such task", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn get_by_id(
+    State(st): State<AppState>,
+    ApiPath((queue, id)): ApiPath<(String, String)>,
+) -> ApiResult<Json<TaskResponse>> {
+    get_task(&st, &queue, by_id(id)?).await
+}
+
+/// Look up a live task by business key (URL-encoded).
+#[utoipa::path(get, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks",
+    params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
+    responses(
+        (status = 200, description = "The task", body = TaskResponse),
+        (status = 400, description = "Bad queue name or key", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "No live task with this key", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn get_by_key(
+    State(st): State<AppState>,
+    ApiPath((queue, key)): ApiPath<(String, String)>,
+) -> ApiResult<Json<TaskResponse>> {
+    get_task(&st, &queue, by_key(key)?).await
+}
+
+/// Cancel a scheduled task by id.
+#[utoipa::path(delete, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "`cancelled`: it will never run", body = CancelResponse),
+        (status = 409, description = "`in_progress`: a worker is running it; untouched", body = CancelResponse),
+        (status = 404, description = "`not_found`: no live task", body = CancelResponse),
+        (status = 400, description = "Bad queue name or id", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn cancel_by_id(
+    State(st): State<AppState>,
+    ApiPath((queue, id)): ApiPath<(String, String)>,
+) -> ApiResult<(StatusCode, Json<CancelResponse>)> {
+    cancel_task(&st, &queue, by_id(id)?).await
+}
+
+/// Cancel a scheduled task by business key (URL-encoded).
+#[utoipa::path(delete, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks",
+    params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
+    responses(
+        (status = 200, description = "`cancelled`: it will never run", body = CancelResponse),
+        (status = 409, description = "`in_progress`: a worker is running it; untouched", body = CancelResponse),
+        (status = 404, description = "`not_found`: no live task", body = CancelResponse),
+        (status = 400, description = "Bad queue name or key", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn cancel_by_key(
+    State(st): State<AppState>,
+    ApiPath((queue, key)): ApiPath<(String, String)>,
+) -> ApiResult<(StatusCode, Json<CancelResponse>)> {
+    cancel_task(&st, &queue, by_key(key)?).await
+}
+
+/// Move the due time of a scheduled task, by id.
+#[utoipa::path(patch, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks",
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    request_body = RescheduleRequest,
+    responses(
+        (status = 200, description = "Rescheduled", body = RescheduleResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "No scheduled task", body = ErrorBody),
+        (status = 409, description = "`in_progress`: the task is running", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn reschedule_by_id(
+    State(st): State<AppState>,
+    ApiPath((queue, id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<RescheduleRequest>,
+) -> ApiResult<Json<RescheduleResponse>> {
+    reschedule_task(&st, &queue, by_id(id)?, body).await
+}
+
+/// Move the due time of a scheduled task, by business key (URL-encoded).
+#[utoipa::path(patch, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks",
+    params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
+    request_body = RescheduleRequest,
+    responses(
+        (status = 200, description = "Rescheduled", body = RescheduleResponse),
+        (status = 400, description = "Bad input", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "No scheduled task", body = ErrorBody),
+        (status = 409, description = "`in_progress`: the task is running", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn reschedule_by_key(
+    State(st): State<AppState>,
+    ApiPath((queue, key)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<RescheduleRequest>,
+) -> ApiResult<Json<RescheduleResponse>> {
+    reschedule_task(&st, &queue, by_key(key)?, body).await
+}

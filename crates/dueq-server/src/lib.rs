@@ -1,0 +1,100 @@
+//! dueq-server: the HTTP API of dueq (`dueq serve`, DESIGN 4.2), as a library.
+//!
+//! [`router`] builds the axum [`Router`] (testable with `tower::ServiceExt::oneshot`);
+//! [`serve`] runs it on a listener until a shutdown future completes. Everything a handler
+//! needs is in [`AppState`].
+//!
+//! * `src/api/` holds one file per resource (`tasks`, `claim`, `queues`, `dead`, `system`);
+//!   each route is registered together with its OpenAPI description.
+//! * [`error`]: every failure as a status and `{"error": {"code", "message"}}`.
+//! * [`auth`]: bearer tokens (constant-time check) on `/v1`; `/healthz` and `/readyz` open.
+//! * `metrics`: DESIGN 4.4 names; queue numbers read from Redis on scrape.
+//! * [`payload`]: the JSON-payload rule shared with the CLI.
+//! * `wake`: the pub/sub hub that ends long-poll claims the moment a task may be due.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = dueq::Client::connect("redis://127.0.0.1:6379").await?;
+//! let state = dueq_server::AppState::new(client);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:7878").await?;
+//! dueq_server::serve(listener, state, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod api;
+pub mod auth;
+pub mod error;
+mod extract;
+mod metrics;
+pub mod openapi;
+pub mod payload;
+mod state;
+mod wake;
+
+use std::future::Future;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::middleware;
+
+pub use auth::Tokens;
+pub use error::{ApiError, ErrorBody};
+pub use extract::{ApiJson, ApiPath, ApiQuery};
+pub use metrics::{DURATION_BUCKETS_S, LATENESS_BUCKETS_S};
+pub use payload::{payload_json, payload_raw};
+pub use state::{AppState, AppStateBuilder, BODY_OVERHEAD_BYTES};
+
+/// Default listen address of `dueq serve`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+/// The full router: `/v1` (behind the token check when tokens are configured), `/healthz`,
+/// `/readyz`, `/metrics`, `/openapi.json`. Unknown paths get 404 and wrong methods 405, both
+/// with the error body.
+pub fn router(state: AppState) -> Router {
+    let (batch, _) = api::batch_routes().split_for_parts();
+    let batch = batch.layer(DefaultBodyLimit::max(state.batch_body_limit_bytes()));
+    let (v1, _) = api::v1_routes().split_for_parts();
+    let v1 = v1
+        .layer(DefaultBodyLimit::max(state.body_limit_bytes()))
+        .merge(batch)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    let (system, _) = api::system_routes().split_for_parts();
+    Router::new()
+        .merge(v1)
+        .merge(system)
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed on this path",
+            )
+        })
+        .with_state(state)
+}
+
+/// Serves [`router`] on `listener` until `shutdown` completes, then stops accepting, ends
+/// waiting claims at once (they answer with what they have) and waits for in-flight requests
+/// to finish.
+///
+/// # Errors
+/// The I/O error of the listener.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            state.begin_shutdown();
+        })
+        .await
+}

@@ -1,0 +1,213 @@
+//! Prometheus metrics with the names of DESIGN 4.4.
+//!
+//! Two sources, on purpose:
+//! * **Queue-wide facts are read from Redis on each scrape** (`Queue::stats`): the counters
+//!   `dueq_tasks_enqueued_total`, `dueq_tasks_finished_total{outcome}` and
+//!   `dueq_lease_expired_total`, and the gauges `dueq_queue_tasks{state}` and
+//!   `dueq_queue_oldest_due_age_seconds`. They then count every producer and worker (Rust
+//!   workers, the CLI, other servers), not only this process; with several servers, take
+//!   `max` over instances rather than `sum`. Counting in-process instead was rejected: it
+//!   would miss every task not touched by this server, and lease expiry happens inside Redis.
+//! * **Timings are observed here**, for tasks handed out by this server's claim:
+//!   `dueq_task_lateness_seconds` (claim time minus due time, both Redis clock; explicit
+//!   buckets from 0.5 ms to 60 s) and `dueq_task_duration_seconds` (claim to ack/nack).
+//!
+//! The recorder belongs to the [`AppState`](crate::AppState), not the process-global
+//! `metrics` recorder, so two servers (or tests) in one process never mix their numbers.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use dueq::{Client, QueueStats};
+use futures_util::StreamExt;
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+
+/// Lateness buckets, seconds: 0.5 ms to 60 s.
+pub const LATENESS_BUCKETS_S: &[f64] = &[
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Handler duration buckets, seconds: 1 ms to 1 h.
+pub const DURATION_BUCKETS_S: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+    3600.0,
+];
+
+/// Most claims remembered for the duration histogram; beyond it, durations go unrecorded.
+const MAX_TRACKED: usize = 100_000;
+
+/// Most queues refreshed per scrape.
+const MAX_SCRAPED_QUEUES: usize = 1_000;
+
+pub(crate) struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    /// (queue, task id, lease token) → when this server handed it out.
+    claimed: Mutex<HashMap<(String, String, String), Instant>>,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Self {
+        // Both bucket lists are non-empty constants, the only error `set_buckets_for_metric`
+        // reports, so the fallback (default summaries) is never taken.
+        let builder = PrometheusBuilder::new();
+        let builder = match builder
+            .set_buckets_for_metric(
+                Matcher::Full("dueq_task_lateness_seconds".into()),
+                LATENESS_BUCKETS_S,
+            )
+            .and_then(|b| {
+                b.set_buckets_for_metric(
+                    Matcher::Full("dueq_task_duration_seconds".into()),
+                    DURATION_BUCKETS_S,
+                )
+            }) {
+            Ok(b) => b,
+            Err(_) => PrometheusBuilder::new(),
+        };
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        let m = Self {
+            recorder,
+            handle,
+            claimed: Mutex::new(HashMap::new()),
+        };
+        m.with(|| {
+            use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+            describe_counter!(
+                "dueq_tasks_enqueued_total",
+                "Tasks created, ever (from Redis)."
+            );
+            describe_counter!(
+                "dueq_tasks_finished_total",
+                "Attempts finished by outcome: succeeded, retried, dead, cancelled (from Redis)."
+            );
+            describe_counter!(
+                "dueq_lease_expired_total",
+                "Leases that expired (from Redis)."
+            );
+            describe_gauge!("dueq_queue_tasks", "Tasks per state now (from Redis).");
+            describe_gauge!(
+                "dueq_queue_oldest_due_age_seconds",
+                Unit::Seconds,
+                "How long the earliest due task has waited."
+            );
+            describe_histogram!(
+                "dueq_task_lateness_seconds",
+                Unit::Seconds,
+                "Claim time minus due time of tasks handed out by this server."
+            );
+            describe_histogram!(
+                "dueq_task_duration_seconds",
+                Unit::Seconds,
+                "Claim to ack/nack of tasks handed out by this server."
+            );
+        });
+        m
+    }
+
+    fn with<T>(&self, f: impl FnOnce() -> T) -> T {
+        metrics::with_local_recorder(&self.recorder, f)
+    }
+
+    /// Records lateness for claimed tasks and remembers them for the duration histogram.
+    pub(crate) fn claimed(&self, queue: &str, tasks: &[dueq::ClaimedTask]) {
+        let now = Instant::now();
+        self.with(|| {
+            let h = metrics::histogram!("dueq_task_lateness_seconds", "queue" => queue.to_owned());
+            for t in tasks {
+                h.record(t.claimed_at_ms.saturating_sub(t.due_at_ms) as f64 / 1000.0);
+            }
+        });
+        let Ok(mut map) = self.claimed.lock() else {
+            return;
+        };
+        if map.len() + tasks.len() > MAX_TRACKED {
+            map.retain(|_, at| now.duration_since(*at) < Duration::from_secs(3600));
+        }
+        for t in tasks {
+            if map.len() >= MAX_TRACKED {
+                break;
+            }
+            map.insert(
+                (
+                    queue.to_owned(),
+                    t.id.as_str().to_owned(),
+                    t.lease_token.as_str().to_owned(),
+                ),
+                now,
+            );
+        }
+    }
+
+    /// Records the duration of a task this server handed out, when it finishes.
+    pub(crate) fn finished(&self, queue: &str, id: &str, token: &str) {
+        let started = self
+            .claimed
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(&(queue.to_owned(), id.to_owned(), token.to_owned())));
+        if let Some(at) = started {
+            self.with(|| {
+                metrics::histogram!("dueq_task_duration_seconds", "queue" => queue.to_owned())
+                    .record(at.elapsed().as_secs_f64());
+            });
+        }
+    }
+
+    fn publish(&self, s: &QueueStats) {
+        self.with(|| {
+            let q = || s.queue.clone();
+            metrics::counter!("dueq_tasks_enqueued_total", "queue" => q())
+                .absolute(s.enqueued_total);
+            for (outcome, v) in [
+                ("succeeded", s.succeeded_total),
+                ("retried", s.retried_total),
+                ("dead", s.dead_total),
+                ("cancelled", s.cancelled_total),
+            ] {
+                metrics::counter!("dueq_tasks_finished_total", "queue" => q(), "outcome" => outcome)
+                    .absolute(v);
+            }
+            metrics::counter!("dueq_lease_expired_total", "queue" => q())
+                .absolute(s.lease_expired_total);
+            for (state, v) in [
+                ("scheduled", s.scheduled),
+                ("due", s.due),
+                ("active", s.active),
+                ("dead", s.dead),
+                ("succeeded", s.succeeded_kept),
+            ] {
+                metrics::gauge!("dueq_queue_tasks", "queue" => q(), "state" => state).set(v as f64);
+            }
+            metrics::gauge!("dueq_queue_oldest_due_age_seconds", "queue" => q())
+                .set(s.oldest_due_age_ms as f64 / 1000.0);
+        });
+    }
+
+    /// Refreshes the queue metrics from Redis and renders the Prometheus text. A Redis failure
+    /// leaves the last values in place (the scrape still answers).
+    pub(crate) async fn render(&self, client: &Client) -> String {
+        match client.queues().await {
+            Ok(names) => {
+                let stats: Vec<_> =
+                    futures_util::stream::iter(names.into_iter().take(MAX_SCRAPED_QUEUES))
+                        .map(|n| async move {
+                            let q = client.queue(&n).ok()?;
+                            q.stats().await.ok()
+                        })
+                        .buffer_unordered(8)
+                        .collect()
+                        .await;
+                for s in stats.into_iter().flatten() {
+                    self.publish(&s);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "metrics: could not list queues"),
+        }
+        self.handle.render()
+    }
+}

@@ -1,0 +1,98 @@
+//! The one rule for payloads over HTTP and in the CLI's JSON output: a payload is stored as the
+//! bytes of the JSON value the client sent (exactly as sent, so it round-trips byte for byte),
+//! and shown as that JSON value when its bytes are JSON, else as a string (lossy UTF-8).
+//!
+//! It lives here, not in `dueq`, because the library treats payloads as opaque bytes; the
+//! JSON view belongs to the HTTP API, and `dueq-cli` calls these functions to print the same.
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// A stored payload as a JSON value: the value itself when the bytes are JSON, else the text
+/// (lossy UTF-8) as a JSON string. Nesting deeper than serde_json's limit (128) is shown as text.
+pub fn payload_json(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// A stored payload as raw JSON text for a response: the bytes verbatim when they are one
+/// JSON value (no re-ordering of object keys, any nesting depth), else a JSON string of the
+/// text (lossy UTF-8).
+pub fn payload_raw(bytes: &[u8]) -> Box<RawValue> {
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && let Ok(raw) = serde_json::from_str::<Box<RawValue>>(text)
+    {
+        return raw;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    // Serializing a string cannot fail; `null` is an unreachable fallback.
+    serde_json::value::to_raw_value(&text).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+/// Deepest nesting of arrays and objects accepted in a payload over HTTP. Deeper payloads
+/// would be stored fine, but a response carrying one inside its envelope (3 more levels)
+/// would pass serde_json's default limit of 128 and many clients' decoders could not read
+/// it, so every claim returning it would fail: a poison task.
+pub const MAX_PAYLOAD_DEPTH: usize = 100;
+
+/// The nesting depth of valid JSON text (arrays and objects; strings skipped).
+pub fn json_depth(text: &str) -> usize {
+    let (mut depth, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        if in_str {
+            match (esc, b) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// The bytes stored for a payload received over HTTP: the JSON text as sent.
+pub fn payload_bytes(raw: &RawValue) -> Vec<u8> {
+    raw.get().as_bytes().to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_payloads_round_trip_verbatim() {
+        let raw = payload_raw(br#"{"b": 1,"a":[true, null]}"#);
+        assert_eq!(raw.get(), r#"{"b": 1,"a":[true, null]}"#);
+        assert_eq!(payload_raw(b"not json").get(), r#""not json""#);
+        assert_eq!(payload_raw(b"").get(), r#""""#);
+        assert_eq!(payload_raw(&[0xff, b'a']).get(), "\"\u{fffd}a\"");
+        assert_eq!(payload_json(b"[1,2]"), serde_json::json!([1, 2]));
+        assert_eq!(payload_json(b"x"), serde_json::json!("x"));
+    }
+
+    #[test]
+    fn depth_is_measured_outside_strings() {
+        assert_eq!(json_depth("1"), 0);
+        assert_eq!(json_depth(r#"[{"a": [1]}, []]"#), 3);
+        assert_eq!(json_depth(r#"["[[[", "\\\"[[", {"}": 1}]"#), 2);
+    }
+
+    #[test]
+    fn deep_nesting_does_not_overflow() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let raw = payload_raw(deep.as_bytes());
+        assert!(raw.get().len() >= 200_000);
+        assert!(payload_json(deep.as_bytes()).is_string());
+    }
+}

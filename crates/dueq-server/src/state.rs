@@ -1,0 +1,166 @@
+//! [`AppState`]: what every handler shares (the dueq client, tokens, metrics, the wake hub,
+//! limits, the shutdown signal), built with [`AppStateBuilder`].
+
+use std::sync::Arc;
+
+use dueq::{Client, Queue};
+use tokio::sync::watch;
+
+use crate::auth::Tokens;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::wake::WakeHub;
+
+/// Room for the fields around the payload in one task's JSON (key, times, whitespace), bytes.
+pub const BODY_OVERHEAD_BYTES: usize = 64 * 1024;
+
+/// Smallest default body limit of a batch request, bytes.
+pub const MIN_BATCH_BODY_BYTES: usize = 16 << 20;
+
+/// Shared server state. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    tokens: Tokens,
+    protect_metrics: bool,
+    body_limit_bytes: usize,
+    batch_body_limit_bytes: usize,
+    metrics: Metrics,
+    wake: Arc<WakeHub>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("client", &self.inner.client)
+            .field("tokens", &self.inner.tokens)
+            .field("protect_metrics", &self.inner.protect_metrics)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`AppState`].
+#[derive(Debug)]
+pub struct AppStateBuilder {
+    client: Client,
+    tokens: Tokens,
+    protect_metrics: bool,
+    batch_body_limit_bytes: Option<usize>,
+}
+
+impl AppStateBuilder {
+    /// Bearer tokens every `/v1` request must carry. Default none (the API is open).
+    pub fn tokens(mut self, tokens: Tokens) -> Self {
+        self.tokens = tokens;
+        self
+    }
+
+    /// Require a token on `/metrics` too (when tokens are configured). Default `false`:
+    /// Prometheus scrapes without credentials.
+    pub fn protect_metrics(mut self, on: bool) -> Self {
+        self.protect_metrics = on;
+        self
+    }
+
+    /// Largest body of `POST .../tasks/batch`, bytes. Default the larger of 16 MiB and the
+    /// single-task limit (payload limit + 64 KiB). Larger bodies get 413.
+    pub fn batch_body_limit_bytes(mut self, n: usize) -> Self {
+        self.batch_body_limit_bytes = Some(n);
+        self
+    }
+
+    /// The state. Call inside a tokio runtime if long-poll claims will be served.
+    pub fn build(self) -> AppState {
+        let body_limit_bytes = self
+            .client
+            .payload_limit_bytes()
+            .saturating_add(BODY_OVERHEAD_BYTES);
+        let (shutdown, stop_rx) = watch::channel(false);
+        let wake = WakeHub::new(self.client.clone(), stop_rx);
+        AppState {
+            inner: Arc::new(Inner {
+                batch_body_limit_bytes: self
+                    .batch_body_limit_bytes
+                    .unwrap_or(body_limit_bytes.max(MIN_BATCH_BODY_BYTES)),
+                body_limit_bytes,
+                client: self.client,
+                tokens: self.tokens,
+                protect_metrics: self.protect_metrics,
+                metrics: Metrics::new(),
+                wake,
+                shutdown,
+            }),
+        }
+    }
+}
+
+impl AppState {
+    /// State with defaults: no tokens, `/metrics` open.
+    pub fn new(client: Client) -> Self {
+        Self::builder(client).build()
+    }
+
+    /// A builder.
+    pub fn builder(client: Client) -> AppStateBuilder {
+        AppStateBuilder {
+            client,
+            tokens: Tokens::default(),
+            protect_metrics: false,
+            batch_body_limit_bytes: None,
+        }
+    }
+
+    /// The dueq client.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The configured tokens.
+    pub fn tokens(&self) -> &Tokens {
+        &self.inner.tokens
+    }
+
+    /// Whether `/metrics` needs a token.
+    pub fn metrics_protected(&self) -> bool {
+        self.inner.protect_metrics
+    }
+
+    /// Body limit of single-task routes: the client's payload limit plus 64 KiB.
+    pub fn body_limit_bytes(&self) -> usize {
+        self.inner.body_limit_bytes
+    }
+
+    /// Body limit of the batch route.
+    pub fn batch_body_limit_bytes(&self) -> usize {
+        self.inner.batch_body_limit_bytes
+    }
+
+    /// Starts shutting down: waiting claims return what they have (usually nothing) at once,
+    /// and the wake-up connection closes. [`serve`](crate::serve) calls this when its
+    /// shutdown future completes.
+    pub fn begin_shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+    }
+
+    pub(crate) fn shutdown_rx(&self) -> watch::Receiver<bool> {
+        self.inner.shutdown.subscribe()
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    pub(crate) fn wake(&self) -> &Arc<WakeHub> {
+        &self.inner.wake
+    }
+
+    /// The queue named in a path (400 for a bad name).
+    pub(crate) fn queue(&self, name: &str) -> Result<Queue, ApiError> {
+        Ok(self.inner.client.queue(name)?)
+    }
+}

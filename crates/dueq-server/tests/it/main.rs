@@ -1,0 +1,20 @@
+//! Integration tests of the HTTP API: the router (through `tower::ServiceExt::oneshot`, and
+//! through a real TCP listener where the transport matters) against a real `redis-server`
+//! per test, started by `dueq-testkit` (never the shared 6379).
+//!
+//! Case tests are named after `shared/cases/CASES.md` ids (`c12_...`).
+
+// Test code panics on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod auth;
+mod cases;
+mod claim;
+mod dead;
+mod examples;
+mod metrics;
+mod openapi;
+mod queues;
+mod tasks;

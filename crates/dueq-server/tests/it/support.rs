@@ -1,0 +1,173 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use dueq::Client;
+use dueq_server::{AppState, AppStateBuilder, router};
+use dueq_testkit::RedisServer;
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// Default deadline for conditions in tests.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A fresh Redis, a client, and the router over it.
+pub struct Ctx {
+    pub server: RedisServer,
+    pub client: Client,
+    pub state: AppState,
+    pub app: Router,
+    pub token: Option<String>,
+}
+
+/// A response: status, headers and body (parsed as JSON when it is JSON, else a string).
+#[derive(Debug)]
+pub struct Res {
+    pub status: StatusCode,
+    pub headers: axum::http::HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Ctx {
+    pub async fn new() -> Self {
+        Self::with(|b| b, None).await
+    }
+
+    /// With a client built by `client` and a state built by `state`.
+    pub async fn with(
+        state: impl FnOnce(AppStateBuilder) -> AppStateBuilder,
+        payload_limit: Option<usize>,
+    ) -> Self {
+        let server = RedisServer::start();
+        let mut b = Client::builder(&server.url());
+        if let Some(l) = payload_limit {
+            b = b.payload_limit_bytes(l);
+        }
+        let client = b.connect().await.unwrap();
+        let st = state(AppState::builder(client.clone())).build();
+        Self {
+            app: router(st.clone()),
+            state: st,
+            server,
+            client,
+            token: None,
+        }
+    }
+
+    /// Sends a request; `body` as JSON with `Content-Type: application/json`.
+    pub async fn call(&self, method: Method, uri: &str, body: Option<Value>) -> Res {
+        let bytes = body.map(|b| serde_json::to_vec(&b).unwrap());
+        self.raw(method, uri, bytes, true).await
+    }
+
+    pub async fn get(&self, uri: &str) -> Res {
+        self.call(Method::GET, uri, None).await
+    }
+
+    pub async fn post(&self, uri: &str, body: Value) -> Res {
+        self.call(Method::POST, uri, Some(body)).await
+    }
+
+    pub async fn delete(&self, uri: &str) -> Res {
+        self.call(Method::DELETE, uri, None).await
+    }
+
+    pub async fn patch(&self, uri: &str, body: Value) -> Res {
+        self.call(Method::PATCH, uri, Some(body)).await
+    }
+
+    /// Sends raw body bytes (marked JSON when `json`).
+    pub async fn raw(&self, method: Method, uri: &str, body: Option<Vec<u8>>, json: bool) -> Res {
+        let mut req = Request::builder().method(method).uri(uri);
+        if json {
+            req = req.header(header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(t) = &self.token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let req = req
+            .body(body.map(Body::from).unwrap_or_else(Body::empty))
+            .unwrap();
+        send(&self.app, req).await
+    }
+
+    /// Enqueues `body` on `queue`, expecting 201; returns the id.
+    pub async fn enqueue(&self, queue: &str, body: Value) -> String {
+        let r = self.post(&format!("/v1/queues/{queue}/tasks"), body).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+        r.body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Claims up to `max` tasks without waiting.
+    pub async fn claim(&self, queue: &str, max: u32) -> Vec<Value> {
+        let r = self
+            .post(
+                &format!("/v1/queues/{queue}/claim"),
+                serde_json::json!({"max": max}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        r.body["tasks"].as_array().unwrap().clone()
+    }
+
+    /// Every Redis key that exists.
+    pub fn all_keys(&self) -> Vec<String> {
+        let mut c = self.server.conn();
+        let mut k: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+        k.sort();
+        k
+    }
+
+    /// Keys of one queue (other than the queue registry).
+    pub fn queue_keys(&self, queue: &str) -> Vec<String> {
+        let mut c = self.server.conn();
+        let mut k: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("dueq:{{{queue}}}:*"))
+            .query(&mut c)
+            .unwrap();
+        k.sort();
+        k
+    }
+}
+
+/// Sends a request to a router.
+pub async fn send(app: &Router, req: Request<Body>) -> Res {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::String(text.clone()));
+    Res {
+        status,
+        headers,
+        body,
+        text,
+    }
+}
+
+/// Asserts the error shape and code.
+pub fn assert_error(r: &Res, status: StatusCode, code: &str) {
+    assert_eq!(r.status, status, "{r:?}");
+    assert_eq!(r.body["error"]["code"], code, "{r:?}");
+    assert!(r.body["error"]["message"].is_string(), "{r:?}");
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986).
+pub fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
