@@ -26,6 +26,9 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve the HTTP API (DESIGN 4.2). Without --redis, starts and supervises its own
+    /// redis-server (AOF on) with its data in --data-dir. SIGINT/SIGTERM stop it gracefully.
+    Serve(ServeArgs),
     /// Enqueue one task.
     Enqueue(EnqueueArgs),
     /// Show one task by id or business key.
@@ -48,6 +51,8 @@ pub enum Command {
     Work(WorkArgs),
     /// Replay the Olist order trace through a queue and check every task ran as it should.
     Replay(ReplayArgs),
+    /// Measure throughput, lateness, idle cost and memory (DESIGN section 6 workloads).
+    Bench(BenchArgs),
 }
 
 /// A queue name.
@@ -211,4 +216,39 @@ pub struct ReplayArgs {
     /// Data directory of the embedded redis-server (default: a temporary directory).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+}
+
+/// `dueq bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Workloads to run, comma-separated: W1, W2, W3, IDLE, W4, W5 (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub workload: Vec<crate::bench::Workload>,
+    /// Runs of each workload; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Tiny sizes that only check the bench still works (for CI).
+    #[arg(long)]
+    pub smoke: bool,
+}
+
+/// `dueq serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0: any free port; the chosen address is printed).
+    #[arg(long, env = "DUEQ_LISTEN", default_value = "127.0.0.1:7878")]
+    pub listen: String,
+    /// Data directory of the embedded redis-server (only without --redis).
+    #[arg(long, default_value = "./dueq-data")]
+    pub data_dir: PathBuf,
+    /// File of bearer tokens, one per line (# comments); DUEQ_TOKENS adds comma-separated
+    /// ones. With no token the API is open.
+    #[arg(long)]
+    pub tokens_file: Option<PathBuf>,
+    /// Require a token on /metrics too (default: open for Prometheus).
+    #[arg(long)]
+    pub metrics_auth: bool,
+    /// Largest payload accepted, bytes (default 1 MiB); request bodies may be 64 KiB more.
+    #[arg(long, default_value_t = dueq::DEFAULT_PAYLOAD_LIMIT_BYTES)]
+    pub payload_limit_bytes: usize,
 }

@@ -21,7 +21,7 @@ pub struct EmbeddedRedis {
     _temp: Option<tempfile::TempDir>,
 }
 
-fn args(dir: &Path, socket: &Path) -> Vec<String> {
+fn args(dir: &Path, socket: &Path, persist: bool) -> Vec<String> {
     let s = |p: &Path| p.display().to_string();
     vec![
         "--port".into(),
@@ -33,7 +33,7 @@ fn args(dir: &Path, socket: &Path) -> Vec<String> {
         "--dir".into(),
         s(dir),
         "--appendonly".into(),
-        "yes".into(),
+        if persist { "yes" } else { "no" }.into(),
         "--appendfsync".into(),
         "everysec".into(),
         "--save".into(),
@@ -84,6 +84,15 @@ impl EmbeddedRedis {
     /// Starts `redis-server` with its data in `data_dir` (created if missing), or in a fresh
     /// temporary directory removed at the end when `None`.
     pub async fn start(data_dir: Option<&Path>) -> Result<Self> {
+        Self::start_with(data_dir, true).await
+    }
+
+    /// A server in a fresh temporary directory with persistence off (for benchmarks).
+    pub async fn start_ephemeral() -> Result<Self> {
+        Self::start_with(None, false).await
+    }
+
+    async fn start_with(data_dir: Option<&Path>, persist: bool) -> Result<Self> {
         let (dir, temp) = match data_dir {
             Some(d) => {
                 std::fs::create_dir_all(d)
@@ -102,7 +111,7 @@ impl EmbeddedRedis {
             std::env::temp_dir().join(format!("dueq-{}.sock", std::process::id()))
         };
         let url = format!("redis+unix://{}", socket.display());
-        let args = args(&dir, &socket);
+        let args = args(&dir, &socket, persist);
         let mut child = spawn(&args)?;
         wait_ready(&url, &mut child).await?;
         let (stop, mut stop_rx) = watch::channel(false);

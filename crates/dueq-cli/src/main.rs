@@ -4,6 +4,7 @@
 //! `anyhow` is used here only; the library returns typed errors.
 
 mod args;
+mod bench;
 mod cmd;
 mod embedded;
 mod replay;
@@ -42,6 +43,7 @@ async fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     let redis = cli.redis.as_deref();
     match &cli.command {
+        Command::Serve(a) => cmd::serve::run(redis, a).await,
         Command::Enqueue(a) => cmd::tasks::enqueue(&connect(redis).await?, a, json).await,
         Command::Get(a) => cmd::tasks::get(&connect(redis).await?, a, json).await,
         Command::Cancel(a) => cmd::tasks::cancel(&connect(redis).await?, a, json).await,
@@ -56,6 +58,19 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Dead(d) => cmd::dead::run(&connect(redis).await?, d, json).await,
         Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
+        Command::Bench(a) => {
+            let workloads = if a.workload.is_empty() {
+                bench::Workload::ALL.to_vec()
+            } else {
+                a.workload.clone()
+            };
+            let sizes = if a.smoke {
+                bench::Sizes::smoke()
+            } else {
+                bench::Sizes::full()
+            };
+            bench::run(redis, &workloads, a.runs, &sizes, json).await
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod dead;
 pub mod replay;
+pub mod serve;
 pub mod stats;
 pub mod tasks;
 pub mod work;
@@ -9,11 +10,9 @@ pub mod work;
 use dueq::{Task, TaskRef};
 use serde_json::{Value, json};
 
-/// A payload as JSON: the value itself when the bytes are JSON, else the text (lossy UTF-8).
-pub fn payload_json(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
-}
+/// A payload as JSON: the value itself when the bytes are JSON, else the text (lossy UTF-8);
+/// the same rule as the HTTP API.
+pub use dueq_server::payload_json;
 
 /// A task as the HTTP API shows it (DESIGN 4.2).
 pub fn task_json(t: &Task) -> Value {

@@ -2,8 +2,10 @@
 // Test code panics on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bench;
 mod commands;
 mod replay;
+mod serve;
 mod work;
 
 use std::process::{Command, Output};

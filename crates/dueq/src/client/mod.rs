@@ -233,6 +233,15 @@ impl Client {
         }
     }
 
+    /// The server's raw `INFO section` text (for tools and benchmarks; on a cluster, from
+    /// whichever node the client picks).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn info(&self, section: &str) -> Result<String> {
+        ops::info(&mut self.conn(), section).await
+    }
+
     /// Whether this client talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         self.inner.cluster

@@ -5,7 +5,7 @@ use redis::aio::ConnectionLike;
 
 use super::conn::Conn;
 use super::keys::{QUEUES_KEY, QueueKeys};
-use super::record::Record;
+use super::record::{self, Record};
 use super::reply::Reply;
 use super::scripts;
 use crate::error::{Error, ErrorKind, Result};
@@ -73,16 +73,19 @@ pub(crate) async fn enqueue(
     a.s(&k.wake).n(items.len());
     for it in items {
         let (kind, value) = it.due.parts()?;
-        a.s(it.key.unwrap_or(""))
-            .s(match it.on_conflict {
-                OnConflict::Keep => "keep",
-                OnConflict::Replace => "replace",
-            })
-            .s(kind)
-            .n(value)
-            .n(it.max_attempts)
-            .n(it.lease_ms)
-            .s(it.payload);
+        let mode = match (it.on_conflict, kind) {
+            (OnConflict::Replace, "delay") => "rd",
+            (OnConflict::Replace, _) => "ra",
+            (_, "delay") => "kd",
+            _ => "ka",
+        };
+        let key = it.key.unwrap_or("");
+        a.s(key).s(mode).n(value).0.push(record::spec(
+            it.max_attempts,
+            it.lease_ms,
+            key,
+            it.payload,
+        ));
     }
     let keys = [&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases].map(String::as_str);
     let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
@@ -167,10 +170,10 @@ pub(crate) async fn claim(
     while r.remaining() > 0 {
         let id = TaskId::from_redis(r.string()?);
         let lease_token = LeaseToken::new(r.string()?);
-        let attempt = u32::try_from(r.u64()?).unwrap_or(u32::MAX);
         let due_at_ms = r.u64()?;
         let lease_expires_at_ms = r.u64()?;
         let rec = Record::decode(r.bytes()?)?;
+        let attempt = rec.attempt.saturating_add(1);
         reply.tasks.push(ClaimedTask {
             id,
             key: rec.key,
@@ -580,6 +583,11 @@ pub(crate) async fn maxmemory_policy(conn: &mut Conn) -> Result<String> {
     v.into_iter()
         .nth(1)
         .ok_or_else(|| Error::new(ErrorKind::Protocol, "CONFIG GET maxmemory-policy: empty"))
+}
+
+/// `INFO section` text.
+pub(crate) async fn info(conn: &mut Conn, section: &str) -> Result<String> {
+    Ok(redis::cmd("INFO").arg(section).query_async(conn).await?)
 }
 
 /// Round trip to the server (readiness).

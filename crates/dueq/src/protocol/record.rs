@@ -1,8 +1,10 @@
-//! Decoding of the task record stored in the `tasks` hash (layout in `lua/lib.lua`).
+//! The task record stored in the `tasks` hash (layout in `lua/lib.lua`): the client builds
+//! everything but the tail ([`spec`]), the scripts append the two Redis-decided times.
 
 use crate::error::{Error, Result};
 
-const HDR_LEN: usize = 35;
+const HDR_LEN: usize = 16;
+const TAIL_LEN: usize = 16;
 
 /// A decoded task record.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,15 +33,30 @@ fn f64_at(b: &[u8], at: usize) -> f64 {
     f64::from_le_bytes(a)
 }
 
+/// The record of a new task without its tail: attempt 0, no error. `key` is at most 512 bytes
+/// and `lease_ms` at most `u32::MAX` (both checked before this is called).
+pub(crate) fn spec(max_attempts: u32, lease_ms: u64, key: &str, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HDR_LEN + key.len() + payload.len());
+    v.extend(0u32.to_le_bytes());
+    v.extend(max_attempts.to_le_bytes());
+    v.extend(u32::try_from(lease_ms).unwrap_or(u32::MAX).to_le_bytes());
+    v.extend(u16::try_from(key.len()).unwrap_or(u16::MAX).to_le_bytes());
+    v.extend(0u16.to_le_bytes());
+    v.extend(key.as_bytes());
+    v.extend(payload);
+    v
+}
+
 impl Record {
     /// Decodes a record; takes ownership to move the payload out without a copy.
     pub fn decode(mut raw: Vec<u8>) -> Result<Self> {
-        if raw.len() < HDR_LEN || raw[0] != 1 {
-            return Err(Error::protocol("task record has an unknown layout"));
+        if raw.len() < HDR_LEN + TAIL_LEN {
+            return Err(Error::protocol("task record is too short"));
         }
-        let klen = usize::from(u16_at(&raw, 29));
-        let elen = u32_at(&raw, 31) as usize;
-        if raw.len() < HDR_LEN + klen + elen {
+        let klen = usize::from(u16_at(&raw, 12));
+        let elen = usize::from(u16_at(&raw, 14));
+        let body_end = raw.len() - TAIL_LEN;
+        if HDR_LEN + klen + elen > body_end {
             return Err(Error::protocol("task record is truncated"));
         }
         let key = &raw[HDR_LEN..HDR_LEN + klen];
@@ -54,16 +71,17 @@ impl Record {
         let err = &raw[HDR_LEN + klen..HDR_LEN + klen + elen];
         let last_error = (elen > 0).then(|| String::from_utf8_lossy(err).into_owned());
         let rec = Self {
-            attempt: u32_at(&raw, 1),
-            max_attempts: u32_at(&raw, 5),
-            lease_ms: u64::from(u32_at(&raw, 9)),
+            attempt: u32_at(&raw, 0),
+            max_attempts: u32_at(&raw, 4),
+            lease_ms: u64::from(u32_at(&raw, 8)),
             // Doubles written by Lua from integer milliseconds below 2^53: exact.
-            due_at_ms: f64_at(&raw, 13) as u64,
-            created_at_ms: f64_at(&raw, 21) as u64,
+            due_at_ms: f64_at(&raw, body_end) as u64,
+            created_at_ms: f64_at(&raw, body_end + 8) as u64,
             key,
             last_error,
             payload: Vec::new(),
         };
+        raw.truncate(body_end);
         let payload = raw.split_off(HDR_LEN + klen + elen);
         Ok(Self { payload, ..rec })
     }
@@ -74,17 +92,17 @@ mod tests {
     use super::*;
 
     fn encode(key: &str, err: &str, payload: &[u8]) -> Vec<u8> {
-        let mut v = vec![1u8];
+        let mut v = Vec::new();
         v.extend(3u32.to_le_bytes());
         v.extend(5u32.to_le_bytes());
         v.extend(30_000u32.to_le_bytes());
-        v.extend(1_764_455_000_871f64.to_le_bytes());
-        v.extend(1_764_455_000_000f64.to_le_bytes());
         v.extend((key.len() as u16).to_le_bytes());
-        v.extend((err.len() as u32).to_le_bytes());
+        v.extend((err.len() as u16).to_le_bytes());
         v.extend(key.as_bytes());
         v.extend(err.as_bytes());
         v.extend(payload);
+        v.extend(1_764_455_000_871f64.to_le_bytes());
+        v.extend(1_764_455_000_000f64.to_le_bytes());
         v
     }
 
@@ -102,10 +120,24 @@ mod tests {
     }
 
     #[test]
+    fn spec_is_the_record_without_its_tail() {
+        let mut s = spec(5, 30_000, "k", b"p");
+        s.extend(7f64.to_le_bytes());
+        s.extend(9f64.to_le_bytes());
+        let r = Record::decode(s).unwrap();
+        assert_eq!((r.attempt, r.max_attempts, r.lease_ms), (0, 5, 30_000));
+        assert_eq!((r.due_at_ms, r.created_at_ms), (7, 9));
+        assert_eq!(r.key.as_deref(), Some("k"));
+        assert_eq!(r.payload, b"p");
+        assert_eq!(r.last_error, None);
+    }
+
+    #[test]
     fn refuses_garbage() {
         assert!(Record::decode(vec![1, 2, 3]).is_err());
-        let mut v = encode("k", "", b"");
-        v.truncate(HDR_LEN);
+        let mut v = encode("key", "", b"");
+        v.drain(16..19);
+        v.truncate(31);
         assert!(Record::decode(v).is_err());
     }
 }

@@ -103,7 +103,12 @@ pub(super) async fn run(
             }
         };
         lost_claims.clear();
-        last_claim = claim_id;
+        // only a claim that handed something out left a record to forget next time
+        last_claim = if claim.tasks.is_empty() {
+            String::new()
+        } else {
+            claim_id
+        };
         error_pause = FIRST_ERROR_PAUSE;
         let received = Instant::now();
         shared.clock.update(claim.now_ms, received);

@@ -11,40 +11,50 @@ local ids = {}
 for i = 1, n do ids[i] = ARGV[2 * i] end
 local lvs = hmget_chunked(leases, ids)
 local keep = tonumber(redis.call('HGET', meta, 'done_max') or '0')
-local gone, seen, acked = {}, {}, 0
-local okids = {}
+-- lease values repeat across a batch (one token per claim call): split each once
+local split = {}
+local seen, okids, keyed = {}, {}, {}
 for i = 1, n do
-  local id, token, lv = ids[i], ARGV[2 * i + 1], lvs[i]
+  local id, lv = ids[i], lvs[i]
   local ok = 0
-  if lv and not seen[id] and lease_split(lv) == token then
-    seen[id] = true
-    ok = 1
-    okids[#okids + 1] = id
+  if lv and not seen[id] then
+    local s = split[lv]
+    if not s then
+      local token, _, k = lease_split(lv)
+      s = {token, k}
+      split[lv] = s
+    end
+    if s[1] == ARGV[2 * i + 1] then
+      seen[id] = true
+      ok = 1
+      okids[#okids + 1] = id
+      -- the record is read only when there is a key to release or a record to keep
+      if s[2] or keep > 0 then keyed[#keyed + 1] = id end
+    end
   end
   out[#out + 1] = ok
 end
 if #okids > 0 then
   chunked('ZREM', active, okids)
   chunked('HDEL', leases, okids)
-  local recs = hmget_chunked(tasks, okids)
+  local recs = hmget_chunked(tasks, keyed)
   local dargs = {}
-  for j = 1, #okids do
+  for j = 1, #keyed do
     local rec = recs[j]
     if rec then
-      release_key(keys, rec, okids[j])
+      release_key(keys, rec, keyed[j])
       if keep > 0 then
         local attempt = rec_head(rec)
-        redis.call('HSET', tasks, okids[j], rec_update(rec, math.min(attempt + 1, MAX_ATTEMPT), nil, nil))
-        dargs[#dargs + 1] = now; dargs[#dargs + 1] = okids[j]
-      else
-        gone[#gone + 1] = okids[j]
+        redis.call('HSET', tasks, keyed[j], rec_update(rec, math.min(attempt + 1, MAX_ATTEMPT), nil, nil))
+        dargs[#dargs + 1] = now; dargs[#dargs + 1] = keyed[j]
       end
     end
   end
-  if #gone > 0 then chunked('HDEL', tasks, gone) end
-  if #dargs > 0 then
+  if keep > 0 then
     chunked('ZADD', done, dargs)
     trim(done, tasks, keep)
+  else
+    chunked('HDEL', tasks, okids)
   end
   redis.call('HINCRBY', stats, 'succeeded_total', #okids)
 end

@@ -8,7 +8,9 @@
 --   the same token are handed out again first (new deadline, same token)
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
 --   orphans (1 when a lease has no deadline entry), then per task:
---   id, lease_token, attempt (1-based, this one), due_at_ms, lease_deadline_ms, record}
+--   id, lease_token, due_at_ms, lease_deadline_ms, record}
+-- One lease token serves every task of a call: a token only has to differ between two claims
+-- of the same task, and those are always different calls.
 local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
@@ -17,19 +19,32 @@ local now = now_ms()
 local paused = redis.call('HGET', meta, 'paused') == '1'
 local out = {now, paused and 1 or 0, -1, -1, 0}
 local za, la, log = {}, {}, {}
+-- made[token][lease_ms * 2 + keyed] = {deadline, deadline string, lease value}
+local made = {}
 
 local function hand_out(id, token, rec, due)
-  local attempt, _, lease_ms = rec_head(rec)
+  local lease_ms, klen = struct.unpack('<I4I2', rec, 9)
   if override > 0 then lease_ms = override end
-  local deadline = now + lease_ms
-  za[#za + 1] = deadline; za[#za + 1] = id
-  la[#la + 1] = id; la[#la + 1] = token .. ' ' .. int(deadline)
+  local keyed = klen > 0 and 1 or 0
+  local by_token = made[token]
+  if not by_token then
+    by_token = {}
+    made[token] = by_token
+  end
+  local m = by_token[lease_ms * 2 + keyed]
+  if not m then
+    local deadline = now + lease_ms
+    local ds = int(deadline)
+    m = {deadline, ds, token .. ' ' .. ds .. ' ' .. keyed}
+    by_token[lease_ms * 2 + keyed] = m
+  end
+  za[#za + 1] = m[2]; za[#za + 1] = id
+  la[#la + 1] = id; la[#la + 1] = m[3]
   log[#log + 1] = id; log[#log + 1] = token
   out[#out + 1] = id
   out[#out + 1] = token
-  out[#out + 1] = math.min(attempt + 1, MAX_ATTEMPT)
   out[#out + 1] = due
-  out[#out + 1] = deadline
+  out[#out + 1] = m[1]
   out[#out + 1] = rec
 end
 
@@ -55,21 +70,21 @@ for i = 1, tonumber(ARGV[5]) do
 end
 
 local room = max - #log / 2
-if not paused and room > 0 then
+-- the earliest due time decides whether to look further (an idle poll stops here)
+local first = earliest(sched)
+if not paused and room > 0 and first and first <= now then
   local due = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
   if #due > 0 then
-    local ids, scores = {}, {}
-    for i = 1, #due, 2 do
-      ids[#ids + 1] = due[i]
-      scores[#scores + 1] = due[i + 1]
-    end
+    local ids = {}
+    for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
     chunked('ZREM', sched, ids)
     local recs = hmget_chunked(tasks, ids)
-    local base = redis.call('HINCRBY', meta, 'seq', #ids) - #ids
+    local token = int(redis.call('HINCRBY', meta, 'seq', 1))
     for j = 1, #ids do
       -- a record missing here means the hash entry was deleted by hand: nothing to run
-      if recs[j] then hand_out(ids[j], int(base + j), recs[j], tonumber(scores[j])) end
+      if recs[j] then hand_out(ids[j], token, recs[j], tonumber(due[2 * j])) end
     end
+    first = earliest(sched)
   end
 end
 
@@ -80,7 +95,7 @@ if #za > 0 then
     redis.call('HSET', claims, claim_id, int(now) .. ' ' .. table.concat(log, ' '))
   end
 end
-out[3] = earliest(sched) or -1
+out[3] = first or -1
 out[4] = earliest(active) or -1
 if redis.call('HLEN', leases) ~= redis.call('ZCARD', active) then out[5] = 1 end
 return out

@@ -1,9 +1,9 @@
 -- enqueue: adds a batch of tasks; a live business key keeps (or replaces) its task.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
 -- ARGV[1] wake channel
--- ARGV[2] n (tasks in this batch), then 7 values per task:
---   key ('' = none), on_conflict ('keep'|'replace'), due kind ('at'|'delay'), due value (ms),
---   max_attempts, lease_ms, payload
+-- ARGV[2] n (tasks in this batch), then 4 values per task:
+--   key ('' = none); mode: on_conflict ('k' keep | 'r' replace) followed by due kind ('a' at |
+--   'd' delay), e.g. 'kd'; due value (ms); spec (the record without its tail, see lib.lua)
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
 --   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused)
 --   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written)
@@ -11,15 +11,26 @@ local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local now = now_ms()
+local created_at = struct.pack('<d', now)
 
-local dues = {}
+-- Due times as numbers and as score strings; a delay shared by many tasks is computed once.
+local dues, due_str, due_bin, by_delay = {}, {}, {}, {}
 for i = 1, n do
-  local b = 2 + (i - 1) * 7
-  local v = tonumber(ARGV[b + 4])
-  local due = v
-  if ARGV[b + 3] == 'delay' then due = now + v end
-  if due > MAX_DUE_MS or due < 0 then return {'bad_due', now, i} end
-  dues[i] = due
+  local b = 2 + (i - 1) * 4
+  local v = ARGV[b + 3]
+  if string.byte(ARGV[b + 2], 2) == 100 then -- 'd': delay
+    local c = by_delay[v]
+    if not c then
+      local due = now + tonumber(v)
+      c = {due, int(due), struct.pack('<d', due)}
+      by_delay[v] = c
+    end
+    dues[i], due_str[i], due_bin[i] = c[1], c[2], c[3]
+  else
+    dues[i], due_str[i] = tonumber(v), v
+    due_bin[i] = struct.pack('<d', dues[i])
+  end
+  if dues[i] > MAX_DUE_MS or dues[i] < 0 then return {'bad_due', now, i} end
 end
 
 local before = earliest(sched)
@@ -31,17 +42,16 @@ local out = {'ok', now}
 local created, soonest = 0, nil
 
 for i = 1, n do
-  local b = 2 + (i - 1) * 7
-  local key, mode = ARGV[b + 1], ARGV[b + 2]
-  local max_attempts, lease_ms, payload = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), ARGV[b + 7]
+  local b = 2 + (i - 1) * 4
+  local key, replace, spec = ARGV[b + 1], string.byte(ARGV[b + 2], 1) == 114, ARGV[b + 4]
   local due = dues[i]
   local done = false
   if key ~= '' then
     local f = fresh[key]
     if f then
-      if mode == 'replace' then
-        hargs[f.h + 1] = rec_pack(0, max_attempts, lease_ms, due, now, key, '', payload)
-        zargs[f.z] = due
+      if replace then
+        hargs[f.h + 1] = spec .. due_bin[i] .. created_at
+        zargs[f.z] = due_str[i]
         f.due = due
         if soonest == nil or due < soonest then soonest = due end
         out[#out + 1] = 2; out[#out + 1] = f.id; out[#out + 1] = due
@@ -56,13 +66,14 @@ for i = 1, n do
         local rec = redis.call('HGET', tasks, existing)
         local active = redis.call('HEXISTS', leases, existing) == 1
         if rec and (score or active) then
-          if mode == 'replace' and active then
+          if replace and active then
             out[#out + 1] = -1; out[#out + 1] = existing; out[#out + 1] = 0
-          elseif mode == 'replace' then
-            local attempt, _, _, _, created_at = rec_head(rec)
-            redis.call('HSET', tasks, existing,
-              rec_pack(attempt, max_attempts, lease_ms, due, created_at, key, '', payload))
-            redis.call('ZADD', sched, due, existing)
+          elseif replace then
+            -- keep the attempts made and the creation time
+            local attempt, _, _, _, c = rec_head(rec)
+            redis.call('HSET', tasks, existing, struct.pack('<I4', attempt) .. string.sub(spec, 5)
+              .. struct.pack('<dd', due, c))
+            redis.call('ZADD', sched, due_str[i], existing)
             if soonest == nil or due < soonest then soonest = due end
             out[#out + 1] = 2; out[#out + 1] = existing; out[#out + 1] = due
           else
@@ -78,8 +89,8 @@ for i = 1, n do
   if not done then
     local id = string.format('%012x', first + i)
     hargs[#hargs + 1] = id
-    hargs[#hargs + 1] = rec_pack(0, max_attempts, lease_ms, due, now, key, '', payload)
-    zargs[#zargs + 1] = due
+    hargs[#hargs + 1] = spec .. due_bin[i] .. created_at
+    zargs[#zargs + 1] = due_str[i]
     zargs[#zargs + 1] = id
     if key ~= '' then
       redis.call('HSET', keys, key, id)

@@ -11,10 +11,12 @@ for i = 1, n do
   local id, token, lease_ms = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local lv = redis.call('HGET', leases, id)
   local deadline = 0
-  if lv and lease_split(lv) == token then
+  local current, _, keyed = '', 0, true
+  if lv then current, _, keyed = lease_split(lv) end
+  if lv and current == token then
     deadline = now + lease_ms
     redis.call('ZADD', active, deadline, id)
-    redis.call('HSET', leases, id, token .. ' ' .. int(deadline))
+    redis.call('HSET', leases, id, token .. ' ' .. int(deadline) .. (keyed and ' 1' or ' 0'))
   end
   out[#out + 1] = deadline
 end

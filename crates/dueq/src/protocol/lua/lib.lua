@@ -4,15 +4,17 @@
 -- Returns: nothing (defines locals only)
 --
 -- Task record layout (value of the `tasks` hash, field = task id), little-endian:
---   B version (1) | I4 attempt (finished attempts) | I4 max_attempts | I4 lease_ms
---   | d due_at_ms | d created_at_ms | I2 key length | I4 last_error length
---   | key bytes | last_error bytes | payload bytes
--- Doubles hold integer milliseconds exactly (below 2^53).
-local HDR = '<BI4I4I4ddI2I4'
-local HDR_LEN = 35
+--   I4 attempt (finished attempts) | I4 max_attempts | I4 lease_ms | I2 key length
+--   | I2 last_error length | key bytes | last_error bytes | payload bytes
+--   | d due_at_ms | d created_at_ms
+-- The client builds everything before the 16-byte tail (the "spec"); scripts append the tail,
+-- which holds the two times only Redis may decide. Doubles hold integer ms exactly (< 2^53).
+local HDR = '<I4I4I4I2I2'
+local HDR_LEN = 16
+local TAIL = '<dd'
+local TAIL_LEN = 16
 local CHUNK = 1000
 local MAX_DUE_MS = 253402300799999
--- The attempt counter is stored in 32 bits: counting saturates here instead of wrapping to 0.
 local MAX_ATTEMPT = 4294967295
 
 local function now_ms()
@@ -41,19 +43,15 @@ local function hmget_chunked(key, fields)
   return out
 end
 
-local function rec_pack(attempt, max_attempts, lease_ms, due_at, created_at, key, err, payload)
-  return struct.pack(HDR, 1, attempt, max_attempts, lease_ms, due_at, created_at, #key, #err)
-    .. key .. err .. payload
-end
-
 -- Returns attempt, max_attempts, lease_ms, due_at, created_at, key length, error length.
 local function rec_head(rec)
-  local _, attempt, max_attempts, lease_ms, due_at, created_at, klen, elen = struct.unpack(HDR, rec)
+  local attempt, max_attempts, lease_ms, klen, elen = struct.unpack(HDR, rec)
+  local due_at, created_at = struct.unpack(TAIL, rec, #rec - TAIL_LEN + 1)
   return attempt, max_attempts, lease_ms, due_at, created_at, klen, elen
 end
 
 local function rec_key(rec)
-  local klen = struct.unpack('<I2', rec, 30)
+  local klen = struct.unpack('<I2', rec, 13)
   return string.sub(rec, HDR_LEN + 1, HDR_LEN + klen)
 end
 
@@ -62,8 +60,9 @@ local function rec_update(rec, attempt, due_at, err)
   local a, m, l, d, c, klen, elen = rec_head(rec)
   local key = string.sub(rec, HDR_LEN + 1, HDR_LEN + klen)
   if err == nil then err = string.sub(rec, HDR_LEN + klen + 1, HDR_LEN + klen + elen) end
-  return struct.pack(HDR, 1, attempt or a, m, l, due_at or d, c, klen, #err)
-    .. key .. err .. string.sub(rec, HDR_LEN + klen + elen + 1)
+  if #err > 65535 then err = string.sub(err, 1, 65535) end
+  return struct.pack(HDR, attempt or a, m, l, klen, #err) .. key .. err
+    .. string.sub(rec, HDR_LEN + klen + elen + 1, #rec - TAIL_LEN) .. struct.pack(TAIL, due_at or d, c)
 end
 
 -- Earliest score of a sorted set, or nil when it is empty.
@@ -123,11 +122,12 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
   return 1, due
 end
 
--- Token and lease deadline stored in the `leases` hash as "token deadline".
+-- A lease is stored in the `leases` hash as "token deadline keyed" (keyed: 1 when the task has a
+-- business key, so an ack knows without reading the record). Returns token, deadline, keyed.
 local function lease_split(lv)
-  local sp = string.find(lv, ' ', 1, true)
-  if not sp then return lv, 0 end
-  return string.sub(lv, 1, sp - 1), tonumber(string.sub(lv, sp + 1))
+  local token, deadline, keyed = string.match(lv, '^(%S+) (%d+) ?(%d?)$')
+  if not token then return lv, 0, true end
+  return token, tonumber(deadline), keyed ~= '0'
 end
 
 -- Resolves ARGV "id"/"key" addressing to a task id (or nil).

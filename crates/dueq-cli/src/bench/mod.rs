@@ -1,0 +1,261 @@
+//! `dueq bench`: the workloads of DESIGN section 6 (W1 to W5 and IDLE), each run against a
+//! fresh embedded `redis-server` with persistence off (or `--redis`), repeated `--runs` times,
+//! reporting every run and the median.
+//!
+//! How figures are measured:
+//! * Redis CPU: `INFO cpu` `used_cpu_sys + used_cpu_user` before and after the timed part.
+//! * Redis commands (IDLE): commands clients send, counted with `MONITOR` (an `EVALSHA` is
+//!   one command); `redis_calls_per_s` also counts the calls inside scripts (`INFO stats`
+//!   `total_commands_processed`, minus the probe's own `INFO`).
+//! * client CPU: this process's `utime + stime` from `/proc/self/stat` (Linux, 100 ticks/s).
+//! * memory: `INFO memory` `used_memory` before and after.
+//! * lateness: handler start minus due time, both by the Redis clock (see
+//!   `ClaimedTask::started_at_ms`), in whole milliseconds.
+
+mod workloads;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use dueq::Client;
+use serde_json::json;
+
+use crate::embedded::EmbeddedRedis;
+pub use workloads::Workload;
+
+/// Sizes of one bench session.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// W1 tasks.
+    pub w1: usize,
+    /// W2 tasks.
+    pub w2: usize,
+    /// W3 tasks and the span they are due over.
+    pub w3: usize,
+    /// W3 span, ms.
+    pub w3_span_ms: u64,
+    /// IDLE future tasks.
+    pub idle_tasks: usize,
+    /// IDLE measuring time.
+    pub idle: Duration,
+    /// W4 pending counts.
+    pub w4: Vec<usize>,
+    /// W5 tasks.
+    pub w5: usize,
+}
+
+impl Sizes {
+    /// The sizes of DESIGN section 6.
+    pub fn full() -> Self {
+        Self {
+            w1: 100_000,
+            w2: 100_000,
+            w3: 20_000,
+            w3_span_ms: 20_000,
+            idle_tasks: 100_000,
+            idle: Duration::from_secs(10),
+            w4: vec![10_000, 100_000, 1_000_000, 10_000_000],
+            w5: 100_000,
+        }
+    }
+
+    /// Tiny sizes that only prove the bench still runs (CI).
+    pub fn smoke() -> Self {
+        Self {
+            w1: 2_000,
+            w2: 2_000,
+            w3: 200,
+            w3_span_ms: 1_000,
+            idle_tasks: 1_000,
+            idle: Duration::from_secs(1),
+            w4: vec![1_000, 10_000],
+            w5: 2_000,
+        }
+    }
+}
+
+/// One measured figure.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    /// Workload name (`W4-1000000` carries its pending count).
+    pub workload: String,
+    /// Metric name.
+    pub metric: &'static str,
+    /// Value.
+    pub value: f64,
+}
+
+/// Reads server figures through `INFO`.
+pub struct Probe {
+    client: Client,
+}
+
+fn info_field(text: &str, field: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+impl Probe {
+    async fn field(&self, section: &str, field: &str) -> Result<f64> {
+        let text = self.client.info(section).await?;
+        info_field(&text, field).with_context(|| format!("INFO {section} has no {field}"))
+    }
+
+    /// Redis CPU seconds so far (sys + user).
+    pub async fn cpu_s(&self) -> Result<f64> {
+        let text = self.client.info("cpu").await?;
+        let sys = info_field(&text, "used_cpu_sys").context("no used_cpu_sys")?;
+        let user = info_field(&text, "used_cpu_user").context("no used_cpu_user")?;
+        Ok(sys + user)
+    }
+
+    /// Commands processed so far.
+    pub async fn commands(&self) -> Result<f64> {
+        self.field("stats", "total_commands_processed").await
+    }
+
+    /// Bytes of memory in use.
+    pub async fn used_memory(&self) -> Result<f64> {
+        self.field("memory", "used_memory").await
+    }
+}
+
+/// Commands that clients sent to the server during `span`, counted with `MONITOR` (commands
+/// run inside scripts, which `MONITOR` tags `lua`, are not counted: one `EVALSHA` is one
+/// command). The bench talks to Redis directly here, as a measuring instrument.
+pub async fn client_commands(url: &str, span: Duration) -> Result<u64> {
+    use futures_util::StreamExt;
+    let monitor = redis::Client::open(url)?.get_async_monitor().await?;
+    let mut lines = monitor.into_on_message::<String>();
+    let deadline = tokio::time::Instant::now() + span;
+    let mut n = 0;
+    while let Ok(Some(line)) = tokio::time::timeout_at(deadline, lines.next()).await {
+        if !line.contains(" lua]") {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// This process's CPU seconds (user + system) from `/proc/self/stat`.
+pub fn client_cpu_s() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // fields after the parenthesised command name: state is field 3, utime 14, stime 15
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Runs the chosen workloads `runs` times and prints every figure and the medians.
+pub async fn run(
+    redis: Option<&str>,
+    workloads: &[Workload],
+    runs: usize,
+    sizes: &Sizes,
+    json_out: bool,
+) -> Result<()> {
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    if redis.is_some() {
+        eprintln!(
+            "note: --redis given: each run uses fresh queues named bench-*, left in place; \
+             other load on that server skews the figures"
+        );
+    }
+    let mut all: BTreeMap<(String, &'static str), Vec<f64>> = BTreeMap::new();
+    let mut order: Vec<(String, &'static str)> = Vec::new();
+    for w in workloads {
+        for run in 1..=runs {
+            let embedded = match redis {
+                Some(_) => None,
+                None => Some(EmbeddedRedis::start_ephemeral().await?),
+            };
+            let url = redis
+                .map(str::to_owned)
+                .or_else(|| embedded.as_ref().map(|e| e.url().to_owned()))
+                .context("no Redis")?;
+            let figures = workloads::run(*w, &url, sizes, run).await;
+            if let Some(e) = embedded {
+                e.stop().await;
+            }
+            for f in figures.with_context(|| format!("workload {}", w.name()))? {
+                if json_out {
+                    println!(
+                        "{}",
+                        json!({"workload": f.workload, "metric": f.metric, "value": f.value,
+                            "run": run})
+                    );
+                } else {
+                    eprintln!("  {} run {run}: {} = {:.3}", f.workload, f.metric, f.value);
+                }
+                let k = (f.workload.clone(), f.metric);
+                if !all.contains_key(&k) {
+                    order.push(k.clone());
+                }
+                all.entry(k).or_default().push(f.value);
+            }
+        }
+    }
+    if !json_out {
+        println!(
+            "{:<12} {:<24} {:>14} {:>14} {:>14}",
+            "workload", "metric", "median", "min", "max"
+        );
+    }
+    for k in order {
+        let mut v = all.remove(&k).unwrap_or_default();
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+                (a.min(*x), b.max(*x))
+            });
+        let m = median(&mut v);
+        if json_out {
+            println!(
+                "{}",
+                json!({"workload": k.0, "metric": k.1, "value": m, "median_of": v.len(),
+                    "min": lo, "max": hi})
+            );
+        } else {
+            println!(
+                "{:<12} {:<24} {:>14.3} {:>14.3} {:>14.3}",
+                k.0, k.1, m, lo, hi
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_info_fields() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+        let text = "# CPU\r\nused_cpu_sys:1.50\r\nused_cpu_user:2.25\r\n";
+        assert_eq!(info_field(text, "used_cpu_sys"), Some(1.5));
+        assert_eq!(info_field(text, "used_cpu_user"), Some(2.25));
+        assert_eq!(info_field(text, "used_cpu"), None);
+        assert!(client_cpu_s() >= 0.0);
+    }
+}

@@ -1,0 +1,351 @@
+//! The workloads. Each returns its figures for one run; setup (filling the queue) is not timed.
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use dueq::{Client, Outcome, Queue, TaskSpec, Worker};
+use tokio::time::Instant;
+
+use super::{Figure, Probe, Sizes, client_cpu_s};
+
+/// A workload of DESIGN section 6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// Enqueue delayed tasks in batches of 1 000.
+    W1,
+    /// Drain due tasks through the worker runtime (leases, acks).
+    W2,
+    /// Lateness of tasks due evenly over a span, worker idle and waiting.
+    W3,
+    /// An idle worker over future tasks: Redis commands per second.
+    Idle,
+    /// One claim of 100 due tasks over growing numbers of pending tasks.
+    W4,
+    /// Memory per pending task with a 100-byte payload.
+    W5,
+}
+
+impl Workload {
+    /// Every workload in the documented order.
+    pub const ALL: [Workload; 6] = [
+        Workload::W1,
+        Workload::W2,
+        Workload::W3,
+        Workload::Idle,
+        Workload::W4,
+        Workload::W5,
+    ];
+
+    /// Its name in flags and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::W1 => "W1",
+            Workload::W2 => "W2",
+            Workload::W3 => "W3",
+            Workload::Idle => "IDLE",
+            Workload::W4 => "W4",
+            Workload::W5 => "W5",
+        }
+    }
+}
+
+impl FromStr for Workload {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Workload::ALL
+            .into_iter()
+            .find(|w| w.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5"))
+    }
+}
+
+const PAYLOAD_BYTES: usize = 100;
+const BATCH: usize = 1_000;
+/// Batches in flight at once over the multiplexed connection.
+const IN_FLIGHT: usize = 4;
+
+fn payload() -> Vec<u8> {
+    vec![b'x'; PAYLOAD_BYTES]
+}
+
+fn fig(workload: impl Into<String>, metric: &'static str, value: f64) -> Figure {
+    Figure {
+        workload: workload.into(),
+        metric,
+        value,
+    }
+}
+
+/// Enqueues `specs` in batches of 1 000 with a few batches in flight.
+async fn fill(queue: &Queue, specs: Vec<TaskSpec>) -> Result<()> {
+    let specs = Arc::new(specs);
+    let chunks = specs.len().div_ceil(BATCH);
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..IN_FLIGHT {
+        let (q, specs, next) = (queue.clone(), specs.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if i >= chunks {
+                    return Ok::<_, dueq::Error>(());
+                }
+                let end = ((i + 1) * BATCH).min(specs.len());
+                q.enqueue_batch(&specs[i * BATCH..end]).await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+fn future_specs(n: usize, delay_ms: u64) -> Vec<TaskSpec> {
+    let p = payload();
+    (0..n)
+        .map(|_| TaskSpec::new(p.clone()).delay_ms(delay_ms))
+        .collect()
+}
+
+/// Runs one workload once against `url`.
+pub async fn run(w: Workload, url: &str, sizes: &Sizes, run: usize) -> Result<Vec<Figure>> {
+    let client = Client::connect(url).await?;
+    let probe = Probe {
+        client: client.clone(),
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let queue_name = format!("bench-{}-{stamp}-{run}", w.name());
+    let queue = client.queue(&queue_name)?;
+    match w {
+        Workload::W1 => w1(&queue, &probe, sizes.w1).await,
+        Workload::W2 => w2(&client, &queue, &probe, sizes.w2).await,
+        Workload::W3 => w3(&client, &queue, sizes.w3, sizes.w3_span_ms).await,
+        Workload::Idle => idle(url, &client, &queue, &probe, sizes.idle_tasks, sizes.idle).await,
+        Workload::W4 => {
+            let mut out = Vec::new();
+            for (i, n) in sizes.w4.iter().enumerate() {
+                let q = client.queue(&format!("{queue_name}-{i}"))?;
+                out.extend(w4(&client, &q, *n).await?);
+            }
+            Ok(out)
+        }
+        Workload::W5 => w5(&queue, &probe, sizes.w5).await,
+    }
+}
+
+async fn w1(queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
+    let specs = future_specs(n, 600_000);
+    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
+    let t = Instant::now();
+    fill(queue, specs).await?;
+    let secs = t.elapsed().as_secs_f64();
+    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
+    Ok(vec![
+        fig("W1", "tasks_per_s", n as f64 / secs),
+        fig(
+            "W1",
+            "redis_cpu_us_per_task",
+            (cpu1 - cpu0) * 1e6 / n as f64,
+        ),
+        fig(
+            "W1",
+            "client_cpu_us_per_task",
+            (ccpu1 - ccpu0) * 1e6 / n as f64,
+        ),
+    ])
+}
+
+async fn w2(client: &Client, queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
+    fill(queue, future_specs(n, 0)).await?;
+    let first: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let f2 = first.clone();
+    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
+    let worker = Worker::builder(client.clone())
+        .concurrency(1_000)
+        .handle(queue.name(), move |_task| {
+            let f2 = f2.clone();
+            async move {
+                let mut g = f2.lock().unwrap_or_else(|p| p.into_inner());
+                if g.is_none() {
+                    *g = Some(Instant::now());
+                }
+                Outcome::Success
+            }
+        })
+        .build()?
+        .start();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while worker.stats().succeeded < n as u64 {
+        if Instant::now() > deadline {
+            bail!("W2 did not drain in 10 minutes");
+        }
+        tokio::time::sleep(Duration::from_micros(500)).await;
+    }
+    let end = Instant::now();
+    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
+    worker.shutdown().await?;
+    let start = first
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or(end);
+    let secs = (end - start).as_secs_f64().max(1e-9);
+    Ok(vec![
+        fig("W2", "tasks_per_s", n as f64 / secs),
+        fig(
+            "W2",
+            "redis_cpu_us_per_task",
+            (cpu1 - cpu0) * 1e6 / n as f64,
+        ),
+        fig(
+            "W2",
+            "client_cpu_us_per_task",
+            (ccpu1 - ccpu0) * 1e6 / n as f64,
+        ),
+    ])
+}
+
+/// Handler start minus due time (Redis clock) of every task, after they all ran.
+async fn lateness_of(
+    client: &Client,
+    queue: &Queue,
+    specs: Vec<TaskSpec>,
+    concurrency: usize,
+) -> Result<Vec<i64>> {
+    let n = specs.len();
+    let lat: Arc<Mutex<Vec<i64>>> = Arc::new(Mutex::new(Vec::with_capacity(n)));
+    let l2 = lat.clone();
+    let worker = Worker::builder(client.clone())
+        .concurrency(concurrency)
+        .handle(queue.name(), move |task| {
+            let l2 = l2.clone();
+            async move {
+                let late = task.started_at_ms as i64 - task.due_at_ms as i64;
+                l2.lock().unwrap_or_else(|p| p.into_inner()).push(late);
+                Outcome::Success
+            }
+        })
+        .build()?
+        .start();
+    // let the worker subscribe and go idle
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    fill(queue, specs).await?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while worker.stats().succeeded < n as u64 {
+        if Instant::now() > deadline {
+            bail!("tasks did not all run in 10 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    worker.shutdown().await?;
+    let v = lat.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    Ok(v)
+}
+
+fn pct(sorted: &[i64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64
+}
+
+async fn w3(client: &Client, queue: &Queue, n: usize, span_ms: u64) -> Result<Vec<Figure>> {
+    let t0 = queue.stats().await?.now_ms + 1_000;
+    let p = payload();
+    let specs = (0..n)
+        .map(|i| TaskSpec::new(p.clone()).due_at_ms(t0 + i as u64 * span_ms / n.max(1) as u64))
+        .collect();
+    let mut lat = lateness_of(client, queue, specs, 64).await?;
+    lat.sort_unstable();
+    Ok(vec![
+        fig("W3", "p50_ms", pct(&lat, 0.50)),
+        fig("W3", "p90_ms", pct(&lat, 0.90)),
+        fig("W3", "p99_ms", pct(&lat, 0.99)),
+        fig("W3", "max_ms", lat.last().copied().unwrap_or(0) as f64),
+        fig("W3", "min_ms", lat.first().copied().unwrap_or(0) as f64),
+    ])
+}
+
+async fn idle(
+    url: &str,
+    client: &Client,
+    queue: &Queue,
+    probe: &Probe,
+    n: usize,
+    span: Duration,
+) -> Result<Vec<Figure>> {
+    fill(queue, future_specs(n, 3_600_000)).await?;
+    let worker = Worker::builder(client.clone())
+        .handle(queue.name(), |_t| async { Outcome::Success })
+        .build()?
+        .start();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (c0, cpu0) = (probe.commands().await?, probe.cpu_s().await?);
+    let client_cmds = super::client_commands(url, span).await?;
+    let (c1, cpu1) = (probe.commands().await?, probe.cpu_s().await?);
+    worker.shutdown().await?;
+    // the probe's own INFO calls between the two readings: cpu_s() before, commands() after
+    let calls = (c1 - c0 - 2.0).max(0.0);
+    Ok(vec![
+        fig(
+            "IDLE",
+            "redis_commands_per_s",
+            client_cmds as f64 / span.as_secs_f64(),
+        ),
+        fig("IDLE", "redis_calls_per_s", calls / span.as_secs_f64()),
+        fig("IDLE", "redis_cpu_s", cpu1 - cpu0),
+    ])
+}
+
+async fn w4(client: &Client, queue: &Queue, pending: usize) -> Result<Vec<Figure>> {
+    let name = format!("W4-{pending}");
+    // fill in slices so 10 M specs never sit in memory at once
+    let mut left = pending;
+    while left > 0 {
+        let k = left.min(100_000);
+        fill(queue, future_specs(k, 3_600_000)).await?;
+        left -= k;
+    }
+    // median time of one claim of 100 due tasks
+    let mut times = Vec::new();
+    for _ in 0..21 {
+        fill(queue, future_specs(100, 0)).await?;
+        let t = Instant::now();
+        let c = queue.claim(100, None).await?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        if c.tasks.len() != 100 {
+            bail!("{name}: claimed {} of 100", c.tasks.len());
+        }
+        let acks: Vec<_> = c.tasks.into_iter().map(|t| (t.id, t.lease_token)).collect();
+        queue.ack_batch(&acks).await?;
+    }
+    let claim_ms = super::median(&mut times);
+    // due time to the 100th handler start, worker idle
+    let due = queue.stats().await?.now_ms + 500;
+    let p = payload();
+    let specs = (0..100)
+        .map(|_| TaskSpec::new(p.clone()).due_at_ms(due))
+        .collect();
+    let lat = lateness_of(client, queue, specs, 200).await?;
+    let last = lat.iter().copied().max().unwrap_or(0);
+    Ok(vec![
+        fig(name.clone(), "claim_ms", claim_ms),
+        fig(name, "due_to_100th_ms", last as f64),
+    ])
+}
+
+async fn w5(queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
+    // one task first so the queue's fixed keys exist before the baseline
+    fill(queue, future_specs(1, 3_600_000)).await?;
+    let m0 = probe.used_memory().await?;
+    fill(queue, future_specs(n, 3_600_000)).await?;
+    let m1 = probe.used_memory().await?;
+    Ok(vec![fig("W5", "bytes_per_task", (m1 - m0) / n as f64)])
+}

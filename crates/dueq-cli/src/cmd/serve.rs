@@ -1,0 +1,60 @@
+//! `dueq serve`: the HTTP API (crate `dueq-server`) on `--listen`, against `--redis` or, by
+//! default, an embedded `redis-server` it starts, supervises and stops.
+//!
+//! Shutdown order on SIGINT/SIGTERM: stop accepting, end waiting claims, finish in-flight
+//! requests, then stop the embedded Redis (so no request loses its Redis mid-way).
+
+use anyhow::{Context, Result, bail};
+use dueq_server::{AppState, Tokens};
+use tokio::net::TcpListener;
+
+use crate::args::ServeArgs;
+use crate::embedded::EmbeddedRedis;
+
+/// Runs the server until SIGINT or SIGTERM.
+pub async fn run(redis: Option<&str>, a: &ServeArgs) -> Result<()> {
+    let mut tokens = Tokens::from_env();
+    if let Some(f) = &a.tokens_file {
+        let from_file =
+            Tokens::from_file(f).with_context(|| format!("reading tokens from {}", f.display()))?;
+        tokens = tokens.merge(from_file);
+    }
+    if a.metrics_auth && !tokens.enabled() {
+        bail!("--metrics-auth needs tokens (DUEQ_TOKENS or --tokens-file)");
+    }
+    let (url, embedded) = match redis {
+        Some(u) => (u.to_owned(), None),
+        None => {
+            let e = EmbeddedRedis::start(Some(&a.data_dir)).await?;
+            (e.url().to_owned(), Some(e))
+        }
+    };
+    let result = serve(&url, a, tokens).await;
+    if let Some(e) = embedded {
+        e.stop().await;
+    }
+    result
+}
+
+async fn serve(url: &str, a: &ServeArgs, tokens: Tokens) -> Result<()> {
+    let client = dueq::Client::builder(url)
+        .payload_limit_bytes(a.payload_limit_bytes)
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {url}"))?;
+    let listener = TcpListener::bind(&a.listen)
+        .await
+        .with_context(|| format!("listening on {}", a.listen))?;
+    let addr = listener.local_addr()?;
+    if !tokens.enabled() && !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "no tokens configured: the API is open to anyone who can reach it");
+    }
+    let state = AppState::builder(client)
+        .tokens(tokens)
+        .protect_metrics(a.metrics_auth)
+        .build();
+    eprintln!("dueq serve: listening on http://{addr}");
+    dueq_server::serve(listener, state, crate::shutdown_signal()).await?;
+    eprintln!("dueq serve: stopped");
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! `dueq bench --smoke` runs every workload at tiny sizes, so the bench cannot rot (figures
+//! from a debug build on a busy machine mean nothing; only their presence and sanity count).
+
+use std::collections::HashMap;
+use std::process::Command;
+
+#[test]
+fn bench_smoke_reports_every_metric() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(["bench", "--smoke", "--runs", "1", "--json"])
+        .env_remove("DUEQ_REDIS_URL")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut medians: HashMap<(String, String), f64> = HashMap::new();
+    for line in stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v.get("median_of").is_some() {
+            medians.insert(
+                (
+                    v["workload"].as_str().unwrap().to_owned(),
+                    v["metric"].as_str().unwrap().to_owned(),
+                ),
+                v["value"].as_f64().unwrap(),
+            );
+        } else {
+            assert_eq!(v["run"], 1, "{v}");
+        }
+    }
+    let get = |w: &str, m: &str| {
+        *medians
+            .get(&(w.to_owned(), m.to_owned()))
+            .unwrap_or_else(|| panic!("no {w} {m} in {stdout}"))
+    };
+    for w in ["W1", "W2"] {
+        assert!(get(w, "tasks_per_s") > 0.0);
+        assert!(get(w, "redis_cpu_us_per_task") > 0.0);
+        get(w, "client_cpu_us_per_task");
+    }
+    assert!(get("W3", "min_ms") >= 0.0, "a task ran early");
+    for m in ["p50_ms", "p90_ms", "p99_ms", "max_ms"] {
+        get("W3", m);
+    }
+    assert!(get("IDLE", "redis_commands_per_s") <= 3.0);
+    get("IDLE", "redis_cpu_s");
+    for n in ["1000", "10000"] {
+        assert!(get(&format!("W4-{n}"), "claim_ms") > 0.0);
+        assert!(get(&format!("W4-{n}"), "due_to_100th_ms") >= 0.0);
+    }
+    assert!(get("W5", "bytes_per_task") > 100.0);
+}
