@@ -26,6 +26,7 @@ pub struct ApiError {
 
 /// The error body: `{"error": {"code", "message"}}`.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -33,6 +34,7 @@ pub struct ErrorBody {
 
 /// The inside of [`ErrorBody`].
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct ErrorDetail {
     /// Stable code, e.g. `invalid_input`, `not_found`, `lease_lost`.
     pub code: String,

@@ -40,6 +40,7 @@ const REPOLL_MS: u64 = 1000;
 /// Pull due tasks.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ClaimRequest {
     /// Most tasks to hand out, 1 to 1000. Default 1.
     pub max: Option<u32>,
@@ -51,6 +52,7 @@ pub struct ClaimRequest {
 
 /// A claimed task: run it, then ack, nack or extend with its `lease_token`.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct ClaimedTaskResponse {
     /// Task id.
     pub id: String,
@@ -71,6 +73,7 @@ pub struct ClaimedTaskResponse {
 
 /// The claimed tasks (possibly none).
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct ClaimResponse {
     /// Due-time order, FIFO among equal due times.
     pub tasks: Vec<ClaimedTaskResponse>,
@@ -79,6 +82,7 @@ pub struct ClaimResponse {
 /// Complete a claimed task.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AckRequest {
     /// The token from the claim.
     pub lease_token: String,
@@ -87,6 +91,7 @@ pub struct AckRequest {
 /// Fail the current attempt.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct NackRequest {
     /// The token from the claim.
     pub lease_token: String,
@@ -101,6 +106,7 @@ pub struct NackRequest {
 /// Extend a lease.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ExtendRequest {
     /// The token from the claim.
     pub lease_token: String,
@@ -110,6 +116,7 @@ pub struct ExtendRequest {
 
 /// The answer to an ack.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct AckResponse {
     /// `acked`.
     pub outcome: String,
@@ -117,6 +124,7 @@ pub struct AckResponse {
 
 /// The answer to a nack.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct NackResponse {
     /// `rescheduled` or `dead`.
     pub outcome: String,
@@ -127,6 +135,7 @@ pub struct NackResponse {
 
 /// The answer to an extend.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct ExtendResponse {
     /// The new lease deadline, Unix epoch ms.
     pub lease_expires_at_ms: u64,

@@ -15,6 +15,7 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
+#[non_exhaustive]
 pub struct DeadQuery {
     /// Skip this many (newest first). Default 0.
     pub offset: Option<u64>,
@@ -24,6 +25,7 @@ pub struct DeadQuery {
 
 /// A dead task.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct DeadTaskResponse {
     /// The task (state `dead`).
     #[serde(flatten)]
@@ -34,6 +36,7 @@ pub struct DeadTaskResponse {
 
 /// One page of the dead-letter queue.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct DeadListResponse {
     /// Dead tasks in the queue in all.
     pub total: u64,
@@ -43,6 +46,7 @@ pub struct DeadListResponse {
 
 /// What a retry or delete did.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct DeadOutcomeResponse {
     /// `retried` or `deleted`.
     pub outcome: String,

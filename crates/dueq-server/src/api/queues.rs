@@ -12,6 +12,7 @@ use crate::state::AppState;
 
 /// Counts and timings of one queue.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct StatsResponse {
     /// Queue name.
     pub queue: String,
@@ -54,6 +55,7 @@ impl From<QueueStats> for StatsResponse {
 
 /// Every known queue.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct QueuesResponse {
     /// Sorted by name.
     pub queues: Vec<StatsResponse>,
@@ -61,6 +63,7 @@ pub struct QueuesResponse {
 
 /// Paused state after pause or resume.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct PauseResponse {
     /// Queue name.
     pub queue: String,

@@ -13,6 +13,7 @@ use crate::state::AppState;
 
 /// Liveness.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct Health {
     /// Always `ok`.
     pub status: String,
@@ -20,6 +21,7 @@ pub struct Health {
 
 /// Readiness: Redis reachable, scripts loaded, eviction policy safe.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct Ready {
     /// All checks pass.
     pub ready: bool,

@@ -23,6 +23,7 @@ pub const MAX_BATCH_TASKS: usize = 1000;
 /// What enqueueing a live business key does.
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OnConflictBody {
     /// Return the existing task unchanged (`created: false`). The default.
     Keep,
@@ -34,6 +35,7 @@ pub enum OnConflictBody {
 /// `due_at_ms` (neither: due now).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct EnqueueRequest {
     /// Any JSON value; stored as the JSON text sent and returned as that value. Default `null`.
     #[schema(value_type = Option<serde_json::Value>)]
@@ -54,6 +56,7 @@ pub struct EnqueueRequest {
 
 /// The answer to one enqueue.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct EnqueueResponse {
     /// Task id (new, or the existing task's).
     pub id: String,
@@ -66,6 +69,7 @@ pub struct EnqueueResponse {
 /// A batch of tasks to enqueue, 1 to 1000; checked in full before anything is written.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct BatchRequest {
     /// The tasks.
     pub tasks: Vec<EnqueueRequest>,
@@ -73,6 +77,7 @@ pub struct BatchRequest {
 
 /// One result per task, in order.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct BatchResponse {
     /// Per task: the enqueue result, or `{"error": ...}` (`in_progress` for a replace of a
     /// running task).
@@ -82,6 +87,7 @@ pub struct BatchResponse {
 /// One batch result.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum BatchItem {
     /// Enqueued (or existing).
     Ok(EnqueueResponse),
@@ -91,6 +97,7 @@ pub enum BatchItem {
 
 /// A task as stored.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct TaskResponse {
     /// Task id.
     pub id: String,
@@ -131,6 +138,7 @@ impl From<Task> for TaskResponse {
 
 /// The answer to a cancel: 200 `cancelled`, 409 `in_progress`, 404 `not_found`.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct CancelResponse {
     /// `cancelled`, `in_progress` or `not_found`.
     pub outcome: String,
@@ -139,6 +147,7 @@ pub struct CancelResponse {
 /// A new due time: exactly one of the two fields.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RescheduleRequest {
     /// Due this many ms from now (Redis clock).
     pub delay_ms: Option<u64>,
@@ -148,6 +157,7 @@ pub struct RescheduleRequest {
 
 /// The new due time.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct RescheduleResponse {
     /// Due time, Unix epoch ms.
     pub due_at_ms: u64,
