@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 ///
 /// Codes: `invalid_input` (400), `invalid_json` (400), `unauthorized` (401), `not_found` (404),
 /// `method_not_allowed` (405), `conflict`, `in_progress`, `lease_lost` (409),
-/// `payload_too_large` (413), `unsupported_media_type` (415), `redis_unavailable` and
+/// `request_timeout` (408), `payload_too_large` (413), `unsupported_media_type` (415), `redis_unavailable` and
 /// `not_replicated` (503), `internal` (500).
 #[derive(Debug, Clone)]
 pub struct ApiError {

@@ -34,18 +34,20 @@ mod state;
 mod wake;
 
 use std::future::Future;
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::StatusCode;
-use axum::middleware;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 
 pub use auth::Tokens;
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 pub use metrics::{DURATION_BUCKETS_S, LATENESS_BUCKETS_S};
 pub use payload::{payload_json, payload_raw};
-pub use state::{AppState, AppStateBuilder, BODY_OVERHEAD_BYTES};
+pub use state::{AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS};
 
 /// Default listen address of `dueq serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -54,12 +56,28 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 /// `/readyz`, `/metrics`, `/openapi.json`. Unknown paths get 404 and wrong methods 405, both
 /// with the error body.
 pub fn router(state: AppState) -> Router {
+    let limit = Duration::from_millis(state.request_timeout_ms());
+    let claim_limit = limit + Duration::from_millis(api::claim::MAX_WAIT_MS);
     let (batch, _) = api::batch_routes().split_for_parts();
-    let batch = batch.layer(DefaultBodyLimit::max(state.batch_body_limit_bytes()));
+    let batch = batch
+        .layer(DefaultBodyLimit::max(state.batch_body_limit_bytes()))
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            time_limit(limit, req, next)
+        }));
+    let (claim, _) = api::claim_routes().split_for_parts();
+    let claim = claim
+        .layer(DefaultBodyLimit::max(state.body_limit_bytes()))
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            time_limit(claim_limit, req, next)
+        }));
     let (v1, _) = api::v1_routes().split_for_parts();
     let v1 = v1
         .layer(DefaultBodyLimit::max(state.body_limit_bytes()))
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            time_limit(limit, req, next)
+        }))
         .merge(batch)
+        .merge(claim)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
@@ -77,6 +95,22 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .with_state(state)
+}
+
+/// Answers 408 `request_timeout` when the request (body included) takes longer than `limit`.
+async fn time_limit(limit: Duration, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request did not complete within {} ms",
+                limit.as_millis()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 /// Serves [`router`] on `listener` until `shutdown` completes, then stops accepting, ends

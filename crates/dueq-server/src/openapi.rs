@@ -39,6 +39,7 @@ pub fn openapi() -> Doc {
     DOC.get_or_init(|| {
         let (_, mut v1) = api::v1_routes()
             .merge(api::batch_routes())
+            .merge(api::claim_routes())
             .split_for_parts();
         for item in v1.paths.paths.values_mut() {
             for op in [

@@ -29,6 +29,7 @@ struct Inner {
     protect_metrics: bool,
     body_limit_bytes: usize,
     batch_body_limit_bytes: usize,
+    request_timeout_ms: u64,
     metrics: Metrics,
     wake: Arc<WakeHub>,
     shutdown: watch::Sender<bool>,
@@ -51,9 +52,21 @@ pub struct AppStateBuilder {
     tokens: Tokens,
     protect_metrics: bool,
     batch_body_limit_bytes: Option<usize>,
+    request_timeout_ms: u64,
 }
 
+/// Default time limit of a request, ms.
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+
 impl AppStateBuilder {
+    /// Time limit of a request (reading the body included), ms; a claim gets its `wait_ms`
+    /// on top. Default 30 000. Past it the answer is 408 `request_timeout` (a slow or stalled
+    /// client cannot hold a connection and a handler forever).
+    pub fn request_timeout_ms(mut self, ms: u64) -> Self {
+        self.request_timeout_ms = ms.max(1);
+        self
+    }
+
     /// Bearer tokens every `/v1` request must carry. Default none (the API is open).
     pub fn tokens(mut self, tokens: Tokens) -> Self {
         self.tokens = tokens;
@@ -88,6 +101,7 @@ impl AppStateBuilder {
                     .batch_body_limit_bytes
                     .unwrap_or(body_limit_bytes.max(MIN_BATCH_BODY_BYTES)),
                 body_limit_bytes,
+                request_timeout_ms: self.request_timeout_ms,
                 client: self.client,
                 tokens: self.tokens,
                 protect_metrics: self.protect_metrics,
@@ -112,6 +126,7 @@ impl AppState {
             tokens: Tokens::default(),
             protect_metrics: false,
             batch_body_limit_bytes: None,
+            request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
         }
     }
 
@@ -138,6 +153,11 @@ impl AppState {
     /// Body limit of the batch route.
     pub fn batch_body_limit_bytes(&self) -> usize {
         self.inner.batch_body_limit_bytes
+    }
+
+    /// Time limit of a request, ms (claims get their `wait_ms` on top).
+    pub fn request_timeout_ms(&self) -> u64 {
+        self.inner.request_timeout_ms
     }
 
     /// Starts shutting down: waiting claims return what they have (usually nothing) at once,

@@ -30,7 +30,6 @@ pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
             tasks::cancel_by_key,
             tasks::reschedule_by_key
         ))
-        .routes(routes!(claim::claim))
         .routes(routes!(claim::ack))
         .routes(routes!(claim::nack))
         .routes(routes!(claim::extend))
@@ -41,6 +40,11 @@ pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(dead::list))
         .routes(routes!(dead::retry))
         .routes(routes!(dead::delete))
+}
+
+/// The claim route (its time limit includes `wait_ms`).
+pub(crate) fn claim_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(claim::claim))
 }
 
 /// The batch route.

@@ -335,3 +335,19 @@ async fn batch_enqueue() {
     assert_eq!(res[0]["error"]["code"], "in_progress");
     assert_eq!(res[1]["created"], true);
 }
+
+#[tokio::test]
+async fn a_stalled_request_times_out_and_writes_nothing() {
+    let c = Ctx::with(|b| b.request_timeout_ms(200), None).await;
+    let stalled = futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+    let req = axum::http::Request::post("/v1/queues/q/tasks")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from_stream(stalled))
+        .unwrap();
+    let r = crate::support::send(&c.app, req).await;
+    assert_error(&r, StatusCode::REQUEST_TIMEOUT, "request_timeout");
+    assert!(c.all_keys().is_empty());
+    // a claim's limit includes its wait
+    let r = c.post("/v1/queues/q/claim", json!({"wait_ms": 400})).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+}
