@@ -71,13 +71,19 @@ impl WakeHub {
         }
     }
 
-    /// The notifier for `channel`, subscribed on Redis when the connection is up (waits up to
-    /// 500 ms for the connection at start-up). `None` when too many channels are in use.
-    pub(crate) async fn listen(self: &Arc<Self>, channel: &str) -> Option<Arc<Notify>> {
+    /// The notifier for `channel`, subscribed on Redis when the connection is up (waits for
+    /// the connection at start-up up to 500 ms, and never past `deadline`). `None` when too
+    /// many channels are in use.
+    pub(crate) async fn listen(
+        self: &Arc<Self>,
+        channel: &str,
+        deadline: tokio::time::Instant,
+    ) -> Option<Arc<Notify>> {
         let n = self.notifier(channel)?;
         self.start();
         let mut connected = self.connected.subscribe();
-        let _ = tokio::time::timeout(Duration::from_millis(500), connected.wait_for(|c| *c)).await;
+        let until = deadline.min(tokio::time::Instant::now() + Duration::from_millis(500));
+        let _ = tokio::time::timeout_at(until, connected.wait_for(|c| *c)).await;
         let sink = self.state.lock().ok().and_then(|st| {
             (!st.subscribed.contains(channel))
                 .then(|| st.sink.clone())

@@ -182,13 +182,42 @@ pub async fn claim(
         )));
     }
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
-    let notify = if wait_ms > 0 {
-        st.wake().listen(&q.keys().wake).await
+    // Look at once; subscribe to the wake channel only when there is something to wait for
+    // (the loop below looks again after subscribing, so nothing falls in between).
+    let first = claim_once(&q, max as usize, body.lease_ms).await?;
+    let c = if !first.tasks.is_empty() || wait_ms == 0 {
+        first
     } else {
-        None
+        wait(&st, &q, max as usize, body.lease_ms, deadline).await?
     };
+    st.metrics().claimed(q.name(), &c.tasks);
+    let tasks = c
+        .tasks
+        .into_iter()
+        .map(|t| ClaimedTaskResponse {
+            id: t.id.as_str().to_owned(),
+            key: t.key,
+            payload: payload_raw(&t.payload),
+            attempt: t.attempt,
+            due_at_ms: t.due_at_ms,
+            lease_token: t.lease_token.as_str().to_owned(),
+            lease_expires_at_ms: t.lease_expires_at_ms,
+        })
+        .collect();
+    Ok(Json(ClaimResponse { tasks }))
+}
+
+/// Claims until a task is handed out, `deadline` passes or the server shuts down.
+async fn wait(
+    st: &AppState,
+    q: &Queue,
+    max: usize,
+    lease_ms: Option<u64>,
+    deadline: Instant,
+) -> dueq::Result<Claim> {
+    let notify = st.wake().listen(&q.keys().wake, deadline).await;
     let mut shutdown = st.shutdown_rx();
-    let c = loop {
+    Ok(loop {
         // Registered before the claim, so a wake-up between the claim and the sleep is kept.
         let notified = notify.as_ref().map(|n| n.notified());
         let mut notified = std::pin::pin!(async move {
@@ -197,7 +226,7 @@ pub async fn claim(
                 None => std::future::pending().await,
             }
         });
-        let c = claim_once(&q, max as usize, body.lease_ms).await?;
+        let c = claim_once(q, max, lease_ms).await?;
         let now = Instant::now();
         if !c.tasks.is_empty() || now >= deadline || *shutdown.borrow() {
             break c;
@@ -217,22 +246,7 @@ pub async fn claim(
             _ = tokio::time::sleep_until(wake_at) => {}
             _ = shutdown.changed() => {}
         }
-    };
-    st.metrics().claimed(q.name(), &c.tasks);
-    let tasks = c
-        .tasks
-        .into_iter()
-        .map(|t| ClaimedTaskResponse {
-            id: t.id.as_str().to_owned(),
-            key: t.key,
-            payload: payload_raw(&t.payload),
-            attempt: t.attempt,
-            due_at_ms: t.due_at_ms,
-            lease_token: t.lease_token.as_str().to_owned(),
-            lease_expires_at_ms: t.lease_expires_at_ms,
-        })
-        .collect();
-    Ok(Json(ClaimResponse { tasks }))
+    })
 }
 
 fn lease_lost() -> ApiError {
