@@ -13,6 +13,8 @@ pub const MAX_DUE_AT_MS: u64 = 253_402_300_799_999;
 pub const MAX_KEY_BYTES: usize = 512;
 /// Longest task id, in bytes (ids are ASCII).
 pub const MAX_ID_BYTES: usize = 64;
+/// Most attempts a task may be given (`max_attempts`); stored in 16 bits.
+pub const MAX_ATTEMPTS: u32 = 65_535;
 /// Default attempts before a task goes to the dead-letter queue.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 /// Default lease (visibility timeout) of a claimed task.
@@ -206,7 +208,7 @@ impl TaskSpec {
         self
     }
 
-    /// Attempts before the task goes to the dead-letter queue (1 to 2^31). Default 5.
+    /// Attempts before the task goes to the dead-letter queue (1 to 65 535). Default 5.
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = Some(max_attempts);
         self

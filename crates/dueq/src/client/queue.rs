@@ -10,8 +10,8 @@ use crate::protocol::keys::QueueKeys;
 use crate::protocol::ops::{self, ClaimTracking, EnqueueItem, MAX_BATCH, NackItem};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, Due, Enqueued,
-    LeaseToken, MAX_LEASE_MS, NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef,
-    TaskSpec, validate_key,
+    LeaseToken, MAX_ATTEMPTS, MAX_LEASE_MS, NackOutcome, QueueStats, RescheduleOutcome, Task,
+    TaskId, TaskRef, TaskSpec, validate_key,
 };
 
 /// Longest `last_error` text kept, in bytes (longer texts are cut at a character boundary).
@@ -146,8 +146,10 @@ impl Queue {
             validate_key(k)?;
         }
         spec.due.parts()?;
-        if spec.max_attempts == Some(0) || spec.max_attempts > Some(i32::MAX as u32) {
-            return Err(Error::invalid("max_attempts must be 1 to 2147483647"));
+        if spec.max_attempts == Some(0) || spec.max_attempts > Some(MAX_ATTEMPTS) {
+            return Err(Error::invalid(format!(
+                "max_attempts must be 1 to {MAX_ATTEMPTS}"
+            )));
         }
         if let Some(l) = spec.lease_ms
             && (l == 0 || l > MAX_LEASE_MS)

@@ -52,6 +52,8 @@ pub struct QueueKeys {
     pub stats: String,
     /// What recent tracked claims handed out, so a lost reply can be recovered: hash.
     pub claims: String,
+    /// Last error text of tasks that failed an attempt: hash id → text.
+    pub errors: String,
     /// Pub/sub channel that wakes idle workers.
     pub wake: String,
 }
@@ -76,12 +78,13 @@ impl QueueKeys {
             meta: k("meta"),
             stats: k("stats"),
             claims: k("claims"),
+            errors: k("errors"),
             wake: k("wake"),
         })
     }
 
     /// Every data key of the queue (not the channel), for inspection and tests.
-    pub fn all(&self) -> [&str; 11] {
+    pub fn all(&self) -> [&str; 12] {
         [
             &self.sched,
             &self.active,
@@ -93,6 +96,7 @@ impl QueueKeys {
             &self.meta,
             &self.stats,
             &self.claims,
+            &self.errors,
             &self.wake,
         ]
     }

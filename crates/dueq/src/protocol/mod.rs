@@ -18,6 +18,7 @@
 //! | `dueq:{q}:done` | sorted set | succeeded ids kept by retention, score = finish time |
 //! | `dueq:{q}:meta` | hash | `seq` (ids and tokens), `paused`, `dead_max`, `done_max`, sweep cursor |
 //! | `dueq:{q}:stats` | hash | counters (`enqueued_total`, `succeeded_total`, ...) |
+//! | `dueq:{q}:errors` | hash | task id → last error text (only tasks that failed an attempt) |
 //! | `dueq:{q}:claims` | hash | worker claim id → `"<ms> id token ..."` of its last claim (lost-reply recovery) |
 //! | `dueq:{q}:wake` | pub/sub channel | due time (ms) of a task that became due earlier than before |
 //! | `dueq:queues` | set | names of queues ever used (for listing; outside any hash tag) |

@@ -156,7 +156,10 @@ pub(crate) async fn claim(
     for r in tracking.resume {
         a.s(r);
     }
-    let keys = [&k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims].map(String::as_str);
+    let keys = [
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors,
+    ]
+    .map(String::as_str);
     let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
     let now_ms = r.u64()?;
     let mut reply = ClaimReply {
@@ -173,6 +176,7 @@ pub(crate) async fn claim(
         let due_at_ms = r.u64()?;
         let lease_expires_at_ms = r.u64()?;
         let rec = Record::decode(r.bytes()?)?;
+        let last_error = r.opt_string()?;
         let attempt = rec.attempt.saturating_add(1);
         reply.tasks.push(ClaimedTask {
             id,
@@ -185,7 +189,7 @@ pub(crate) async fn claim(
             lease_expires_at_ms,
             claimed_at_ms: now_ms,
             started_at_ms: now_ms,
-            last_error: rec.last_error,
+            last_error,
         });
     }
     Ok(reply)
@@ -202,7 +206,7 @@ pub(crate) async fn ack(
         a.s(id.as_str()).s(token.as_str());
     }
     let keys = [
-        &k.active, &k.leases, &k.tasks, &k.keys, &k.done, &k.stats, &k.meta,
+        &k.active, &k.leases, &k.tasks, &k.keys, &k.done, &k.stats, &k.meta, &k.errors,
     ]
     .map(String::as_str);
     let mut r = run(conn, "ack", &scripts::ACK, &keys, a.take()).await?;
@@ -247,7 +251,7 @@ pub(crate) async fn nack(
             .s(it.error);
     }
     let keys = [
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta,
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.errors,
     ]
     .map(String::as_str);
     let mut r = run(conn, "nack", &scripts::NACK, &keys, a.take()).await?;
@@ -328,6 +332,7 @@ pub(crate) async fn recover(
     }
     let keys = [
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.claims,
+        &k.errors,
     ]
     .map(String::as_str);
     let mut r = run(conn, "recover", &scripts::RECOVER, &keys, a.take()).await?;
@@ -347,7 +352,10 @@ pub(crate) async fn cancel(
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = [&k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats].map(String::as_str);
+    let keys = [
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats, &k.errors,
+    ]
+    .map(String::as_str);
     let mut r = run(conn, "cancel", &scripts::CANCEL, &keys, a.take()).await?;
     let now_ms = r.u64()?;
     let outcome = match r.string()?.as_str() {
@@ -389,7 +397,13 @@ pub(crate) async fn reschedule(
     }
 }
 
-fn task_from(id: TaskId, state: TaskState, rec: Record, score: u64) -> Task {
+fn task_from(
+    id: TaskId,
+    state: TaskState,
+    rec: Record,
+    score: u64,
+    last_error: Option<String>,
+) -> Task {
     let active = state == TaskState::Active;
     Task {
         id,
@@ -404,7 +418,7 @@ fn task_from(id: TaskId, state: TaskState, rec: Record, score: u64) -> Task {
         max_attempts: rec.max_attempts,
         lease_ms: rec.lease_ms,
         payload: rec.payload,
-        last_error: rec.last_error,
+        last_error,
         created_at_ms: rec.created_at_ms,
         state_at_ms: (state != TaskState::Scheduled && score > 0).then_some(score),
     }
@@ -415,7 +429,7 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     let mut a = Args::default();
     a.s(by).s(value);
     let keys = [
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done,
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done, &k.errors,
     ]
     .map(String::as_str);
     let mut r = run(conn, "get", &scripts::GET, &keys, a.take()).await?;
@@ -433,7 +447,8 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     };
     let rec = Record::decode(r.bytes()?)?;
     let score = r.u64()?;
-    Ok(Some(task_from(id, state, rec, score)))
+    let last_error = r.opt_string()?;
+    Ok(Some(task_from(id, state, rec, score, last_error)))
 }
 
 pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> {
@@ -479,7 +494,7 @@ pub(crate) async fn dead_list(
 ) -> Result<DeadPage> {
     let mut a = Args::default();
     a.n(offset).n(limit.clamp(1, MAX_BATCH as u64));
-    let keys = [&k.dead, &k.tasks].map(String::as_str);
+    let keys = [&k.dead, &k.tasks, &k.errors].map(String::as_str);
     let mut r = run(conn, "dead_list", &scripts::DEAD_LIST, &keys, a.take()).await?;
     r.u64()?;
     let total = r.u64()?;
@@ -488,8 +503,9 @@ pub(crate) async fn dead_list(
         let id = TaskId::from_redis(r.string()?);
         let died_at_ms = r.u64()?;
         let rec = Record::decode(r.bytes()?)?;
+        let last_error = r.opt_string()?;
         tasks.push(DeadTask {
-            task: task_from(id, TaskState::Dead, rec, died_at_ms),
+            task: task_from(id, TaskState::Dead, rec, died_at_ms, last_error),
             died_at_ms,
         });
     }
@@ -530,7 +546,7 @@ pub(crate) async fn dead_delete(
     for id in ids {
         a.s(id.as_str());
     }
-    let keys = [&k.dead, &k.tasks].map(String::as_str);
+    let keys = [&k.dead, &k.tasks, &k.errors].map(String::as_str);
     let mut r = run(conn, "dead_delete", &scripts::DEAD_DELETE, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(ids.len());

@@ -3,10 +3,10 @@
 
 use crate::error::{Error, Result};
 
-const HDR_LEN: usize = 16;
-const TAIL_LEN: usize = 16;
+const HDR_LEN: usize = 12;
+const TAIL_LEN: usize = 12;
 
-/// A decoded task record.
+/// A decoded task record (the last error text is kept apart, in the `errors` hash).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Record {
     pub attempt: u32,
@@ -15,7 +15,6 @@ pub(crate) struct Record {
     pub due_at_ms: u64,
     pub created_at_ms: u64,
     pub key: Option<String>,
-    pub last_error: Option<String>,
     pub payload: Vec<u8>,
 }
 
@@ -27,21 +26,25 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-fn f64_at(b: &[u8], at: usize) -> f64 {
+fn u48_at(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    f64::from_le_bytes(a)
+    a[..6].copy_from_slice(&b[at..at + 6]);
+    u64::from_le_bytes(a)
 }
 
-/// The record of a new task without its tail: attempt 0, no error. `key` is at most 512 bytes
-/// and `lease_ms` at most `u32::MAX` (both checked before this is called).
+/// The record of a new task without its tail (attempt 0). `max_attempts` is at most 65 535,
+/// `key` at most 512 bytes and `lease_ms` at most `u32::MAX` (all checked before this is
+/// called; larger values would be clamped).
 pub(crate) fn spec(max_attempts: u32, lease_ms: u64, key: &str, payload: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(HDR_LEN + key.len() + payload.len());
     v.extend(0u32.to_le_bytes());
-    v.extend(max_attempts.to_le_bytes());
+    v.extend(
+        u16::try_from(max_attempts)
+            .unwrap_or(u16::MAX)
+            .to_le_bytes(),
+    );
     v.extend(u32::try_from(lease_ms).unwrap_or(u32::MAX).to_le_bytes());
     v.extend(u16::try_from(key.len()).unwrap_or(u16::MAX).to_le_bytes());
-    v.extend(0u16.to_le_bytes());
     v.extend(key.as_bytes());
     v.extend(payload);
     v
@@ -53,10 +56,9 @@ impl Record {
         if raw.len() < HDR_LEN + TAIL_LEN {
             return Err(Error::protocol("task record is too short"));
         }
-        let klen = usize::from(u16_at(&raw, 12));
-        let elen = usize::from(u16_at(&raw, 14));
+        let klen = usize::from(u16_at(&raw, 10));
         let body_end = raw.len() - TAIL_LEN;
-        if HDR_LEN + klen + elen > body_end {
+        if HDR_LEN + klen > body_end {
             return Err(Error::protocol("task record is truncated"));
         }
         let key = &raw[HDR_LEN..HDR_LEN + klen];
@@ -68,21 +70,17 @@ impl Record {
                     .map_err(|_| Error::protocol("business key in record is not UTF-8"))?,
             )
         };
-        let err = &raw[HDR_LEN + klen..HDR_LEN + klen + elen];
-        let last_error = (elen > 0).then(|| String::from_utf8_lossy(err).into_owned());
         let rec = Self {
             attempt: u32_at(&raw, 0),
-            max_attempts: u32_at(&raw, 4),
-            lease_ms: u64::from(u32_at(&raw, 8)),
-            // Doubles written by Lua from integer milliseconds below 2^53: exact.
-            due_at_ms: f64_at(&raw, body_end) as u64,
-            created_at_ms: f64_at(&raw, body_end + 8) as u64,
+            max_attempts: u32::from(u16_at(&raw, 4)),
+            lease_ms: u64::from(u32_at(&raw, 6)),
+            due_at_ms: u48_at(&raw, body_end),
+            created_at_ms: u48_at(&raw, body_end + 6),
             key,
-            last_error,
             payload: Vec::new(),
         };
         raw.truncate(body_end);
-        let payload = raw.split_off(HDR_LEN + klen + elen);
+        let payload = raw.split_off(HDR_LEN + klen);
         Ok(Self { payload, ..rec })
     }
 }
@@ -91,53 +89,48 @@ impl Record {
 mod tests {
     use super::*;
 
-    fn encode(key: &str, err: &str, payload: &[u8]) -> Vec<u8> {
+    fn encode(key: &str, payload: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();
         v.extend(3u32.to_le_bytes());
-        v.extend(5u32.to_le_bytes());
+        v.extend(5u16.to_le_bytes());
         v.extend(30_000u32.to_le_bytes());
         v.extend((key.len() as u16).to_le_bytes());
-        v.extend((err.len() as u16).to_le_bytes());
         v.extend(key.as_bytes());
-        v.extend(err.as_bytes());
         v.extend(payload);
-        v.extend(1_764_455_000_871f64.to_le_bytes());
-        v.extend(1_764_455_000_000f64.to_le_bytes());
+        v.extend(&1_764_455_000_871u64.to_le_bytes()[..6]);
+        v.extend(&1_764_455_000_000u64.to_le_bytes()[..6]);
         v
     }
 
     #[test]
     fn decodes_all_fields() {
-        let r = Record::decode(encode("日本語-✓", "boom", b"\0\xffpay")).unwrap();
+        let r = Record::decode(encode("日本語-✓", b"\0\xffpay")).unwrap();
         assert_eq!(r.attempt, 3);
         assert_eq!(r.max_attempts, 5);
         assert_eq!(r.lease_ms, 30_000);
         assert_eq!(r.due_at_ms, 1_764_455_000_871);
         assert_eq!(r.created_at_ms, 1_764_455_000_000);
         assert_eq!(r.key.as_deref(), Some("日本語-✓"));
-        assert_eq!(r.last_error.as_deref(), Some("boom"));
         assert_eq!(r.payload, b"\0\xffpay");
     }
 
     #[test]
     fn spec_is_the_record_without_its_tail() {
         let mut s = spec(5, 30_000, "k", b"p");
-        s.extend(7f64.to_le_bytes());
-        s.extend(9f64.to_le_bytes());
+        s.extend(&253_402_300_799_999u64.to_le_bytes()[..6]);
+        s.extend(&9u64.to_le_bytes()[..6]);
         let r = Record::decode(s).unwrap();
         assert_eq!((r.attempt, r.max_attempts, r.lease_ms), (0, 5, 30_000));
-        assert_eq!((r.due_at_ms, r.created_at_ms), (7, 9));
+        assert_eq!((r.due_at_ms, r.created_at_ms), (253_402_300_799_999, 9));
         assert_eq!(r.key.as_deref(), Some("k"));
         assert_eq!(r.payload, b"p");
-        assert_eq!(r.last_error, None);
     }
 
     #[test]
     fn refuses_garbage() {
         assert!(Record::decode(vec![1, 2, 3]).is_err());
-        let mut v = encode("key", "", b"");
-        v.drain(16..19);
-        v.truncate(31);
+        let mut v = encode("key", b"");
+        v[10] = 200; // key length beyond the record
         assert!(Record::decode(v).is_err());
     }
 }

@@ -67,6 +67,12 @@ impl Reply {
         }
     }
 
+    /// Text that may be empty for "none" (lossy UTF-8).
+    pub fn opt_string(&mut self) -> Result<Option<String>> {
+        let b = self.bytes()?;
+        Ok((!b.is_empty()).then(|| String::from_utf8_lossy(&b).into_owned()))
+    }
+
     pub fn string(&mut self) -> Result<String> {
         let b = self.bytes()?;
         String::from_utf8(b)

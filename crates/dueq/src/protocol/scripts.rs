@@ -28,19 +28,19 @@ macro_rules! scripts {
 
 scripts! {
     ENQUEUE => "enqueue.lua", 6;
-    CLAIM => "claim.lua", 6;
-    ACK => "ack.lua", 7;
-    NACK => "nack.lua", 8;
+    CLAIM => "claim.lua", 7;
+    ACK => "ack.lua", 8;
+    NACK => "nack.lua", 9;
     EXTEND => "extend.lua", 2;
     RELEASE => "release.lua", 4;
-    RECOVER => "recover.lua", 9;
-    CANCEL => "cancel.lua", 6;
+    RECOVER => "recover.lua", 10;
+    CANCEL => "cancel.lua", 7;
     RESCHEDULE => "reschedule.lua", 5;
-    GET => "get.lua", 7;
+    GET => "get.lua", 8;
     STATS => "stats.lua", 6;
-    DEAD_LIST => "dead_list.lua", 2;
+    DEAD_LIST => "dead_list.lua", 3;
     DEAD_RETRY => "dead_retry.lua", 4;
-    DEAD_DELETE => "dead_delete.lua", 2;
+    DEAD_DELETE => "dead_delete.lua", 3;
     CONFIGURE => "configure.lua", 1;
 }
 

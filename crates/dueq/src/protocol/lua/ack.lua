@@ -1,9 +1,10 @@
 -- ack: completes active tasks whose lease token is still current (fencing).
 -- KEYS[1] active  KEYS[2] leases  KEYS[3] tasks  KEYS[4] keys  KEYS[5] done  KEYS[6] stats  KEYS[7] meta
+-- KEYS[8] errors
 -- ARGV[1] n, then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 acknowledged | 0 lease_lost}
-local active, leases, tasks, keys, done, stats, meta =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local active, leases, tasks, keys, done, stats, meta, errors =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local n = tonumber(ARGV[1])
 local now = now_ms()
 local out = {now}
@@ -13,15 +14,15 @@ local lvs = hmget_chunked(leases, ids)
 local keep = tonumber(redis.call('HGET', meta, 'done_max') or '0')
 -- lease values repeat across a batch (one token per claim call): split each once
 local split = {}
-local seen, okids, keyed = {}, {}, {}
+local seen, okids, keyed, failed = {}, {}, {}, {}
 for i = 1, n do
   local id, lv = ids[i], lvs[i]
   local ok = 0
   if lv and not seen[id] then
     local s = split[lv]
     if not s then
-      local token, _, k = lease_split(lv)
-      s = {token, k}
+      local token, _, k, f = lease_split(lv)
+      s = {token, k, f}
       split[lv] = s
     end
     if s[1] == ARGV[2 * i + 1] then
@@ -30,6 +31,7 @@ for i = 1, n do
       okids[#okids + 1] = id
       -- the record is read only when there is a key to release or a record to keep
       if s[2] or keep > 0 then keyed[#keyed + 1] = id end
+      if s[3] then failed[#failed + 1] = id end
     end
   end
   out[#out + 1] = ok
@@ -45,16 +47,17 @@ if #okids > 0 then
       release_key(keys, rec, keyed[j])
       if keep > 0 then
         local attempt = rec_head(rec)
-        redis.call('HSET', tasks, keyed[j], rec_update(rec, math.min(attempt + 1, MAX_ATTEMPT), nil, nil))
+        redis.call('HSET', tasks, keyed[j], rec_update(rec, math.min(attempt + 1, MAX_ATTEMPT), nil))
         dargs[#dargs + 1] = now; dargs[#dargs + 1] = keyed[j]
       end
     end
   end
   if keep > 0 then
     chunked('ZADD', done, dargs)
-    trim(done, tasks, keep)
+    trim(done, tasks, errors, keep)
   else
     chunked('HDEL', tasks, okids)
+    chunked('HDEL', errors, failed)
   end
   redis.call('HINCRBY', stats, 'succeeded_total', #okids)
 end

@@ -1,5 +1,6 @@
 -- cancel: removes a scheduled task (by id or business key) before any worker gets it.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] stats
+-- KEYS[7] errors
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key
 -- Returns: {now_ms, outcome, id}: outcome 'cancelled' | 'in_progress' | 'not_found'
 local sched, active, leases, tasks, keys, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -10,6 +11,7 @@ if redis.call('ZSCORE', sched, id) then
   local rec = redis.call('HGET', tasks, id)
   redis.call('ZREM', sched, id)
   redis.call('HDEL', tasks, id)
+  redis.call('HDEL', KEYS[7], id)
   if rec then release_key(keys, rec, id) end
   redis.call('HINCRBY', stats, 'cancelled_total', 1)
   return {now, 'cancelled', id}

@@ -6,12 +6,14 @@
 -- ARGV[4] claim id to forget ('' = none): an earlier call whose reply did arrive
 -- ARGV[5] r, ARGV[6..5+r] claim ids whose replies were lost: their tasks still leased under
 --   the same token are handed out again first (new deadline, same token)
+-- KEYS[7] errors
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
 --   orphans (1 when a lease has no deadline entry), then per task:
---   id, lease_token, due_at_ms, lease_deadline_ms, record}
+--   id, lease_token, due_at_ms, lease_deadline_ms, record, last error ('' = none)}
 -- One lease token serves every task of a call: a token only has to differ between two claims
 -- of the same task, and those are always different calls.
 local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local errors = KEYS[7]
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
 local claim_id, forget = ARGV[3], ARGV[4]
@@ -19,24 +21,24 @@ local now = now_ms()
 local paused = redis.call('HGET', meta, 'paused') == '1'
 local out = {now, paused and 1 or 0, -1, -1, 0}
 local za, la, log = {}, {}, {}
--- made[token][lease_ms * 2 + keyed] = {deadline, deadline string, lease value}
+-- made[token][lease_ms * 4 + flags] = {deadline, deadline string, lease value}
 local made = {}
 
 local function hand_out(id, token, rec, due)
-  local lease_ms, klen = struct.unpack('<I4I2', rec, 9)
+  local attempt, _, lease_ms, klen = struct.unpack(HDR, rec)
   if override > 0 then lease_ms = override end
-  local keyed = klen > 0 and 1 or 0
+  local flags = (klen > 0 and 1 or 0) + (attempt > 0 and 2 or 0)
   local by_token = made[token]
   if not by_token then
     by_token = {}
     made[token] = by_token
   end
-  local m = by_token[lease_ms * 2 + keyed]
+  local m = by_token[lease_ms * 4 + flags]
   if not m then
     local deadline = now + lease_ms
     local ds = int(deadline)
-    m = {deadline, ds, token .. ' ' .. ds .. ' ' .. keyed}
-    by_token[lease_ms * 2 + keyed] = m
+    m = {deadline, ds, token .. ' ' .. ds .. ' ' .. flags}
+    by_token[lease_ms * 4 + flags] = m
   end
   za[#za + 1] = m[2]; za[#za + 1] = id
   la[#la + 1] = id; la[#la + 1] = m[3]
@@ -46,6 +48,7 @@ local function hand_out(id, token, rec, due)
   out[#out + 1] = due
   out[#out + 1] = m[1]
   out[#out + 1] = rec
+  out[#out + 1] = attempt > 0 and (redis.call('HGET', errors, id) or '') or ''
 end
 
 if forget ~= '' then redis.call('HDEL', claims, forget) end

@@ -21,7 +21,7 @@ for i = 1, n do
       out[#out + 1] = 'conflict'
     else
       redis.call('ZREM', dead, id)
-      redis.call('HSET', tasks, id, rec_update(rec, 0, now, nil))
+      redis.call('HSET', tasks, id, rec_update(rec, 0, now))
       redis.call('ZADD', sched, now, id)
       if key ~= '' then redis.call('HSET', keys, key, id) end
       out[#out + 1] = 'retried'

@@ -11,7 +11,7 @@ local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local now = now_ms()
-local created_at = struct.pack('<d', now)
+local created_at = struct.pack('<I6', now)
 
 -- Due times as numbers and as score strings; a delay shared by many tasks is computed once.
 local dues, due_str, due_bin, by_delay = {}, {}, {}, {}
@@ -22,13 +22,13 @@ for i = 1, n do
     local c = by_delay[v]
     if not c then
       local due = now + tonumber(v)
-      c = {due, int(due), struct.pack('<d', due)}
+      c = {due, int(due), struct.pack('<I6', due)}
       by_delay[v] = c
     end
     dues[i], due_str[i], due_bin[i] = c[1], c[2], c[3]
   else
     dues[i], due_str[i] = tonumber(v), v
-    due_bin[i] = struct.pack('<d', dues[i])
+    due_bin[i] = struct.pack('<I6', dues[i])
   end
   if dues[i] > MAX_DUE_MS or dues[i] < 0 then return {'bad_due', now, i} end
 end
@@ -72,7 +72,7 @@ for i = 1, n do
             -- keep the attempts made and the creation time
             local attempt, _, _, _, c = rec_head(rec)
             redis.call('HSET', tasks, existing, struct.pack('<I4', attempt) .. string.sub(spec, 5)
-              .. struct.pack('<dd', due, c))
+              .. struct.pack(TAIL, due, c))
             redis.call('ZADD', sched, due_str[i], existing)
             if soonest == nil or due < soonest then soonest = due end
             out[#out + 1] = 2; out[#out + 1] = existing; out[#out + 1] = due

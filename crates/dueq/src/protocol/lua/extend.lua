@@ -11,12 +11,15 @@ for i = 1, n do
   local id, token, lease_ms = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local lv = redis.call('HGET', leases, id)
   local deadline = 0
-  local current, _, keyed = '', 0, true
-  if lv then current, _, keyed = lease_split(lv) end
+  local current, flags = '', ''
+  if lv then
+    current = lease_split(lv)
+    flags = string.match(lv, ' %d+ (%d)$') or '3'
+  end
   if lv and current == token then
     deadline = now + lease_ms
     redis.call('ZADD', active, deadline, id)
-    redis.call('HSET', leases, id, token .. ' ' .. int(deadline) .. (keyed and ' 1' or ' 0'))
+    redis.call('HSET', leases, id, token .. ' ' .. int(deadline) .. ' ' .. flags)
   end
   out[#out + 1] = deadline
 end

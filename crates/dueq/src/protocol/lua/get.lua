@@ -1,7 +1,8 @@
 -- get: reads one task (by id or business key) with its state.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead  KEYS[7] done
+-- KEYS[8] errors
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key
--- Returns: {now_ms} when unknown, else {now_ms, id, state, record, score}: state 'scheduled' (score
+-- Returns: {now_ms} when unknown, else {now_ms, id, state, record, score, last error ('' = none)}: state 'scheduled' (score
 --   = due time) | 'active' (score = lease deadline) | 'dead' (score = when it died) |
 --   'succeeded' (score = when it finished; only with retention)
 local sched, active, leases, tasks, keys, dead, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -10,12 +11,13 @@ local id = resolve(keys, ARGV[1], ARGV[2])
 if not id then return {now} end
 local rec = redis.call('HGET', tasks, id)
 if not rec then return {now} end
+local err = redis.call('HGET', KEYS[8], id) or ''
 local s = redis.call('ZSCORE', sched, id)
-if s then return {now, id, 'scheduled', rec, tonumber(s)} end
+if s then return {now, id, 'scheduled', rec, tonumber(s), err} end
 s = redis.call('ZSCORE', active, id)
-if s or redis.call('HEXISTS', leases, id) == 1 then return {now, id, 'active', rec, tonumber(s or 0)} end
+if s or redis.call('HEXISTS', leases, id) == 1 then return {now, id, 'active', rec, tonumber(s or 0), err} end
 s = redis.call('ZSCORE', dead, id)
-if s then return {now, id, 'dead', rec, tonumber(s)} end
+if s then return {now, id, 'dead', rec, tonumber(s), err} end
 s = redis.call('ZSCORE', done, id)
-if s then return {now, id, 'succeeded', rec, tonumber(s)} end
+if s then return {now, id, 'succeeded', rec, tonumber(s), err} end
 return {now}

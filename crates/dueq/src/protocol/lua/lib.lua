@@ -4,15 +4,16 @@
 -- Returns: nothing (defines locals only)
 --
 -- Task record layout (value of the `tasks` hash, field = task id), little-endian:
---   I4 attempt (finished attempts) | I4 max_attempts | I4 lease_ms | I2 key length
---   | I2 last_error length | key bytes | last_error bytes | payload bytes
---   | d due_at_ms | d created_at_ms
--- The client builds everything before the 16-byte tail (the "spec"); scripts append the tail,
--- which holds the two times only Redis may decide. Doubles hold integer ms exactly (< 2^53).
-local HDR = '<I4I4I4I2I2'
-local HDR_LEN = 16
-local TAIL = '<dd'
-local TAIL_LEN = 16
+--   I4 attempt (finished attempts) | I2 max_attempts | I4 lease_ms | I2 key length | key bytes
+--   | payload bytes | I6 due_at_ms | I6 created_at_ms
+-- The client builds everything before the 12-byte tail (the "spec"); scripts append the tail,
+-- which holds the two times only Redis may decide. 24 bytes of overhead keep a record with a
+-- 100-byte payload in a 128-byte allocation. The last error text lives in the `errors` hash
+-- (only tasks that failed have one).
+local HDR = '<I4I2I4I2'
+local HDR_LEN = 12
+local TAIL = '<I6I6'
+local TAIL_LEN = 12
 local CHUNK = 1000
 local MAX_DUE_MS = 253402300799999
 local MAX_ATTEMPT = 4294967295
@@ -43,26 +44,23 @@ local function hmget_chunked(key, fields)
   return out
 end
 
--- Returns attempt, max_attempts, lease_ms, due_at, created_at, key length, error length.
+-- Returns attempt, max_attempts, lease_ms, due_at, created_at, key length.
 local function rec_head(rec)
-  local attempt, max_attempts, lease_ms, klen, elen = struct.unpack(HDR, rec)
+  local attempt, max_attempts, lease_ms, klen = struct.unpack(HDR, rec)
   local due_at, created_at = struct.unpack(TAIL, rec, #rec - TAIL_LEN + 1)
-  return attempt, max_attempts, lease_ms, due_at, created_at, klen, elen
+  return attempt, max_attempts, lease_ms, due_at, created_at, klen
 end
 
 local function rec_key(rec)
-  local klen = struct.unpack('<I2', rec, 13)
+  local klen = struct.unpack('<I2', rec, 11)
   return string.sub(rec, HDR_LEN + 1, HDR_LEN + klen)
 end
 
--- A copy of `rec` with a new attempt count, due time and (unless nil) last error.
-local function rec_update(rec, attempt, due_at, err)
-  local a, m, l, d, c, klen, elen = rec_head(rec)
-  local key = string.sub(rec, HDR_LEN + 1, HDR_LEN + klen)
-  if err == nil then err = string.sub(rec, HDR_LEN + klen + 1, HDR_LEN + klen + elen) end
-  if #err > 65535 then err = string.sub(err, 1, 65535) end
-  return struct.pack(HDR, attempt or a, m, l, klen, #err) .. key .. err
-    .. string.sub(rec, HDR_LEN + klen + elen + 1, #rec - TAIL_LEN) .. struct.pack(TAIL, due_at or d, c)
+-- A copy of `rec` with a new attempt count and due time (nil keeps the old one).
+local function rec_update(rec, attempt, due_at)
+  local a, m, l, d, c, klen = rec_head(rec)
+  return struct.pack(HDR, attempt or a, m, l, klen)
+    .. string.sub(rec, HDR_LEN + 1, #rec - TAIL_LEN) .. struct.pack(TAIL, due_at or d, c)
 end
 
 -- Earliest score of a sorted set, or nil when it is empty.
@@ -88,46 +86,50 @@ local function release_key(keys_key, rec, id)
 end
 
 -- Keeps at most `cap` members in a retention sorted set (oldest go first) and drops their
--- records; removes at most CHUNK per call so the work stays bounded.
-local function trim(zkey, tasks_key, cap)
+-- records and errors; removes at most CHUNK per call so the work stays bounded.
+local function trim(zkey, tasks_key, errors_key, cap)
   local excess = redis.call('ZCARD', zkey) - cap
   if excess <= 0 then return end
   local victims = redis.call('ZRANGE', zkey, 0, math.min(excess, CHUNK) - 1)
   chunked('ZREM', zkey, victims)
   chunked('HDEL', tasks_key, victims)
+  chunked('HDEL', errors_key, victims)
 end
 
 -- One attempt of an active task failed (nack or expired lease). `K` names the keys:
--- sched, tasks, keys, dead, stats, meta. The lease is already removed.
+-- sched, tasks, keys, dead, stats, meta, errors. The lease is already removed.
 -- Returns 1, due_at when the task was rescheduled, 2, 0 when it went to the dead-letter queue.
 local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
   local attempt, max_attempts = rec_head(rec)
   attempt = math.min(attempt + 1, MAX_ATTEMPT)
   redis.call('HINCRBY', K.stats, 'failed_total', 1)
+  redis.call('HSET', K.errors, id, err)
   if permanent or attempt >= max_attempts then
-    redis.call('HSET', K.tasks, id, rec_update(rec, attempt, nil, err))
+    redis.call('HSET', K.tasks, id, rec_update(rec, attempt, nil))
     redis.call('ZADD', K.dead, now, id)
     release_key(K.keys, rec, id)
     redis.call('HINCRBY', K.stats, 'dead_total', 1)
-    trim(K.dead, K.tasks, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'))
+    trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'))
     return 2, 0
   end
   local due = now + retry_ms
   if due > MAX_DUE_MS then due = MAX_DUE_MS end
   local before = earliest(K.sched)
-  redis.call('HSET', K.tasks, id, rec_update(rec, attempt, due, err))
+  redis.call('HSET', K.tasks, id, rec_update(rec, attempt, due))
   redis.call('ZADD', K.sched, due, id)
   redis.call('HINCRBY', K.stats, 'retried_total', 1)
   wake(channel, due, before)
   return 1, due
 end
 
--- A lease is stored in the `leases` hash as "token deadline keyed" (keyed: 1 when the task has a
--- business key, so an ack knows without reading the record). Returns token, deadline, keyed.
+-- A lease is stored in the `leases` hash as "token deadline flags"; flags: 1 when the task has
+-- a business key, + 2 when it has failed before (it has an error text), so an ack knows what
+-- to clean up without reading the record. Returns token, deadline, keyed, failed.
 local function lease_split(lv)
-  local token, deadline, keyed = string.match(lv, '^(%S+) (%d+) ?(%d?)$')
-  if not token then return lv, 0, true end
-  return token, tonumber(deadline), keyed ~= '0'
+  local token, deadline, flags = string.match(lv, '^(%S+) (%d+) ?(%d?)$')
+  if not token then return lv, 0, true, true end
+  local f = tonumber(flags) or 3
+  return token, tonumber(deadline), f % 2 == 1, f >= 2
 end
 
 -- Resolves ARGV "id"/"key" addressing to a task id (or nil).

@@ -2,11 +2,12 @@
 -- dead-letter queue, counting the attempt; also finds leases whose deadline entry was lost,
 -- and forgets claim records (see claim.lua) of callers gone for over an hour.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
--- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims
+-- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none)}
-local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8]}
+local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
+  errors = KEYS[10]}
 local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
 local channel = ARGV[1]
 local max = tonumber(ARGV[2])

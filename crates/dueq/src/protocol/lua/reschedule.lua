@@ -15,7 +15,7 @@ if redis.call('ZSCORE', sched, id) then
   local rec = redis.call('HGET', tasks, id)
   if rec then
     local before = earliest(sched)
-    redis.call('HSET', tasks, id, rec_update(rec, nil, due, nil))
+    redis.call('HSET', tasks, id, rec_update(rec, nil, due))
     redis.call('ZADD', sched, due, id)
     wake(ARGV[1], due, before)
     return {now, 'rescheduled', id, due}
