@@ -120,8 +120,16 @@ impl EmbeddedRedis {
             loop {
                 tokio::select! {
                     _ = stop_rx.changed() => {
-                        let _ = child.start_kill();
-                        let _ = child.wait().await;
+                        // SHUTDOWN lets Redis flush its append-only file; kill only if it hangs
+                        if let Ok(c) = redis::Client::open(url2.as_str())
+                            && let Ok(mut conn) = c.get_multiplexed_async_connection().await
+                        {
+                            let _ = redis::cmd("SHUTDOWN").query_async::<()>(&mut conn).await;
+                        }
+                        if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+                            let _ = child.start_kill();
+                            let _ = child.wait().await;
+                        }
                         return;
                     }
                     status = child.wait() => {

@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 
 /// The latest due time dueq accepts: 9999-12-31T23:59:59.999Z, in epoch milliseconds.
 pub const MAX_DUE_AT_MS: u64 = 253_402_300_799_999;
+/// Longest delay accepted: 100 years. Longer delays could land past year 9999 only in the far
+/// future, but refusing them up front keeps every batch check on the client, before any write.
+pub const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3_600_000;
 /// Longest business key, in bytes of UTF-8.
 pub const MAX_KEY_BYTES: usize = 512;
 /// Longest task id, in bytes (ids are ASCII).
@@ -119,8 +122,8 @@ impl From<TaskId> for TaskRef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Due {
-    /// After this many milliseconds, counted by the Redis server's clock when the write lands
-    /// (so a producer's skewed clock cannot move it).
+    /// After this many milliseconds (at most [`MAX_DELAY_MS`]), counted by the Redis server's
+    /// clock when the write lands (so a producer's skewed clock cannot move it).
     DelayMs(u64),
     /// At this Unix epoch millisecond (at most [`MAX_DUE_AT_MS`]).
     AtMs(u64),
@@ -129,9 +132,9 @@ pub enum Due {
 impl Due {
     pub(crate) fn parts(self) -> Result<(&'static str, u64)> {
         match self {
-            Self::DelayMs(d) if d > MAX_DUE_AT_MS => {
-                Err(Error::invalid("delay_ms lands past year 9999"))
-            }
+            Self::DelayMs(d) if d > MAX_DELAY_MS => Err(Error::invalid(format!(
+                "delay_ms must be at most {MAX_DELAY_MS} (100 years)"
+            ))),
             Self::DelayMs(d) => Ok(("delay", d)),
             Self::AtMs(t) if t > MAX_DUE_AT_MS => {
                 Err(Error::invalid("due_at_ms is past year 9999"))

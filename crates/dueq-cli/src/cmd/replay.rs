@@ -58,7 +58,11 @@ pub async fn run(redis: Option<&str>, a: &ReplayArgs, json_out: bool) -> Result<
         Some(url) => replay(url, &plan, &cfg).await?,
         None => {
             let server = EmbeddedRedis::start(a.data_dir.as_deref()).await?;
-            let r = replay(server.url(), &plan, &cfg).await;
+            // on SIGINT/SIGTERM stop the embedded server too, instead of leaving it behind
+            let r = tokio::select! {
+                r = replay(server.url(), &plan, &cfg) => r,
+                _ = crate::shutdown_signal() => Err(anyhow::anyhow!("interrupted")),
+            };
             server.stop().await;
             r?
         }

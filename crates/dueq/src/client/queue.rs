@@ -67,6 +67,9 @@ pub struct RecoverReport {
     pub next_lease_deadline_ms: Option<u64>,
     /// Redis time, epoch ms.
     pub now_ms: u64,
+    /// Whether the sweep for leases without a deadline entry finished a full round in this
+    /// call (it looks at up to 1 000 leases per call).
+    pub swept: bool,
 }
 
 /// Queue settings stored in Redis, shared by every client and worker.
@@ -184,7 +187,7 @@ impl Queue {
                 if specs.len() == 1 {
                     e
                 } else {
-                    Error::new(e.kind(), format!("task {i}: {e}"))
+                    Error::new(e.kind(), format!("task {i} of the batch (from 0): {e}"))
                 }
             })?;
         }
@@ -476,6 +479,7 @@ impl Queue {
             dead: r.dead,
             next_lease_deadline_ms: r.next_deadline_ms,
             now_ms: r.now_ms,
+            swept: r.swept,
         })
     }
 

@@ -92,9 +92,11 @@ pub(crate) async fn enqueue(
     let status = r.string()?;
     let _now = r.u64()?;
     if status == "bad_due" {
+        // unreachable from this client (delays are capped before sending), kept for safety
         let index = r.u64()?;
         return Err(Error::invalid(format!(
-            "task {index} of the batch: due time lands past year 9999"
+            "task {} of the slice: due time lands past year 9999",
+            index.saturating_sub(1)
         )));
     }
     let mut out = Vec::with_capacity(items.len());
@@ -157,7 +159,7 @@ pub(crate) async fn claim(
         a.s(r);
     }
     let keys = [
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors,
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors, &k.dead, &k.stats,
     ]
     .map(String::as_str);
     let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
@@ -317,6 +319,7 @@ pub(crate) struct RecoverReply {
     pub recovered: u64,
     pub dead: u64,
     pub next_deadline_ms: Option<u64>,
+    pub swept: bool,
 }
 
 pub(crate) async fn recover(
@@ -341,6 +344,7 @@ pub(crate) async fn recover(
         recovered: r.u64()?,
         dead: r.u64()?,
         next_deadline_ms: r.opt_u64()?,
+        swept: r.i64()? == 1,
     })
 }
 
@@ -502,7 +506,18 @@ pub(crate) async fn dead_list(
     while r.remaining() > 0 {
         let id = TaskId::from_redis(r.string()?);
         let died_at_ms = r.u64()?;
-        let rec = Record::decode(r.bytes()?)?;
+        let raw = r.bytes()?;
+        // an unreadable record (quarantined by a script) is still listed, raw, so an operator
+        // can see and delete it
+        let rec = Record::decode(raw.clone()).unwrap_or(Record {
+            attempt: 0,
+            max_attempts: 0,
+            lease_ms: 0,
+            due_at_ms: 0,
+            created_at_ms: 0,
+            key: None,
+            payload: raw,
+        });
         let last_error = r.opt_string()?;
         tasks.push(DeadTask {
             task: task_from(id, TaskState::Dead, rec, died_at_ms, last_error),

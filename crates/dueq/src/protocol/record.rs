@@ -65,10 +65,9 @@ impl Record {
         let key = if klen == 0 {
             None
         } else {
-            Some(
-                String::from_utf8(key.to_vec())
-                    .map_err(|_| Error::protocol("business key in record is not UTF-8"))?,
-            )
+            // keys are checked UTF-8 at enqueue; lossy here so one odd record cannot fail a
+            // whole claim
+            Some(String::from_utf8_lossy(key).into_owned())
         };
         let rec = Self {
             attempt: u32_at(&raw, 0),

@@ -28,7 +28,7 @@ macro_rules! scripts {
 
 scripts! {
     ENQUEUE => "enqueue.lua", 6;
-    CLAIM => "claim.lua", 7;
+    CLAIM => "claim.lua", 9;
     ACK => "ack.lua", 8;
     NACK => "nack.lua", 9;
     EXTEND => "extend.lua", 2;

@@ -32,7 +32,13 @@ pub(super) async fn run(
     let mut error_pause = FIRST_ERROR_PAUSE;
     let mut next_deadline: Option<u64> = None;
     let mut orphans = false;
-    let mut last_sweep = Instant::now();
+    let mut sweeping = false;
+    // so that the first orphan a claim reports is swept for at once
+    let mut last_sweep = Instant::now()
+        .checked_sub(shared.poll)
+        .unwrap_or_else(Instant::now);
+    // deadline of an orphaned lease (no `active` entry) not yet expired, from the last sweep
+    let mut orphan_due: Option<u64> = None;
     let worker_id: u64 = rand::random();
     let mut calls: u64 = 0;
     let mut last_claim = String::new();
@@ -45,13 +51,25 @@ pub(super) async fn run(
         }
         // Recover expired leases when one is due, and sweep for lost deadline entries now
         // and then when a claim saw one.
-        let sweep = orphans && last_sweep.elapsed() >= shared.poll;
+        let sweep = sweeping || (orphans && last_sweep.elapsed() >= shared.poll);
         if sweep || next_deadline.is_some_and(|d| shared.clock.now_ms() >= d) {
             last_sweep = Instant::now();
             match rt.queue.recover().await {
                 Ok(r) => {
                     shared.clock.update(r.now_ms, Instant::now());
                     next_deadline = r.next_lease_deadline_ms;
+                    // the earliest orphan deadline over all calls of one sweep round
+                    orphan_due = match (
+                        sweeping.then_some(orphan_due).flatten(),
+                        orphans || sweeping,
+                    ) {
+                        (_, false) => None,
+                        (Some(a), true) => Some(r.next_lease_deadline_ms.map_or(a, |b| a.min(b))),
+                        (None, true) => r.next_lease_deadline_ms,
+                    };
+                    // once a claim saw an orphaned lease, keep sweeping back to back until
+                    // the sweep has come full circle
+                    sweeping = (orphans || sweeping) && !r.swept;
                     orphans = false;
                     if r.recovered + r.dead > 0 {
                         tracing::info!(
@@ -112,8 +130,14 @@ pub(super) async fn run(
         error_pause = FIRST_ERROR_PAUSE;
         let received = Instant::now();
         shared.clock.update(claim.now_ms, received);
-        next_deadline = claim.next_lease_deadline_ms;
         orphans |= claim.orphans;
+        if !claim.orphans {
+            orphan_due = None;
+        }
+        next_deadline = match (claim.next_lease_deadline_ms, orphan_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let got = claim.tasks.len();
         Counters::add(&shared.counters.claimed, got as u64);
         let mut extra = Vec::new();
@@ -133,6 +157,9 @@ pub(super) async fn run(
         drop(slots);
         if want > 0 && got == want {
             continue; // a full batch: more may be due right now
+        }
+        if orphans && last_sweep.elapsed() >= shared.poll {
+            continue; // sweep for the orphaned lease now, not after a sleep
         }
 
         let mut wake_at = Instant::now() + shared.poll;

@@ -113,10 +113,18 @@ impl WorkerBuilder {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) when no queue has a handler, a queue
-    /// appears twice, or a name is invalid.
+    /// appears twice, a name is invalid, or the lease is out of range.
     pub fn build(self) -> Result<Worker> {
         if self.handlers.is_empty() {
             return Err(Error::invalid("a worker needs at least one queue handler"));
+        }
+        if let Some(l) = self.lease_ms
+            && (l == 0 || l > crate::task::MAX_LEASE_MS)
+        {
+            return Err(Error::invalid(format!(
+                "lease_ms must be 1 to {}",
+                crate::task::MAX_LEASE_MS
+            )));
         }
         let mut queues = Vec::new();
         for (name, h) in self.handlers {

@@ -205,3 +205,60 @@ async fn retention_keeps_succeeded_records() {
     assert_eq!(t.state, TaskState::Succeeded);
     assert_eq!(t.attempt, 1);
 }
+
+/// A record that cannot be read (hand edits, a future layout) goes to the dead-letter queue;
+/// it never stops a script half-way (Redis does not roll scripts back), so the other tasks of
+/// the same batch still run and nothing is lost.
+#[tokio::test]
+async fn unreadable_records_are_quarantined_not_lost() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("poison");
+    let specs: Vec<_> = (0..5u8).map(|i| TaskSpec::new(vec![i])).collect();
+    let ids: Vec<_> = q
+        .enqueue_batch(&specs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let mut raw = ctx.raw();
+    let set = |raw: &mut redis::Connection, id: &dueq::TaskId, v: &[u8]| {
+        let _: () = redis::cmd("HSET")
+            .arg(&q.keys().tasks)
+            .arg(id.as_str())
+            .arg(v)
+            .query(raw)
+            .unwrap();
+    };
+    set(&mut raw, &ids[1], b"garbage-record");
+    let mut long_key = vec![0u8; 40];
+    long_key[10] = 200; // key length past the end
+    set(&mut raw, &ids[2], &long_key);
+
+    let c = q.claim(10, None).await.unwrap();
+    let got: Vec<_> = c.tasks.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(got, vec![ids[0].clone(), ids[3].clone(), ids[4].clone()]);
+    let page = q.dead_list(0, 10).await.unwrap();
+    assert_eq!(page.total, 2);
+    assert!(
+        q.get(&ids[1].clone().into()).await.is_err(),
+        "an unreadable record is reported, not shown"
+    );
+
+    // corrupted while active: the nack quarantines it instead of failing half-way
+    let t = &c.tasks[0];
+    set(&mut raw, &t.id, b"x");
+    let o = q
+        .nack(&t.id, &t.lease_token, "boom", None, false)
+        .await
+        .unwrap();
+    assert_eq!(o, NackOutcome::Dead);
+    for t in &c.tasks[1..] {
+        assert_eq!(
+            q.ack(&t.id, &t.lease_token).await.unwrap(),
+            AckOutcome::Acked
+        );
+    }
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.scheduled, s.active, s.dead), (0, 0, 3));
+}

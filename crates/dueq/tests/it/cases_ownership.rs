@@ -1204,3 +1204,57 @@ async fn c12_cancel_racing_claim() {
         claimed.len()
     );
 }
+
+/// Case C09 with many live leases: an active task whose deadline entry was deleted is still
+/// recovered within about a second of its deadline while 3 000 other leases are held (the
+/// sweep runs back to back once a claim sees an orphan, 1 000 leases per call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c09_orphan_found_among_thousands_of_leases() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("many");
+    let specs: Vec<_> = (0..3_000)
+        .map(|_| TaskSpec::new(b"held".to_vec()))
+        .collect();
+    q.enqueue_batch(&specs).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            q.claim(1_000, Some(3_600_000)).await.unwrap().tasks.len(),
+            1_000
+        );
+    }
+    let a = q.enqueue(TaskSpec::new(b"A".to_vec())).await.unwrap();
+    let t = q.claim(1, Some(300)).await.unwrap().tasks.remove(0);
+    assert_eq!(t.id, a.id);
+    let mut raw = ctx.raw();
+    let _: () = redis::cmd("ZREM")
+        .arg(&q.keys().active)
+        .arg(a.id.as_str())
+        .query(&mut raw)
+        .unwrap();
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let r2 = runs.clone();
+    let worker = Worker::builder(ctx.client.clone())
+        .backoff(Backoff::new(1, 1.0, 1))
+        .handle("many", move |t| {
+            let r2 = r2.clone();
+            async move {
+                r2.lock().unwrap().push(t.started_at_ms);
+                Outcome::Success
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    wait_until_async(DEADLINE, "A reran", || {
+        let n = runs.lock().unwrap().len();
+        async move { n == 1 }
+    })
+    .await;
+    worker.shutdown().await.unwrap();
+    let started = runs.lock().unwrap()[0];
+    assert!(
+        started <= t.lease_expires_at_ms + 1_500,
+        "A reran {} ms after its deadline",
+        started.saturating_sub(t.lease_expires_at_ms)
+    );
+}

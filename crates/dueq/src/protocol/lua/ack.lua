@@ -45,7 +45,7 @@ if #okids > 0 then
     local rec = recs[j]
     if rec then
       release_key(keys, rec, keyed[j])
-      if keep > 0 then
+      if keep > 0 and rec_ok(rec) then
         local attempt = rec_head(rec)
         redis.call('HSET', tasks, keyed[j], rec_update(rec, math.min(attempt + 1, MAX_ATTEMPT), nil))
         dargs[#dargs + 1] = now; dargs[#dargs + 1] = keyed[j]

@@ -6,7 +6,7 @@
 -- ARGV[4] claim id to forget ('' = none): an earlier call whose reply did arrive
 -- ARGV[5] r, ARGV[6..5+r] claim ids whose replies were lost: their tasks still leased under
 --   the same token are handed out again first (new deadline, same token)
--- KEYS[7] errors
+-- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
 --   orphans (1 when a lease has no deadline entry), then per task:
 --   id, lease_token, due_at_ms, lease_deadline_ms, record, last error ('' = none)}
@@ -14,6 +14,7 @@
 -- of the same task, and those are always different calls.
 local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local errors = KEYS[7]
+local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9]}
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
 local claim_id, forget = ARGV[3], ARGV[4]
@@ -64,7 +65,7 @@ for i = 1, tonumber(ARGV[5]) do
       local id, token = words[j], words[j + 1]
       local lv = redis.call('HGET', leases, id)
       local rec = lv and lease_split(lv) == token and redis.call('HGET', tasks, id)
-      if rec then
+      if rec and rec_ok(rec) then
         local _, _, _, due = rec_head(rec)
         hand_out(id, token, rec, due)
       end
@@ -80,12 +81,17 @@ if not paused and room > 0 and first and first <= now then
   if #due > 0 then
     local ids = {}
     for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
-    chunked('ZREM', sched, ids)
     local recs = hmget_chunked(tasks, ids)
+    chunked('ZREM', sched, ids)
     local token = int(redis.call('HINCRBY', meta, 'seq', 1))
     for j = 1, #ids do
-      -- a record missing here means the hash entry was deleted by hand: nothing to run
-      if recs[j] then hand_out(ids[j], token, recs[j], tonumber(due[2 * j])) end
+      -- a missing record (hash entry deleted by hand) leaves nothing to run; an unreadable
+      -- one goes to the dead-letter queue instead of stopping the queue
+      if recs[j] and rec_ok(recs[j]) then
+        hand_out(ids[j], token, recs[j], tonumber(due[2 * j]))
+      elseif recs[j] then
+        quarantine(K, ids[j], now)
+      end
     end
     first = earliest(sched)
   end

@@ -12,7 +12,7 @@ local any = false
 for i = 1, n do
   local id = ARGV[2 + i]
   local rec = redis.call('ZSCORE', dead, id) and redis.call('HGET', tasks, id)
-  if not rec then
+  if not rec or not rec_ok(rec) then
     out[#out + 1] = 'not_found'
   else
     local key = rec_key(rec)

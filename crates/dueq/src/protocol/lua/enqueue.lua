@@ -65,7 +65,7 @@ for i = 1, n do
         local score = redis.call('ZSCORE', sched, existing)
         local rec = redis.call('HGET', tasks, existing)
         local active = redis.call('HEXISTS', leases, existing) == 1
-        if rec and (score or active) then
+        if rec and rec_ok(rec) and (score or active) then
           if replace and active then
             out[#out + 1] = -1; out[#out + 1] = existing; out[#out + 1] = 0
           elseif replace then

@@ -44,6 +44,15 @@ local function hmget_chunked(key, fields)
   return out
 end
 
+-- Whether `rec` is a record these scripts can read. Scripts check before their first write:
+-- Redis does not roll a script back when it fails half-way, so a bad record must not be able
+-- to stop one in the middle.
+local function rec_ok(rec)
+  if type(rec) ~= 'string' or #rec < HDR_LEN + TAIL_LEN then return false end
+  local klen = struct.unpack('<I2', rec, 11)
+  return HDR_LEN + klen + TAIL_LEN <= #rec
+end
+
 -- Returns attempt, max_attempts, lease_ms, due_at, created_at, key length.
 local function rec_head(rec)
   local attempt, max_attempts, lease_ms, klen = struct.unpack(HDR, rec)
@@ -79,6 +88,7 @@ end
 
 -- Drops the business-key index entry of task `id` if it still points at it.
 local function release_key(keys_key, rec, id)
+  if not rec_ok(rec) then return end
   local key = rec_key(rec)
   if key ~= '' and redis.call('HGET', keys_key, key) == id then
     redis.call('HDEL', keys_key, key)
@@ -96,10 +106,22 @@ local function trim(zkey, tasks_key, errors_key, cap)
   chunked('HDEL', errors_key, victims)
 end
 
+-- Moves a task whose record is unreadable to the dead-letter queue, record untouched.
+-- `K` names the keys dead, errors, stats.
+local function quarantine(K, id, now)
+  redis.call('ZADD', K.dead, now, id)
+  redis.call('HSET', K.errors, id, 'unreadable task record')
+  redis.call('HINCRBY', K.stats, 'dead_total', 1)
+end
+
 -- One attempt of an active task failed (nack or expired lease). `K` names the keys:
 -- sched, tasks, keys, dead, stats, meta, errors. The lease is already removed.
 -- Returns 1, due_at when the task was rescheduled, 2, 0 when it went to the dead-letter queue.
 local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
+  if not rec_ok(rec) then
+    quarantine(K, id, now)
+    return 2, 0
+  end
   local attempt, max_attempts = rec_head(rec)
   attempt = math.min(attempt + 1, MAX_ATTEMPT)
   redis.call('HINCRBY', K.stats, 'failed_total', 1)

@@ -24,7 +24,7 @@ for i = 1, n do
     local rec = redis.call('HGET', K.tasks, id)
     if rec then
       local retry = tonumber(ARGV[b + 3])
-      if retry < 0 then
+      if retry < 0 and rec_ok(rec) then
         retry = tonumber(ARGV[2 + math.min(rec_head(rec) + 1, m)] or '0')
       end
       code, due = fail_attempt(K, channel, id, rec, now, retry, ARGV[b + 4] == '1', ARGV[b + 5])

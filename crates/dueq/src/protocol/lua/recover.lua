@@ -5,7 +5,8 @@
 -- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
--- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none)}
+-- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none), swept (1 when the
+--   sweep of the leases hash came back to its start during this call)}
 local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
   errors = KEYS[10]}
 local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
@@ -20,19 +21,33 @@ for i = 1, #expired do pick[expired[i]] = true end
 
 -- A lease whose `active` entry is gone would never expire: sweep the leases hash a slice at a
 -- time (it holds only active tasks, so it is small) and treat such leases by their own deadline.
+-- Up to 10 slices of 100 per call, so a caller can finish a sweep of thousands of leases in a
+-- few calls.
 local cursor = redis.call('HGET', K.meta, 'sweep_cursor') or '0'
-local scan = redis.call('HSCAN', leases, cursor, 'COUNT', 100)
-redis.call('HSET', K.meta, 'sweep_cursor', scan[1])
-for i = 1, #scan[2], 2 do
-  local id = scan[2][i]
-  if not pick[id] and #expired < max and not redis.call('ZSCORE', active, id) then
-    local _, deadline = lease_split(scan[2][i + 1])
-    if deadline <= now then
-      expired[#expired + 1] = id
-      pick[id] = true
+local swept = 0
+-- the earliest deadline of an orphaned lease not yet due, so the caller comes back for it
+local orphan_next = nil
+for _ = 1, 10 do
+  local scan = redis.call('HSCAN', leases, cursor, 'COUNT', 100)
+  cursor = scan[1]
+  for i = 1, #scan[2], 2 do
+    local id = scan[2][i]
+    if not pick[id] and #expired < max and not redis.call('ZSCORE', active, id) then
+      local _, deadline = lease_split(scan[2][i + 1])
+      if deadline <= now then
+        expired[#expired + 1] = id
+        pick[id] = true
+      elseif orphan_next == nil or deadline < orphan_next then
+        orphan_next = deadline
+      end
     end
   end
+  if cursor == '0' then
+    swept = 1
+    break
+  end
 end
+redis.call('HSET', K.meta, 'sweep_cursor', cursor)
 
 -- claim records are forgotten by their caller's next claim; one left by a caller that died
 -- is dropped after an hour (its leases expire long before)
@@ -51,11 +66,15 @@ for i = 1, #expired do
   redis.call('HDEL', leases, id)
   local rec = redis.call('HGET', K.tasks, id)
   if rec then
-    local attempt = rec_head(rec) + 1
+    local attempt = rec_ok(rec) and rec_head(rec) + 1 or 1
     local delay = tonumber(ARGV[3 + math.min(attempt, m)] or '0')
     local code = fail_attempt(K, channel, id, rec, now, delay, false, 'lease expired')
     if code == 2 then dead = dead + 1 else recovered = recovered + 1 end
   end
 end
 if #expired > 0 then redis.call('HINCRBY', K.stats, 'lease_expired_total', #expired) end
-return {now, recovered, dead, earliest(active) or -1}
+local next_deadline = earliest(active)
+if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
+  next_deadline = orphan_next
+end
+return {now, recovered, dead, next_deadline or -1, swept}

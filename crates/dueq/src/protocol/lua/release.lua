@@ -18,7 +18,7 @@ for i = 1, n do
     redis.call('ZREM', active, id)
     redis.call('HDEL', leases, id)
     local rec = redis.call('HGET', tasks, id)
-    if rec then
+    if rec and rec_ok(rec) then
       local _, _, _, due = rec_head(rec)
       redis.call('ZADD', sched, due, id)
       if soonest == nil or due < soonest then soonest = due end

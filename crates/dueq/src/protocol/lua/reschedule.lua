@@ -13,7 +13,7 @@ if ARGV[4] == 'delay' then due = now + due end
 if due > MAX_DUE_MS then return {now, 'bad_due', id, 0} end
 if redis.call('ZSCORE', sched, id) then
   local rec = redis.call('HGET', tasks, id)
-  if rec then
+  if rec and rec_ok(rec) then
     local before = earliest(sched)
     redis.call('HSET', tasks, id, rec_update(rec, nil, due))
     redis.call('ZADD', sched, due, id)
