@@ -15,6 +15,8 @@ local keep = tonumber(redis.call('HGET', meta, 'done_max') or '0')
 -- lease values repeat across a batch (one token per claim call): split each once
 local split = {}
 local seen, okids, keyed, failed = {}, {}, {}, {}
+-- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
+local nok, nkeyed, nfailed = 0, 0, 0
 for i = 1, n do
   local id, lv = ids[i], lvs[i]
   local ok = 0
@@ -28,13 +30,20 @@ for i = 1, n do
     if s[1] == ARGV[2 * i + 1] then
       seen[id] = true
       ok = 1
-      okids[#okids + 1] = id
+      nok = nok + 1
+      okids[nok] = id
       -- the record is read only when there is a key to release or a record to keep
-      if s[2] or keep > 0 then keyed[#keyed + 1] = id end
-      if s[3] then failed[#failed + 1] = id end
+      if s[2] or keep > 0 then
+        nkeyed = nkeyed + 1
+        keyed[nkeyed] = id
+      end
+      if s[3] then
+        nfailed = nfailed + 1
+        failed[nfailed] = id
+      end
     end
   end
-  out[#out + 1] = ok
+  out[i + 1] = ok
 end
 if #okids > 0 then
   chunked('ZREM', active, okids)

@@ -21,7 +21,9 @@ local claim_id, forget = ARGV[3], ARGV[4]
 local now = now_ms()
 local paused = redis.call('HGET', meta, 'paused') == '1'
 local out = {now, paused and 1 or 0, -1, -1, 0}
+-- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
 local za, la, log = {}, {}, {}
+local nz, no = 0, #out
 -- made[token][lease_ms * 4 + flags] = {deadline, deadline string, lease value}
 local made = {}
 
@@ -41,15 +43,17 @@ local function hand_out(id, token, rec, due)
     m = {deadline, ds, token .. ' ' .. ds .. ' ' .. flags}
     by_token[lease_ms * 4 + flags] = m
   end
-  za[#za + 1] = m[2]; za[#za + 1] = id
-  la[#la + 1] = id; la[#la + 1] = m[3]
-  log[#log + 1] = id; log[#log + 1] = token
-  out[#out + 1] = id
-  out[#out + 1] = token
-  out[#out + 1] = due
-  out[#out + 1] = m[1]
-  out[#out + 1] = rec
-  out[#out + 1] = attempt > 0 and (redis.call('HGET', errors, id) or '') or ''
+  za[nz + 1] = m[2]; za[nz + 2] = id
+  la[nz + 1] = id; la[nz + 2] = m[3]
+  log[nz + 1] = id; log[nz + 2] = token
+  nz = nz + 2
+  out[no + 1] = id
+  out[no + 2] = token
+  out[no + 3] = due
+  out[no + 4] = m[1]
+  out[no + 5] = rec
+  out[no + 6] = attempt > 0 and (redis.call('HGET', errors, id) or '') or ''
+  no = no + 6
 end
 
 if forget ~= '' then redis.call('HDEL', claims, forget) end

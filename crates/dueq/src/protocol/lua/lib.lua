@@ -36,10 +36,15 @@ end
 
 -- HMGET in slices; returns one value (or false) per field, in order.
 local function hmget_chunked(key, fields)
-  local out = {}
+  if #fields <= CHUNK then
+    if #fields == 0 then return {} end
+    return redis.call('HMGET', key, unpack(fields))
+  end
+  local out, n = {}, 0
   for i = 1, #fields, CHUNK do
     local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
-    for j = 1, #part do out[#out + 1] = part[j] end
+    for j = 1, #part do out[n + j] = part[j] end
+    n = n + #part
   end
   return out
 end
