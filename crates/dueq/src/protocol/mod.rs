@@ -36,6 +36,6 @@
 pub(crate) mod conn;
 pub mod keys;
 pub(crate) mod ops;
-pub(crate) mod record;
+pub mod record;
 pub(crate) mod reply;
 pub(crate) mod scripts;

@@ -537,7 +537,7 @@ pub(crate) async fn dead_retry(
     for id in ids {
         a.s(id.as_str());
     }
-    let keys = [&k.sched, &k.dead, &k.tasks, &k.keys].map(String::as_str);
+    let keys = [&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors].map(String::as_str);
     let mut r = run(conn, "dead_retry", &scripts::DEAD_RETRY, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(ids.len());

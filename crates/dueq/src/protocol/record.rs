@@ -1,5 +1,9 @@
-//! The task record stored in the `tasks` hash (layout in `lua/lib.lua`): the client builds
-//! everything but the tail ([`spec`]), the scripts append the two Redis-decided times.
+//! The task record stored in the `tasks` hash, public for operators and benchmarks.
+//!
+//! Layout (little-endian): `u32 attempt | u16 max_attempts | u32 lease_ms | u16 key length |
+//! key | payload | u48 due_at_ms | u48 created_at_ms`. The client builds everything but the
+//! 12-byte tail ([`spec`]); the scripts append the two times only Redis may decide. With 24
+//! bytes of overhead a record with a 100-byte payload fits a 128-byte allocation.
 
 use crate::error::{Error, Result};
 
@@ -7,14 +11,22 @@ const HDR_LEN: usize = 12;
 const TAIL_LEN: usize = 12;
 
 /// A decoded task record (the last error text is kept apart, in the `errors` hash).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Record {
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Record {
+    /// Attempts finished (failed) so far.
     pub attempt: u32,
+    /// Attempts allowed (at most 65 535).
     pub max_attempts: u32,
+    /// Lease a claim takes, ms.
     pub lease_ms: u64,
+    /// Due time, epoch ms (Redis clock).
     pub due_at_ms: u64,
+    /// Creation time, epoch ms (Redis clock).
     pub created_at_ms: u64,
+    /// Business key, if any.
     pub key: Option<String>,
+    /// Payload bytes.
     pub payload: Vec<u8>,
 }
 
@@ -35,7 +47,7 @@ fn u48_at(b: &[u8], at: usize) -> u64 {
 /// The record of a new task without its tail (attempt 0). `max_attempts` is at most 65 535,
 /// `key` at most 512 bytes and `lease_ms` at most `u32::MAX` (all checked before this is
 /// called; larger values would be clamped).
-pub(crate) fn spec(max_attempts: u32, lease_ms: u64, key: &str, payload: &[u8]) -> Vec<u8> {
+pub fn spec(max_attempts: u32, lease_ms: u64, key: &str, payload: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(HDR_LEN + key.len() + payload.len());
     v.extend(0u32.to_le_bytes());
     v.extend(
@@ -52,6 +64,10 @@ pub(crate) fn spec(max_attempts: u32, lease_ms: u64, key: &str, payload: &[u8]) 
 
 impl Record {
     /// Decodes a record; takes ownership to move the payload out without a copy.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Protocol`](crate::ErrorKind) when the bytes are too short or the key
+    /// length points past the end.
     pub fn decode(mut raw: Vec<u8>) -> Result<Self> {
         if raw.len() < HDR_LEN + TAIL_LEN {
             return Err(Error::protocol("task record is too short"));

@@ -39,7 +39,7 @@ scripts! {
     GET => "get.lua", 8;
     STATS => "stats.lua", 6;
     DEAD_LIST => "dead_list.lua", 3;
-    DEAD_RETRY => "dead_retry.lua", 4;
+    DEAD_RETRY => "dead_retry.lua", 5;
     DEAD_DELETE => "dead_delete.lua", 3;
     CONFIGURE => "configure.lua", 1;
 }

@@ -22,6 +22,8 @@ const FIRST_ERROR_PAUSE: Duration = Duration::from_millis(10);
 const MAX_ERROR_PAUSE: Duration = Duration::from_secs(1);
 /// Lost claim replies remembered for recovery; older ones are left to lease expiry.
 const MAX_LOST_CLAIMS: usize = 16;
+/// Lost claims resumed per call.
+const MAX_RESUME_PER_CALL: usize = 2;
 
 pub(super) async fn run(
     rt: Arc<QueueRt>,
@@ -100,8 +102,10 @@ pub(super) async fn run(
         let tracking = ClaimTracking {
             id: &claim_id,
             forget: &last_claim,
-            resume: &lost_claims,
+            // a few lost claims per call, so one call stays within its task cap
+            resume: &lost_claims[..lost_claims.len().min(MAX_RESUME_PER_CALL)],
         };
+        let sent = Instant::now();
         let claim = match rt
             .queue
             .claim_tracked(want, shared.lease_ms, tracking)
@@ -120,7 +124,7 @@ pub(super) async fn run(
                 continue;
             }
         };
-        lost_claims.clear();
+        lost_claims.drain(..lost_claims.len().min(MAX_RESUME_PER_CALL));
         // only a claim that handed something out left a record to forget next time
         last_claim = if claim.tasks.is_empty() {
             String::new()
@@ -144,7 +148,7 @@ pub(super) async fn run(
         for task in claim.tasks {
             // At most `want` new tasks come back, but tasks of a lost claim may add to them.
             match slots.pop() {
-                Some(slot) => start(&rt, task, slot, received),
+                Some(slot) => start(&rt, task, slot, sent),
                 None => extra.push((task.id, task.lease_token)),
             }
         }
@@ -210,7 +214,7 @@ async fn failed(rt: &QueueRt, shared: &Shared, e: &crate::Error, pause: &mut Dur
 }
 
 /// Runs one claimed task's handler on its own tokio task, holding one slot.
-fn start(rt: &Arc<QueueRt>, mut task: ClaimedTask, slot: OwnedSemaphorePermit, received: Instant) {
+fn start(rt: &Arc<QueueRt>, mut task: ClaimedTask, slot: OwnedSemaphorePermit, sent: Instant) {
     let id = task.id.clone();
     rt.running().insert(
         id.clone(),
@@ -224,23 +228,28 @@ fn start(rt: &Arc<QueueRt>, mut task: ClaimedTask, slot: OwnedSemaphorePermit, r
     let rt2 = rt.clone();
     let id2 = id.clone();
     let handle = tokio::spawn(async move {
-        // Redis time at handler start: the claim's time plus what elapsed here since, so it
-        // is never before the due time.
-        task.started_at_ms = task.claimed_at_ms + received.elapsed().as_millis() as u64;
+        // Redis time at handler start, from above: the claim's Redis time plus everything
+        // since the claim was sent (the script's own time, the reply, decoding, spawning).
+        task.started_at_ms = task.claimed_at_ms + sent.elapsed().as_millis() as u64;
         let token = task.lease_token.clone();
         let fut = (rt2.handler)(task);
         let outcome = AssertUnwindSafe(fut)
             .catch_unwind()
             .await
             .unwrap_or_else(|_| Outcome::retry("handler panicked"));
-        // Report first, then leave `running`: shutdown waits for `running` to empty before it
-        // queues its Stop, so this report is never lost behind it.
-        let _ = rt2.reports.send(Report::Done {
-            id: id2.clone(),
-            token,
-            outcome,
-        });
-        rt2.running().remove(&id2);
+        // Leave `running` and report under one lock: shutdown drains `running` under it
+        // too, so a task is either reported here or handed back there, and the Stop that
+        // shutdown queues afterwards always comes after this report.
+        {
+            let mut running = rt2.running();
+            if running.remove(&id2).is_some() {
+                let _ = rt2.reports.send(Report::Done {
+                    id: id2.clone(),
+                    token,
+                    outcome,
+                });
+            }
+        }
         drop(slot);
     });
     // The handler may already be done (then its entry is gone and there is nothing to abort).

@@ -67,6 +67,8 @@ if #okids > 0 then
   else
     chunked('HDEL', tasks, okids)
     chunked('HDEL', errors, failed)
+    -- retention was turned off: let go of what it kept, a slice per call
+    if redis.call('EXISTS', done) == 1 then trim(done, tasks, errors, 0) end
   end
   redis.call('HINCRBY', stats, 'succeeded_total', #okids)
 end

@@ -84,7 +84,7 @@ if not paused and room > 0 and first and first <= now then
   local due = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
   if #due > 0 then
     local ids = {}
-    for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+    for i = 1, #due, 2 do ids[(i + 1) / 2] = due[i] end
     local recs = hmget_chunked(tasks, ids)
     chunked('ZREM', sched, ids)
     local token = int(redis.call('HINCRBY', meta, 'seq', 1))

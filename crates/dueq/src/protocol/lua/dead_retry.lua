@@ -1,5 +1,5 @@
 -- dead_retry: moves dead tasks back to scheduled, due now, with a fresh attempt count.
--- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys
+-- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys  KEYS[5] errors
 -- ARGV[1] wake channel, ARGV[2] n, then n task ids
 -- Returns: {now_ms, then per task: 'retried' | 'not_found' | 'conflict' (its business key is
 --   live again on another task)}
@@ -22,6 +22,9 @@ for i = 1, n do
     else
       redis.call('ZREM', dead, id)
       redis.call('HSET', tasks, id, rec_update(rec, 0, now))
+      -- attempts count afresh, so the old error goes too (a claim only looks for errors of
+      -- tasks with attempts behind them)
+      redis.call('HDEL', KEYS[5], id)
       redis.call('ZADD', sched, now, id)
       if key ~= '' then redis.call('HSET', keys, key, id) end
       out[#out + 1] = 'retried'

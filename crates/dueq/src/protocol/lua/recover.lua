@@ -17,6 +17,7 @@ local now = now_ms()
 
 local expired = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, max)
 local pick = {}
+local nexp = #expired
 for i = 1, #expired do pick[expired[i]] = true end
 
 -- A lease whose `active` entry is gone would never expire: sweep the leases hash a slice at a
@@ -32,10 +33,11 @@ for _ = 1, 10 do
   cursor = scan[1]
   for i = 1, #scan[2], 2 do
     local id = scan[2][i]
-    if not pick[id] and #expired < max and not redis.call('ZSCORE', active, id) then
+    if not pick[id] and nexp < max and not redis.call('ZSCORE', active, id) then
       local _, deadline = lease_split(scan[2][i + 1])
       if deadline <= now then
-        expired[#expired + 1] = id
+        nexp = nexp + 1
+        expired[nexp] = id
         pick[id] = true
       elseif orphan_next == nil or deadline < orphan_next then
         orphan_next = deadline

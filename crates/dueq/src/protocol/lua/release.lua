@@ -14,16 +14,16 @@ for i = 1, n do
   local id, token = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
   local lv = redis.call('HGET', leases, id)
   local ok = 0
-  if lv and lease_split(lv) == token then
+  -- read the record first: one that is missing or unreadable keeps its lease (recovery then
+  -- dead-letters it) instead of leaving the task in no set at all
+  local rec = lv and lease_split(lv) == token and redis.call('HGET', tasks, id)
+  if rec and rec_ok(rec) then
     redis.call('ZREM', active, id)
     redis.call('HDEL', leases, id)
-    local rec = redis.call('HGET', tasks, id)
-    if rec and rec_ok(rec) then
-      local _, _, _, due = rec_head(rec)
-      redis.call('ZADD', sched, due, id)
-      if soonest == nil or due < soonest then soonest = due end
-      ok = 1
-    end
+    local _, _, _, due = rec_head(rec)
+    redis.call('ZADD', sched, due, id)
+    if soonest == nil or due < soonest then soonest = due end
+    ok = 1
   end
   out[#out + 1] = ok
 end
