@@ -80,6 +80,33 @@ fn fig(workload: impl Into<String>, metric: &'static str, value: f64) -> Figure 
     }
 }
 
+/// The three throughput figures of W1 and W2.
+fn throughput(
+    w: &'static str,
+    n: usize,
+    secs: f64,
+    redis_cpu_s: f64,
+    client_cpu_s: f64,
+) -> Vec<Figure> {
+    vec![
+        fig(w, "tasks_per_s", n as f64 / secs),
+        fig(w, "redis_cpu_us_per_task", redis_cpu_s * 1e6 / n as f64),
+        fig(w, "client_cpu_us_per_task", client_cpu_s * 1e6 / n as f64),
+    ]
+}
+
+/// Waits until `worker` has acknowledged `n` tasks (at most 10 minutes).
+async fn wait_succeeded(worker: &dueq::WorkerHandle, n: usize, poll: Duration) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while worker.stats().succeeded < n as u64 {
+        if Instant::now() > deadline {
+            bail!("tasks did not all run in 10 minutes");
+        }
+        tokio::time::sleep(poll).await;
+    }
+    Ok(())
+}
+
 /// Enqueues `specs` in batches of 1 000 with a few batches in flight.
 async fn fill(queue: &Queue, specs: Vec<TaskSpec>) -> Result<()> {
     let specs = Arc::new(specs);
@@ -147,19 +174,7 @@ async fn w1(queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
     fill(queue, specs).await?;
     let secs = t.elapsed().as_secs_f64();
     let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
-    Ok(vec![
-        fig("W1", "tasks_per_s", n as f64 / secs),
-        fig(
-            "W1",
-            "redis_cpu_us_per_task",
-            (cpu1 - cpu0) * 1e6 / n as f64,
-        ),
-        fig(
-            "W1",
-            "client_cpu_us_per_task",
-            (ccpu1 - ccpu0) * 1e6 / n as f64,
-        ),
-    ])
+    Ok(throughput("W1", n, secs, cpu1 - cpu0, ccpu1 - ccpu0))
 }
 
 async fn w2(client: &Client, queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
@@ -181,13 +196,7 @@ async fn w2(client: &Client, queue: &Queue, probe: &Probe, n: usize) -> Result<V
         })
         .build()?
         .start();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while worker.stats().succeeded < n as u64 {
-        if Instant::now() > deadline {
-            bail!("W2 did not drain in 10 minutes");
-        }
-        tokio::time::sleep(Duration::from_micros(500)).await;
-    }
+    wait_succeeded(&worker, n, Duration::from_micros(500)).await?;
     let end = Instant::now();
     let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
     worker.shutdown().await?;
@@ -196,19 +205,7 @@ async fn w2(client: &Client, queue: &Queue, probe: &Probe, n: usize) -> Result<V
         .unwrap_or_else(|p| p.into_inner())
         .unwrap_or(end);
     let secs = (end - start).as_secs_f64().max(1e-9);
-    Ok(vec![
-        fig("W2", "tasks_per_s", n as f64 / secs),
-        fig(
-            "W2",
-            "redis_cpu_us_per_task",
-            (cpu1 - cpu0) * 1e6 / n as f64,
-        ),
-        fig(
-            "W2",
-            "client_cpu_us_per_task",
-            (ccpu1 - ccpu0) * 1e6 / n as f64,
-        ),
-    ])
+    Ok(throughput("W2", n, secs, cpu1 - cpu0, ccpu1 - ccpu0))
 }
 
 /// Handler start minus due time (Redis clock) of every task, after they all ran.
@@ -236,13 +233,7 @@ async fn lateness_of(
     // let the worker subscribe and go idle
     tokio::time::sleep(Duration::from_millis(300)).await;
     fill(queue, specs).await?;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while worker.stats().succeeded < n as u64 {
-        if Instant::now() > deadline {
-            bail!("tasks did not all run in 10 minutes");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_succeeded(&worker, n, Duration::from_millis(5)).await?;
     worker.shutdown().await?;
     let v = lat.lock().unwrap_or_else(|p| p.into_inner()).clone();
     Ok(v)
