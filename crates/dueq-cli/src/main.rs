@@ -3,6 +3,17 @@
 //!
 //! `anyhow` is used here only; the library returns typed errors.
 
+/// `println!` that ends the process quietly when stdout is closed (`dueq ... | head`) instead
+/// of panicking on the broken pipe.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 mod args;
 mod bench;
 mod cmd;
@@ -78,6 +89,7 @@ async fn run(cli: Cli) -> Result<()> {
 async fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DUEQ_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

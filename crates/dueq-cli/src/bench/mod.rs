@@ -198,7 +198,7 @@ pub async fn run(
             }
             for f in figures.with_context(|| format!("workload {}", w.name()))? {
                 if json_out {
-                    println!(
+                    outln!(
                         "{}",
                         json!({"workload": f.workload, "metric": f.metric, "value": f.value,
                             "run": run})
@@ -215,9 +215,13 @@ pub async fn run(
         }
     }
     if !json_out {
-        println!(
+        outln!(
             "{:<12} {:<24} {:>14} {:>14} {:>14}",
-            "workload", "metric", "median", "min", "max"
+            "workload",
+            "metric",
+            "median",
+            "min",
+            "max"
         );
     }
     for k in order {
@@ -229,15 +233,19 @@ pub async fn run(
             });
         let m = median(&mut v);
         if json_out {
-            println!(
+            outln!(
                 "{}",
                 json!({"workload": k.0, "metric": k.1, "value": m, "median_of": v.len(),
                     "min": lo, "max": hi})
             );
         } else {
-            println!(
+            outln!(
                 "{:<12} {:<24} {:>14.3} {:>14.3} {:>14.3}",
-                k.0, k.1, m, lo, hi
+                k.0,
+                k.1,
+                m,
+                lo,
+                hi
             );
         }
     }

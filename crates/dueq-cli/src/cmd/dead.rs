@@ -32,9 +32,9 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                     .collect();
                 print_json(&json!({"total": page.total, "tasks": tasks}));
             } else {
-                println!("{} dead in {queue}", page.total);
+                outln!("{} dead in {queue}", page.total);
                 for d in &page.tasks {
-                    println!(
+                    outln!(
                         "{} key={} attempts={} died_at_ms={} error={}",
                         d.task.id,
                         d.task.key.as_deref().unwrap_or("-"),
@@ -59,7 +59,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 if json_out {
                     print_json(&json!({"id": id.as_str(), "outcome": s}));
                 } else {
-                    println!("{id} {s}");
+                    outln!("{id} {s}");
                 }
             }
             if failed > 0 {
@@ -76,7 +76,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 if json_out {
                     print_json(&json!({"id": id.as_str(), "outcome": s}));
                 } else {
-                    println!("{id} {s}");
+                    outln!("{id} {s}");
                 }
             }
             if failed > 0 {

@@ -40,5 +40,5 @@ pub fn target(id: Option<&str>, key: Option<&str>) -> anyhow::Result<TaskRef> {
 
 /// Prints JSON on one line.
 pub fn print_json(v: &Value) {
-    println!("{v}");
+    outln!("{v}");
 }

@@ -68,7 +68,7 @@ pub async fn run(redis: Option<&str>, a: &ReplayArgs, json_out: bool) -> Result<
         }
     };
     if json_out {
-        println!("{}", json!(report));
+        outln!("{}", json!(report));
     } else {
         print_report(&report);
     }
@@ -84,30 +84,39 @@ pub async fn run(redis: Option<&str>, a: &ReplayArgs, json_out: bool) -> Result<
 }
 
 fn row(name: &str, v: &PerKind) {
-    println!(
+    outln!(
         "  {name:<16} {:>14} {:>14} {:>16}",
-        v.cancel_unpaid, v.auto_confirm, v.review_reminder
+        v.cancel_unpaid,
+        v.auto_confirm,
+        v.review_reminder
     );
 }
 
 fn print_report(r: &Report) {
-    println!("dueq replay: {} orders, queue {}", r.orders, r.queue);
-    println!(
+    outln!("dueq replay: {} orders, queue {}", r.orders, r.queue);
+    outln!(
         "  {:<16} {:>14} {:>14} {:>16}",
-        "", "cancel-unpaid", "auto-confirm", "review-reminder"
+        "",
+        "cancel-unpaid",
+        "auto-confirm",
+        "review-reminder"
     );
     row("enqueued", &r.tasks_enqueued);
     row("expected runs", &r.expected_runs);
     row("actual runs", &r.actual_runs);
-    println!(
+    outln!(
         "  cancels: {} cancelled, {} in_progress, {} not_found",
-        r.cancels.cancelled, r.cancels.in_progress, r.cancels.not_found
+        r.cancels.cancelled,
+        r.cancels.in_progress,
+        r.cancels.not_found
     );
-    println!(
+    outln!(
         "  explained mismatches: {} ({} ran after a late cancel, {} cancelled while due)",
-        r.explained_mismatches, r.explained_ran_after_late_cancel, r.explained_cancelled_while_due
+        r.explained_mismatches,
+        r.explained_ran_after_late_cancel,
+        r.explained_cancelled_while_due
     );
-    println!(
+    outln!(
         "  lateness ms: p50 {} p99 {} max {}   driver lag max {} ms   closest cancel-to-due {} ms",
         r.lateness_ms.p50,
         r.lateness_ms.p99,
@@ -115,13 +124,19 @@ fn print_report(r: &Report) {
         r.driver_lag_max_ms,
         r.min_cancel_margin_ms.map_or("-".into(), |m| m.to_string())
     );
-    println!(
+    outln!(
         "  {:.0} tasks/s over {:.1} s, speed-up {}x, max gap {} ms",
-        r.tasks_per_s, r.duration_s, r.speedup, r.max_gap_ms
+        r.tasks_per_s,
+        r.duration_s,
+        r.speedup,
+        r.max_gap_ms
     );
-    println!(
+    outln!(
         "  early_runs {}  lost_tasks {}  unexplained_mismatches {}  duplicate_runs {}",
-        r.early_runs, r.lost_tasks, r.unexplained_mismatches, r.duplicate_runs
+        r.early_runs,
+        r.lost_tasks,
+        r.unexplained_mismatches,
+        r.duplicate_runs
     );
-    println!("  {}", if r.ok() { "OK" } else { "FAILED" });
+    outln!("  {}", if r.ok() { "OK" } else { "FAILED" });
 }

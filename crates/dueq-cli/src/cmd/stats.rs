@@ -33,9 +33,16 @@ pub async fn stats(client: &Client, queue: Option<&str>, json_out: bool) -> Resu
         None => client.queues().await?,
     };
     if !json_out {
-        println!(
+        outln!(
             "{:<24} {:>10} {:>8} {:>8} {:>8} {:>12} {:>10} {:>7}",
-            "queue", "scheduled", "due", "active", "dead", "succeeded", "failed", "paused"
+            "queue",
+            "scheduled",
+            "due",
+            "active",
+            "dead",
+            "succeeded",
+            "failed",
+            "paused"
         );
     }
     for name in names {
@@ -43,7 +50,7 @@ pub async fn stats(client: &Client, queue: Option<&str>, json_out: bool) -> Resu
         if json_out {
             print_json(&stats_json(&s));
         } else {
-            println!(
+            outln!(
                 "{:<24} {:>10} {:>8} {:>8} {:>8} {:>12} {:>10} {:>7}",
                 s.queue,
                 s.scheduled,
@@ -70,7 +77,7 @@ pub async fn pause(client: &Client, queue: &str, paused: bool, json_out: bool) -
     if json_out {
         print_json(&json!({"queue": queue, "paused": paused}));
     } else {
-        println!("{queue}: {}", if paused { "paused" } else { "resumed" });
+        outln!("{queue}: {}", if paused { "paused" } else { "resumed" });
     }
     Ok(())
 }

@@ -56,7 +56,7 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
         print_json(&json!({"id": e.id.as_str(), "due_at_ms": e.due_at_ms,
             "created": e.created(), "outcome": outcome}));
     } else {
-        println!("{outcome} {} due_at_ms={}", e.id, e.due_at_ms);
+        outln!("{outcome} {} due_at_ms={}", e.id, e.due_at_ms);
     }
     if e.outcome == dueq::EnqueueOutcome::InProgress {
         anyhow::bail!("the key is live on a running task; not replaced");
@@ -68,19 +68,22 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
 pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> {
     let q = client.queue(&a.queue)?;
     let Some(t) = q.get(&target(a.id.as_deref(), a.key.as_deref())?).await? else {
+        if json_out {
+            print_json(&json!({"outcome": "not_found"}));
+        }
         anyhow::bail!("not_found: no such task");
     };
     if json_out {
         print_json(&task_json(&t));
     } else {
-        println!("id:           {}", t.id);
-        println!("key:          {}", t.key.as_deref().unwrap_or("-"));
-        println!("state:        {}", t.state.as_str());
-        println!("due_at_ms:    {}", t.due_at_ms);
-        println!("attempt:      {}/{}", t.attempt, t.max_attempts);
-        println!("last_error:   {}", t.last_error.as_deref().unwrap_or("-"));
-        println!("created_at_ms:{}", t.created_at_ms);
-        println!("payload:      {}", String::from_utf8_lossy(&t.payload));
+        outln!("id:           {}", t.id);
+        outln!("key:          {}", t.key.as_deref().unwrap_or("-"));
+        outln!("state:        {}", t.state.as_str());
+        outln!("due_at_ms:    {}", t.due_at_ms);
+        outln!("attempt:      {}/{}", t.attempt, t.max_attempts);
+        outln!("last_error:   {}", t.last_error.as_deref().unwrap_or("-"));
+        outln!("created_at_ms:{}", t.created_at_ms);
+        outln!("payload:      {}", String::from_utf8_lossy(&t.payload));
     }
     Ok(())
 }
@@ -94,7 +97,7 @@ pub async fn cancel(client: &Client, a: &TargetArgs, json_out: bool) -> Result<(
     if json_out {
         print_json(&json!({"outcome": o.as_str()}));
     } else {
-        println!("{}", o.as_str());
+        outln!("{}", o.as_str());
     }
     if o != CancelOutcome::Cancelled {
         anyhow::bail!("not cancelled: {}", o.as_str());
@@ -116,8 +119,8 @@ pub async fn reschedule(client: &Client, a: &RescheduleArgs, json_out: bool) -> 
         print_json(&json!({"outcome": outcome, "due_at_ms": due_at}));
     } else {
         match due_at {
-            Some(d) => println!("{outcome} due_at_ms={d}"),
-            None => println!("{outcome}"),
+            Some(d) => outln!("{outcome} due_at_ms={d}"),
+            None => outln!("{outcome}"),
         }
     }
     if due_at.is_none() {

@@ -40,7 +40,7 @@ pub async fn run(client: Client, a: &WorkArgs, json_out: bool) -> Result<()> {
     tracing::info!(queue = %a.queue, "working; SIGINT or SIGTERM stops");
     let stats = worker.run_until(crate::shutdown_signal()).await?;
     if json_out {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"claimed": stats.claimed, "succeeded": stats.succeeded,
                 "retried": stats.retried, "dead": stats.dead, "released": stats.released,
