@@ -55,6 +55,29 @@ pub async fn run(client: Client, a: &WorkArgs, json_out: bool) -> Result<()> {
     Ok(())
 }
 
+/// While alive, the command may still be running: dropping it (the handler was aborted at
+/// shutdown) sends SIGTERM to the command's whole process group, so a shell's children stop
+/// with it; `kill_on_drop` then kills the leader. Without libc, the `kill` utility does it.
+struct GroupGuard {
+    pid: u32,
+    /// Cleared once the command has exited, so a finished (and possibly reused) process
+    /// group id is never signalled.
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.pid)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 async fn run_command(command: &[String], queue: &str, task: ClaimedTask) -> Outcome {
     let Some((program, args)) = command.split_first() else {
         return Outcome::fail("no command given");
@@ -69,6 +92,8 @@ async fn run_command(command: &[String], queue: &str, task: ClaimedTask) -> Outc
         .stdin(Stdio::piped())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
+        // its own process group, so stopping it reaches what it started too
+        .process_group(0)
         // dropping the handler (shutdown) kills the command
         .kill_on_drop(true)
         .spawn();
@@ -76,6 +101,7 @@ async fn run_command(command: &[String], queue: &str, task: ClaimedTask) -> Outc
         Ok(c) => c,
         Err(e) => return Outcome::retry(format!("cannot start {program}: {e}")),
     };
+    let mut group = child.id().map(|pid| GroupGuard { pid, armed: true });
     if let Some(mut stdin) = child.stdin.take() {
         let payload = task.payload;
         // written beside the wait so a command that does not read stdin cannot block us
@@ -83,7 +109,11 @@ async fn run_command(command: &[String], queue: &str, task: ClaimedTask) -> Outc
             let _ = stdin.write_all(&payload).await;
         });
     }
-    match child.wait_with_output().await {
+    let waited = child.wait_with_output().await;
+    if let Some(g) = group.as_mut() {
+        g.armed = false;
+    }
+    match waited {
         Ok(out) if out.status.success() => Outcome::Success,
         Ok(out) => {
             let tail = &out.stderr[out.stderr.len().saturating_sub(STDERR_TAIL)..];

@@ -142,3 +142,31 @@ fn c10_sigterm_hands_the_lease_back_at_once() {
         "the future task stays scheduled"
     );
 }
+
+/// Stopping `dueq work` stops what the command started too (its whole process group), so a
+/// handed-back task does not keep running in an orphaned grandchild while it reruns elsewhere.
+#[test]
+fn sigterm_stops_the_commands_children_too() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, _) = dueq_json(&url, &["enqueue", "jobs"]);
+    assert!(ok);
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let mut w = spawn_worker(&url, "jobs", &["sh", "-c", &script]);
+    wait_until(Duration::from_secs(10), "grandchild started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.trim().parse::<u32>().is_ok())
+    });
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    sigterm(&w);
+    assert!(w.wait().unwrap().success());
+    wait_until(Duration::from_secs(5), "grandchild gone", || {
+        !Command::new("kill")
+            .args(["-0", &pid])
+            .status()
+            .unwrap()
+            .success()
+    });
+    assert_eq!(stat(&url, "jobs", "due"), 1, "the task was handed back");
+}
