@@ -61,6 +61,6 @@ pub use task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
     DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, LeaseToken, MAX_ATTEMPTS,
     MAX_DUE_AT_MS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, NackOutcome, OnConflict, QueueStats,
-    RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, TaskState, validate_key,
+    RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, TaskState, validate_key, validate_lease_ms,
 };
 pub use worker::{HandlerFuture, Outcome, Worker, WorkerBuilder, WorkerHandle, WorkerStats};

@@ -75,6 +75,19 @@ pub fn validate_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks a lease length: 1 ms to [`MAX_LEASE_MS`].
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) outside that range.
+pub fn validate_lease_ms(lease_ms: u64) -> Result<()> {
+    if lease_ms == 0 || lease_ms > MAX_LEASE_MS {
+        return Err(Error::invalid(format!(
+            "lease_ms must be 1 to {MAX_LEASE_MS}"
+        )));
+    }
+    Ok(())
+}
+
 /// How an operation names its task: by id, or by the business key of a live task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

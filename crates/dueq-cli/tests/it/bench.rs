@@ -2,21 +2,10 @@
 //! from a debug build on a busy machine mean nothing; only their presence and sanity count).
 
 use std::collections::HashMap;
-use std::process::Command;
 
 #[test]
 fn bench_smoke_reports_every_metric() {
-    let out = Command::new(env!("CARGO_BIN_EXE_dueq"))
-        .args(["bench", "--smoke", "--runs", "1", "--json"])
-        .env_remove("DUEQ_REDIS_URL")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = crate::dueq_embedded(&["bench", "--smoke", "--runs", "1", "--json"]);
     let mut medians: HashMap<(String, String), f64> = HashMap::new();
     for line in stdout.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();

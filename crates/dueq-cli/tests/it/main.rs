@@ -41,3 +41,20 @@ pub fn dueq_json(url: &str, args: &[&str]) -> (bool, serde_json::Value) {
     });
     (out.status.success(), v)
 }
+
+/// Runs `dueq ARGS` without `--redis` (the embedded redis-server), asserts it succeeded and
+/// returns its stdout.
+pub fn dueq_embedded(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(args)
+        .env_remove("DUEQ_REDIS_URL")
+        .output()
+        .expect("run dueq");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "dueq {args:?} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

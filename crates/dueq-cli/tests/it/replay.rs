@@ -12,30 +12,20 @@ use crate::TRACE;
 /// redis-server (no `--redis`), which also tests that default.
 #[test]
 fn replay_window_matches_the_csv_exactly() {
-    let out = Command::new(env!("CARGO_BIN_EXE_dueq"))
-        .args([
-            "replay",
-            "--json",
-            "--trace",
-            TRACE,
-            "--from",
-            "2018-07-10",
-            "--to",
-            "2018-07-12",
-            "--speedup",
-            "1800",
-            "--max-gap-ms",
-            "100",
-        ])
-        .env_remove("DUEQ_REDIS_URL")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "replay failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = crate::dueq_embedded(&[
+        "replay",
+        "--json",
+        "--trace",
+        TRACE,
+        "--from",
+        "2018-07-10",
+        "--to",
+        "2018-07-12",
+        "--speedup",
+        "1800",
+        "--max-gap-ms",
+        "100",
+    ]);
     let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(r["orders"], 65);
     assert!(r["min_cancel_margin_ms"].as_u64().unwrap() >= 100, "{r}");

@@ -10,8 +10,8 @@ use crate::protocol::keys::QueueKeys;
 use crate::protocol::ops::{self, ClaimTracking, EnqueueItem, MAX_BATCH, NackItem};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, Due, Enqueued,
-    LeaseToken, MAX_ATTEMPTS, MAX_LEASE_MS, NackOutcome, QueueStats, RescheduleOutcome, Task,
-    TaskId, TaskRef, TaskSpec, validate_key,
+    LeaseToken, MAX_ATTEMPTS, NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef,
+    TaskSpec, validate_key, validate_lease_ms,
 };
 
 /// Longest `last_error` text kept, in bytes (longer texts are cut at a character boundary).
@@ -154,12 +154,8 @@ impl Queue {
                 "max_attempts must be 1 to {MAX_ATTEMPTS}"
             )));
         }
-        if let Some(l) = spec.lease_ms
-            && (l == 0 || l > MAX_LEASE_MS)
-        {
-            return Err(Error::invalid(format!(
-                "lease_ms must be 1 to {MAX_LEASE_MS}"
-            )));
+        if let Some(l) = spec.lease_ms {
+            validate_lease_ms(l)?;
         }
         Ok(())
     }
@@ -323,12 +319,8 @@ impl Queue {
         if max > MAX_BATCH {
             return Err(Error::invalid(format!("max must be 0 to {MAX_BATCH}")));
         }
-        if let Some(l) = lease_ms
-            && (l == 0 || l > MAX_LEASE_MS)
-        {
-            return Err(Error::invalid(format!(
-                "lease_ms must be 1 to {MAX_LEASE_MS}"
-            )));
+        if let Some(l) = lease_ms {
+            validate_lease_ms(l)?;
         }
         let r = ops::claim(
             &mut self.client.conn(),
@@ -426,11 +418,7 @@ impl Queue {
         token: &LeaseToken,
         lease_ms: u64,
     ) -> Result<Option<u64>> {
-        if lease_ms == 0 || lease_ms > MAX_LEASE_MS {
-            return Err(Error::invalid(format!(
-                "lease_ms must be 1 to {MAX_LEASE_MS}"
-            )));
-        }
+        validate_lease_ms(lease_ms)?;
         let v = ops::extend(
             &mut self.client.conn(),
             &self.keys,

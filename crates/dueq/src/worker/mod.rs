@@ -118,13 +118,8 @@ impl WorkerBuilder {
         if self.handlers.is_empty() {
             return Err(Error::invalid("a worker needs at least one queue handler"));
         }
-        if let Some(l) = self.lease_ms
-            && (l == 0 || l > crate::task::MAX_LEASE_MS)
-        {
-            return Err(Error::invalid(format!(
-                "lease_ms must be 1 to {}",
-                crate::task::MAX_LEASE_MS
-            )));
+        if let Some(l) = self.lease_ms {
+            crate::task::validate_lease_ms(l)?;
         }
         let mut queues = Vec::new();
         for (name, h) in self.handlers {
