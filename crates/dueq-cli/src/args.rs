@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "dueq", version, about)]
 pub struct Cli {
     /// Redis URL: redis://host:port/db, rediss://..., redis+unix:///path.sock, or a cluster seed
-    /// list redis+cluster://h1:p1,h2:p2. Without it, `replay` starts its own redis-server;
-    /// the other commands use redis://127.0.0.1:6379.
+    /// list redis+cluster://h1:p1,h2:p2. Without it, `serve` and `replay` start their own
+    /// redis-server; the other commands use redis://127.0.0.1:6379.
     #[arg(long, global = true, env = "DUEQ_REDIS_URL")]
     pub redis: Option<String>,
 
@@ -79,7 +79,8 @@ pub struct TargetArgs {
 #[derive(Debug, Args)]
 #[group(multiple = false)]
 pub struct DueArgs {
-    /// Due after this many milliseconds (Redis clock). Default: now.
+    /// Due after this many milliseconds (Redis clock). For enqueue the default is now;
+    /// reschedule needs this or --due-at-ms.
     #[arg(long)]
     pub delay_ms: Option<u64>,
     /// Due at this Unix epoch millisecond.

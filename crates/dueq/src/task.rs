@@ -39,7 +39,7 @@ impl TaskId {
         let id = id.into();
         if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(Error::invalid(format!(
-                "task id must be 1 to {MAX_ID_BYTES} printable ASCII characters"
+                "task id {id:?} is invalid: use 1 to {MAX_ID_BYTES} printable ASCII characters, no spaces"
             )));
         }
         Ok(Self(id))
