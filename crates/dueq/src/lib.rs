@@ -53,14 +53,20 @@ mod worker;
 pub use backoff::Backoff;
 pub use client::{
     CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES, EvictionCheck,
-    MAX_ERROR_BYTES, Queue, QueueSettings, Readiness, RecoverReport,
+    MAX_DEAD_OFFSET, MAX_ERROR_BYTES, Queue, QueueSettings, Readiness, RecoverReport,
+};
+pub use client::{
+    DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,
+    MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
+    MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use protocol::keys::{QueueKeys, validate_queue_name};
 pub use task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
     DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, LeaseToken, MAX_ATTEMPTS,
-    MAX_DUE_AT_MS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, NackOutcome, OnConflict, QueueStats,
-    RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, TaskState, validate_key, validate_lease_ms,
+    MAX_DUE_AT_MS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, MinuteStats, NackOutcome, OnConflict,
+    QueueStats, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, TaskState, validate_key,
+    validate_lease_ms,
 };
 pub use worker::{HandlerFuture, Outcome, Worker, WorkerBuilder, WorkerHandle, WorkerStats};

@@ -484,6 +484,36 @@ pub struct QueueStats {
     pub paused: bool,
 }
 
+/// One minute of a queue's activity, as counted by the scripts by the Redis clock (see
+/// [`Queue::history`](crate::Queue::history)). Counts cover every client and worker of the
+/// queue, not just this process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MinuteStats {
+    /// Start of the minute, epoch ms (a multiple of 60 000).
+    pub minute_start_ms: u64,
+    /// Tasks handed out by claims (re-deliveries of a lost claim reply are not counted again).
+    pub claimed: u64,
+    /// Tasks acknowledged.
+    pub succeeded: u64,
+    /// Failed attempts rescheduled for a retry (nack or expired lease).
+    pub retried: u64,
+    /// Tasks moved to the dead-letter queue.
+    pub dead: u64,
+    /// Sum over the claimed tasks of claim time minus due time, ms; the mean lateness is
+    /// `lateness_sum_ms / claimed`.
+    pub lateness_sum_ms: u64,
+    /// Largest claim time minus due time of the minute, ms.
+    pub lateness_max_ms: u64,
+}
+
+impl MinuteStats {
+    /// Mean lateness of the minute's claims in ms, `None` when nothing was claimed.
+    pub fn lateness_mean_ms(&self) -> Option<f64> {
+        (self.claimed > 0).then(|| self.lateness_sum_ms as f64 / self.claimed as f64)
+    }
+}
+
 /// A task in the dead-letter queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -5,15 +5,25 @@ use crate::error::{Error, Result};
 use crate::protocol::ops::{self, MAX_BATCH};
 use crate::task::{DeadPage, DeadRetryOutcome, TaskId};
 
+/// Largest `offset` of [`Queue::dead_list`]: far beyond any dead-letter queue that fits in
+/// memory; Redis and the script's arithmetic could not take every `u64`.
+pub const MAX_DEAD_OFFSET: u64 = u32::MAX as u64;
+
 impl Queue {
-    /// One page of dead tasks, newest first: `limit` (1 to 1 000) from `offset`.
+    /// One page of dead tasks, newest first: `limit` (1 to 1 000) from `offset` (0 to
+    /// [`MAX_DEAD_OFFSET`]).
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for a limit out of range,
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for a limit or offset out of range,
     /// [`ErrorKind::Redis`](crate::ErrorKind).
     pub async fn dead_list(&self, offset: u64, limit: u64) -> Result<DeadPage> {
         if limit == 0 || limit > MAX_BATCH as u64 {
             return Err(Error::invalid(format!("limit must be 1 to {MAX_BATCH}")));
+        }
+        if offset > MAX_DEAD_OFFSET {
+            return Err(Error::invalid(format!(
+                "offset must be 0 to {MAX_DEAD_OFFSET}"
+            )));
         }
         ops::dead_list(&mut self.client().conn(), self.keys(), offset, limit).await
     }

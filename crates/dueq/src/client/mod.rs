@@ -5,13 +5,20 @@
 
 mod dead;
 mod queue;
+mod webhook;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use dead::MAX_DEAD_OFFSET;
 pub(crate) use queue::cut_error;
 pub use queue::{CancelReport, Claim, MAX_ERROR_BYTES, Queue, QueueSettings, RecoverReport};
+pub use webhook::{
+    DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,
+    MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
+    MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
+};
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::{self, Conn};

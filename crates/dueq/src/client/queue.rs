@@ -10,8 +10,8 @@ use crate::protocol::keys::QueueKeys;
 use crate::protocol::ops::{self, ClaimTracking, EnqueueItem, MAX_BATCH, NackItem};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, Due, Enqueued,
-    LeaseToken, MAX_ATTEMPTS, NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef,
-    TaskSpec, validate_key, validate_lease_ms,
+    LeaseToken, MAX_ATTEMPTS, MinuteStats, NackOutcome, QueueStats, RescheduleOutcome, Task,
+    TaskId, TaskRef, TaskSpec, validate_key, validate_lease_ms,
 };
 
 /// Longest `last_error` text kept, in bytes (longer texts are cut at a character boundary).
@@ -253,6 +253,18 @@ impl Queue {
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn stats(&self) -> Result<QueueStats> {
         ops::stats(&mut self.client.conn(), &self.keys).await
+    }
+
+    /// Per-minute activity of the last hour by the Redis clock: 60 entries, oldest first, the
+    /// last one the current (partial) minute; minutes without activity are zero. Counted by
+    /// the scripts for every client and worker of the queue (claimed, succeeded, retried,
+    /// dead, claim lateness). The counters cost a few hash increments per claim or ack call
+    /// and are kept for 61 minutes.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn history(&self) -> Result<Vec<MinuteStats>> {
+        ops::history(&mut self.client.conn(), &self.keys).await
     }
 
     /// Stops handing out tasks of this queue (enqueue, cancel and the rest still work).

@@ -11,6 +11,10 @@ pub const MAX_QUEUE_NAME_BYTES: usize = 128;
 /// The set of all queue names ever used (outside any hash tag, so never touched by a script).
 pub const QUEUES_KEY: &str = "dueq:queues";
 
+/// Names of queues whose webhook was ever set (outside any hash tag; only added to, so a
+/// queue with a webhook is always listed; its `webhook` hash says whether it still has one).
+pub const WEBHOOKS_KEY: &str = "dueq:webhooks";
+
 /// Checks a queue name: `[A-Za-z0-9_.-]{1,128}`. Any other character could change the hash tag
 /// (`{`, `}`) or the key separator (`:`), so it is refused.
 ///
@@ -54,6 +58,12 @@ pub struct QueueKeys {
     pub claims: String,
     /// Last error text of tasks that failed an attempt: hash id → text.
     pub errors: String,
+    /// Push delivery target of the queue: hash `url`, `secret`, `concurrency`, `timeout_ms`,
+    /// `updated_at_ms` (absent when the queue has no webhook).
+    pub webhook: String,
+    /// Per-minute activity of about the last hour: hash `"<minute>:<counter>"` → count
+    /// (minute = Redis time in ms / 60 000; see `history.lua`).
+    pub hist: String,
     /// Pub/sub channel that wakes idle workers.
     pub wake: String,
 }
@@ -79,12 +89,14 @@ impl QueueKeys {
             stats: k("stats"),
             claims: k("claims"),
             errors: k("errors"),
+            webhook: k("webhook"),
+            hist: k("hist"),
             wake: k("wake"),
         })
     }
 
     /// Every data key of the queue (not the channel), for inspection and tests.
-    pub fn all(&self) -> [&str; 12] {
+    pub fn all(&self) -> [&str; 14] {
         [
             &self.sched,
             &self.active,
@@ -97,6 +109,8 @@ impl QueueKeys {
             &self.stats,
             &self.claims,
             &self.errors,
+            &self.webhook,
+            &self.hist,
             &self.wake,
         ]
     }

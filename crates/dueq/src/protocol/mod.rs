@@ -19,9 +19,12 @@
 //! | `dueq:{q}:meta` | hash | `seq` (ids and tokens), `paused`, `dead_max`, `done_max`, sweep cursor |
 //! | `dueq:{q}:stats` | hash | counters (`enqueued_total`, `succeeded_total`, ...) |
 //! | `dueq:{q}:errors` | hash | task id → last error text (only tasks that failed an attempt) |
+//! | `dueq:{q}:hist` | hash | `"<minute>:<counter>"` → count, per minute (ms / 60 000) of about the last hour: `c` claimed, `l` lateness sum and `x` max (ms, claim − due), `s` succeeded, `r` retried, `d` dead |
+//! | `dueq:{q}:webhook` | hash | push delivery target: `url`, `secret`, `concurrency`, `timeout_ms`, `updated_at_ms` |
 //! | `dueq:{q}:claims` | hash | worker claim id → `"<ms> id token ..."` of its last claim (lost-reply recovery) |
 //! | `dueq:{q}:wake` | pub/sub channel | due time (ms) of a task that became due earlier than before |
 //! | `dueq:queues` | set | names of queues ever used (for listing; outside any hash tag) |
+//! | `dueq:webhooks` | set | names of queues whose webhook was ever set (only added to; outside any hash tag) |
 //!
 //! # Invariants
 //!
@@ -39,3 +42,4 @@ pub(crate) mod ops;
 pub mod record;
 pub(crate) mod reply;
 pub(crate) mod scripts;
+pub(crate) mod webhook;

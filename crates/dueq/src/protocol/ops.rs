@@ -11,8 +11,8 @@ use super::scripts;
 use crate::error::{Error, ErrorKind, Result};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, DeadPage, DeadRetryOutcome, DeadTask, Due,
-    EnqueueOutcome, Enqueued, LeaseToken, NackOutcome, OnConflict, QueueStats, RescheduleOutcome,
-    Task, TaskId, TaskRef, TaskState,
+    EnqueueOutcome, Enqueued, LeaseToken, MinuteStats, NackOutcome, OnConflict, QueueStats,
+    RescheduleOutcome, Task, TaskId, TaskRef, TaskState,
 };
 
 /// Most tasks one script call handles (DESIGN 3: bounded work per call).
@@ -160,6 +160,7 @@ pub(crate) async fn claim(
     }
     let keys = [
         &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors, &k.dead, &k.stats,
+        &k.hist,
     ]
     .map(String::as_str);
     let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
@@ -208,7 +209,7 @@ pub(crate) async fn ack(
         a.s(id.as_str()).s(token.as_str());
     }
     let keys = [
-        &k.active, &k.leases, &k.tasks, &k.keys, &k.done, &k.stats, &k.meta, &k.errors,
+        &k.active, &k.leases, &k.tasks, &k.keys, &k.done, &k.stats, &k.meta, &k.errors, &k.hist,
     ]
     .map(String::as_str);
     let mut r = run(conn, "ack", &scripts::ACK, &keys, a.take()).await?;
@@ -254,6 +255,7 @@ pub(crate) async fn nack(
     }
     let keys = [
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.errors,
+        &k.hist,
     ]
     .map(String::as_str);
     let mut r = run(conn, "nack", &scripts::NACK, &keys, a.take()).await?;
@@ -335,7 +337,7 @@ pub(crate) async fn recover(
     }
     let keys = [
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.claims,
-        &k.errors,
+        &k.errors, &k.hist,
     ]
     .map(String::as_str);
     let mut r = run(conn, "recover", &scripts::RECOVER, &keys, a.take()).await?;
@@ -488,6 +490,48 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
         .next_due_at_ms
         .map_or(0, |due| s.now_ms.saturating_sub(due));
     Ok(s)
+}
+
+/// Minutes [`history`] returns.
+pub(crate) const HISTORY_MINUTES: u64 = 60;
+
+pub(crate) async fn history(conn: &mut Conn, k: &QueueKeys) -> Result<Vec<MinuteStats>> {
+    let mut r = run(conn, "history", &scripts::HISTORY, &[&k.hist], Vec::new()).await?;
+    let now_minute = r.u64()? / 60_000;
+    let first = now_minute.saturating_sub(HISTORY_MINUTES - 1);
+    let mut out: Vec<MinuteStats> = (first..=now_minute)
+        .map(|m| MinuteStats {
+            minute_start_ms: m * 60_000,
+            ..MinuteStats::default()
+        })
+        .collect();
+    while r.remaining() > 0 {
+        let field = r.string()?;
+        let value = r.i64()?.max(0) as u64;
+        // fields are "<minute>:<counter>"; anything else (or outside the hour) is skipped
+        let Some((minute, counter)) = field.split_once(':') else {
+            continue;
+        };
+        let Ok(minute) = minute.parse::<u64>() else {
+            continue;
+        };
+        let Some(slot) = minute
+            .checked_sub(first)
+            .and_then(|i| out.get_mut(i as usize))
+        else {
+            continue;
+        };
+        match counter {
+            "c" => slot.claimed = value,
+            "l" => slot.lateness_sum_ms = value,
+            "x" => slot.lateness_max_ms = value,
+            "s" => slot.succeeded = value,
+            "r" => slot.retried = value,
+            "d" => slot.dead = value,
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 pub(crate) async fn dead_list(

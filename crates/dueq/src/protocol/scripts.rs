@@ -28,20 +28,23 @@ macro_rules! scripts {
 
 scripts! {
     ENQUEUE => "enqueue.lua", 6;
-    CLAIM => "claim.lua", 9;
-    ACK => "ack.lua", 8;
-    NACK => "nack.lua", 9;
+    CLAIM => "claim.lua", 10;
+    ACK => "ack.lua", 9;
+    NACK => "nack.lua", 10;
     EXTEND => "extend.lua", 2;
     RELEASE => "release.lua", 4;
-    RECOVER => "recover.lua", 10;
+    RECOVER => "recover.lua", 11;
     CANCEL => "cancel.lua", 7;
     RESCHEDULE => "reschedule.lua", 5;
     GET => "get.lua", 8;
     STATS => "stats.lua", 6;
+    HISTORY => "history.lua", 1;
     DEAD_LIST => "dead_list.lua", 3;
     DEAD_RETRY => "dead_retry.lua", 5;
     DEAD_DELETE => "dead_delete.lua", 3;
     CONFIGURE => "configure.lua", 1;
+    WEBHOOK_SET => "webhook_set.lua", 1;
+    WEBHOOK_CLEAR => "webhook_clear.lua", 1;
 }
 
 /// Loads every script into the server's script cache (`SCRIPT LOAD`; on a cluster the

@@ -262,3 +262,63 @@ async fn unreadable_records_are_quarantined_not_lost() {
     let s = q.stats().await.unwrap();
     assert_eq!((s.scheduled, s.active, s.dead), (0, 0, 3));
 }
+
+#[tokio::test]
+async fn history_counts_each_minute_and_forgets_the_old_hour() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("hist");
+    // a counter from long ago, as if left by a claim two hours back
+    let old_minute = ctx.redis_now_ms() / 60_000 - 120;
+    let mut raw = ctx.raw();
+    let _: () = redis::cmd("HSET")
+        .arg(&q.keys().hist)
+        .arg(format!("{old_minute}:c"))
+        .arg(7)
+        .query(&mut raw)
+        .unwrap();
+
+    // three tasks due 5 s ago: claimed at once, so each is at least 5 000 ms late
+    let due = ctx.redis_now_ms() - 5_000;
+    for i in 0..3 {
+        q.enqueue(TaskSpec::new(vec![i]).due_at_ms(due).max_attempts(2))
+            .await
+            .unwrap();
+    }
+    let mut c = q.claim(10, None).await.unwrap().tasks;
+    assert_eq!(c.len(), 3);
+    let last = c.pop().unwrap();
+    let acks: Vec<_> = c.into_iter().map(|t| (t.id, t.lease_token)).collect();
+    q.ack_batch(&acks).await.unwrap();
+    q.nack(&last.id, &last.lease_token, "once", Some(0), false)
+        .await
+        .unwrap();
+    let again = q.claim(1, None).await.unwrap().tasks.remove(0);
+    q.nack(&again.id, &again.lease_token, "twice", Some(0), false)
+        .await
+        .unwrap();
+
+    let h = q.history().await.unwrap();
+    assert_eq!(h.len(), 60);
+    let now_minute = ctx.redis_now_ms() / 60_000;
+    assert_eq!(h[59].minute_start_ms, now_minute * 60_000);
+    assert!(
+        h.windows(2)
+            .all(|w| w[1].minute_start_ms == w[0].minute_start_ms + 60_000)
+    );
+    // the test may straddle a minute boundary, so sum over the hour
+    let sum = |f: fn(&dueq::MinuteStats) -> u64| h.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|m| m.claimed), 4);
+    assert_eq!(sum(|m| m.succeeded), 2);
+    assert_eq!(sum(|m| m.retried), 1);
+    assert_eq!(sum(|m| m.dead), 1);
+    let max = h.iter().map(|m| m.lateness_max_ms).max().unwrap();
+    assert!((5_000..60_000).contains(&max), "lateness max {max}");
+    assert!(sum(|m| m.lateness_sum_ms) >= 3 * 5_000);
+    // the first claim of the minute dropped the two-hour-old field
+    let old: Option<u64> = redis::cmd("HGET")
+        .arg(&q.keys().hist)
+        .arg(format!("{old_minute}:c"))
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(old, None);
+}

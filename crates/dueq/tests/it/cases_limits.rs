@@ -132,8 +132,8 @@ async fn c13_names_that_fight_the_key_layout() {
             of_b += 1;
         }
     }
-    // sched, active, leases, tasks, keys, dead, done, meta, stats, errors
-    assert_eq!((of_a, of_b), (10, 10), "keys: {all:?}");
+    // sched, active, leases, tasks, keys, dead, done, meta, stats, errors, hist
+    assert_eq!((of_a, of_b), (11, 11), "keys: {all:?}");
 
     // --- business keys
     let q = ctx.queue("names");

@@ -1009,12 +1009,13 @@ fn assert_no_task_left(raw: &mut redis::Connection, k: &QueueKeys, id: &TaskId, 
     let allowed = [
         k.meta.as_str(),
         k.stats.as_str(),
+        k.hist.as_str(),
         dueq::protocol::keys::QUEUES_KEY,
     ];
     for name in &all {
         assert!(allowed.contains(&name.as_str()), "unexpected key {name}");
     }
-    for name in [&k.meta, &k.stats] {
+    for name in [&k.meta, &k.stats, &k.hist] {
         let h: HashMap<String, String> = redis::cmd("HGETALL").arg(name).query(raw).unwrap();
         for (f, v) in &h {
             for needle in [id.as_str(), key] {

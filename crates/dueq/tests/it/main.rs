@@ -14,4 +14,5 @@ mod cases_ownership;
 mod cases_redis;
 mod cases_scheduling;
 mod cluster;
+mod webhook;
 mod worker;

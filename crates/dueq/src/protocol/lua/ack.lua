@@ -1,10 +1,10 @@
 -- ack: completes active tasks whose lease token is still current (fencing).
 -- KEYS[1] active  KEYS[2] leases  KEYS[3] tasks  KEYS[4] keys  KEYS[5] done  KEYS[6] stats  KEYS[7] meta
--- KEYS[8] errors
+-- KEYS[8] errors  KEYS[9] hist
 -- ARGV[1] n, then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 acknowledged | 0 lease_lost}
-local active, leases, tasks, keys, done, stats, meta, errors =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local active, leases, tasks, keys, done, stats, meta, errors, hist =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local n = tonumber(ARGV[1])
 local now = now_ms()
 local out = {now}
@@ -71,5 +71,6 @@ if #okids > 0 then
     if redis.call('EXISTS', done) == 1 then trim(done, tasks, errors, 0) end
   end
   redis.call('HINCRBY', stats, 'succeeded_total', #okids)
+  hist_add(hist, now, 's', #okids)
 end
 return out

@@ -6,7 +6,7 @@
 -- ARGV[4] claim id to forget ('' = none): an earlier call whose reply did arrive
 -- ARGV[5] r, ARGV[6..5+r] claim ids whose replies were lost: their tasks still leased under
 --   the same token are handed out again first (new deadline, same token)
--- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats
+-- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats  KEYS[10] hist
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
 --   orphans (1 when a lease has no deadline entry), then per task:
 --   id, lease_token, due_at_ms, lease_deadline_ms, record, last error ('' = none)}
@@ -14,7 +14,7 @@
 -- of the same task, and those are always different calls.
 local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local errors = KEYS[7]
-local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9]}
+local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9], hist = KEYS[10]}
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
 local claim_id, forget = ARGV[3], ARGV[4]
@@ -90,13 +90,27 @@ if not paused and room > 0 and first and first <= now then
     -- go by rank from the head: O(log n + k) instead of k descents of a large skip list
     redis.call('ZREMRANGEBYRANK', sched, 0, #ids - 1)
     local token = int(redis.call('HINCRBY', meta, 'seq', 1))
+    local fresh, late_sum, late_max = 0, 0, 0
     for j = 1, #ids do
       -- a missing record (hash entry deleted by hand) leaves nothing to run; an unreadable
       -- one goes to the dead-letter queue instead of stopping the queue
       if recs[j] and rec_ok(recs[j]) then
-        hand_out(ids[j], token, recs[j], tonumber(due[2 * j]))
+        local d = tonumber(due[2 * j])
+        hand_out(ids[j], token, recs[j], d)
+        fresh = fresh + 1
+        late_sum = late_sum + (now - d)
+        if now - d > late_max then late_max = now - d end
       elseif recs[j] then
         quarantine(K, ids[j], now)
+      end
+    end
+    if fresh > 0 then
+      -- the first claim of a minute also drops minutes older than the hour kept
+      if hist_add(K.hist, now, 'c', fresh) == fresh then hist_trim(K.hist, now) end
+      hist_add(K.hist, now, 'l', late_sum)
+      local xf = int(math.floor(now / 60000)) .. ':x'
+      if late_max > (tonumber(redis.call('HGET', K.hist, xf)) or -1) then
+        redis.call('HSET', K.hist, xf, int(late_max))
       end
     end
     first = earliest(sched)

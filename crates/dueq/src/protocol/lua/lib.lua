@@ -17,6 +17,7 @@ local TAIL_LEN = 12
 local CHUNK = 1000
 local MAX_DUE_MS = 253402300799999
 local MAX_ATTEMPT = 4294967295
+local HIST_MINUTES = 61
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -111,12 +112,37 @@ local function trim(zkey, tasks_key, errors_key, cap)
   chunked('HDEL', errors_key, victims)
 end
 
+-- Per-minute history (the `hist` hash, read by history.lua): adds `n` to counter `what` of
+-- the current minute, field "<minute>:<what>" (minute = ms / 60 000). Counters: c claimed,
+-- l lateness sum (ms, claim time minus due time), x lateness max (ms), s succeeded,
+-- r retried, d dead. Returns the new value.
+local function hist_add(hist, now, what, n)
+  return redis.call('HINCRBY', hist, int(math.floor(now / 60000)) .. ':' .. what, n)
+end
+
+-- Drops history fields of minutes older than HIST_MINUTES. Called once per minute (by the
+-- first claim of a minute), so the hash stays near 6 fields x 61 minutes.
+local function hist_trim(hist, now)
+  local oldest = math.floor(now / 60000) - HIST_MINUTES
+  local fields = redis.call('HKEYS', hist)
+  local old, n = {}, 0
+  for i = 1, #fields do
+    local m = tonumber(string.match(fields[i], '^(%d+):'))
+    if not m or m < oldest then
+      n = n + 1
+      old[n] = fields[i]
+    end
+  end
+  if n > 0 then chunked('HDEL', hist, old) end
+end
+
 -- Moves a task whose record is unreadable to the dead-letter queue, record untouched.
--- `K` names the keys dead, errors, stats.
+-- `K` names the keys dead, errors, stats, hist.
 local function quarantine(K, id, now)
   redis.call('ZADD', K.dead, now, id)
   redis.call('HSET', K.errors, id, 'unreadable task record')
   redis.call('HINCRBY', K.stats, 'dead_total', 1)
+  hist_add(K.hist, now, 'd', 1)
 end
 
 -- One attempt of an active task failed (nack or expired lease). `K` names the keys:
@@ -136,6 +162,7 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
     redis.call('ZADD', K.dead, now, id)
     release_key(K.keys, rec, id)
     redis.call('HINCRBY', K.stats, 'dead_total', 1)
+    hist_add(K.hist, now, 'd', 1)
     trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'))
     return 2, 0
   end
@@ -145,6 +172,7 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
   redis.call('HSET', K.tasks, id, rec_update(rec, attempt, due))
   redis.call('ZADD', K.sched, due, id)
   redis.call('HINCRBY', K.stats, 'retried_total', 1)
+  hist_add(K.hist, now, 'r', 1)
   wake(channel, due, before)
   return 1, due
 end

@@ -2,13 +2,13 @@
 -- dead-letter queue, counting the attempt; also finds leases whose deadline entry was lost,
 -- and forgets claim records (see claim.lua) of callers gone for over an hour.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
--- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors
+-- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors  KEYS[11] hist
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none), swept (1 when the
 --   sweep of the leases hash came back to its start during this call)}
 local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
-  errors = KEYS[10]}
+  errors = KEYS[10], hist = KEYS[11]}
 local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
 local channel = ARGV[1]
 local max = tonumber(ARGV[2])
@@ -24,7 +24,8 @@ for i = 1, #expired do pick[expired[i]] = true end
 -- time (it holds only active tasks, so it is small) and treat such leases by their own deadline.
 -- Up to 10 slices of 100 per call, so a caller can finish a sweep of thousands of leases in a
 -- few calls.
-local cursor = redis.call('HGET', K.meta, 'sweep_cursor') or '0'
+local stored_cursor = redis.call('HGET', K.meta, 'sweep_cursor') or '0'
+local cursor = stored_cursor
 local swept = 0
 -- the earliest deadline of an orphaned lease not yet due, so the caller comes back for it
 local orphan_next = nil
@@ -49,13 +50,14 @@ for _ = 1, 10 do
     break
   end
 end
-redis.call('HSET', K.meta, 'sweep_cursor', cursor)
+-- written only when it moved, so a call on an idle queue writes nothing (no AOF traffic)
+if cursor ~= stored_cursor then redis.call('HSET', K.meta, 'sweep_cursor', cursor) end
 
 -- claim records are forgotten by their caller's next claim; one left by a caller that died
 -- is dropped after an hour (its leases expire long before)
 local ccursor = redis.call('HGET', K.meta, 'claims_cursor') or '0'
 local cscan = redis.call('HSCAN', claims, ccursor, 'COUNT', 20)
-redis.call('HSET', K.meta, 'claims_cursor', cscan[1])
+if cscan[1] ~= ccursor then redis.call('HSET', K.meta, 'claims_cursor', cscan[1]) end
 for i = 1, #cscan[2], 2 do
   local created = tonumber(string.match(cscan[2][i + 1], '^%d+') or '0')
   if now - created > 3600000 then redis.call('HDEL', claims, cscan[2][i]) end

@@ -1,0 +1,343 @@
+//! Push delivery targets (webhooks) on a [`Queue`]: set, read, clear.
+//!
+//! A queue with a webhook has its due tasks POSTed to a URL by any running `dueq serve`
+//! (crate `dueq-server`, module `push`): body = the payload bytes, a 2xx answer acknowledges,
+//! anything else is a failed attempt. The target lives in the queue's own `webhook` hash
+//! (same hash tag as its other keys), so every server and tool sees the same one.
+
+use std::fmt;
+
+use super::{Client, Queue};
+use crate::error::{Error, Result};
+use crate::protocol::webhook::{self, Stored};
+
+/// Longest webhook URL, in bytes.
+pub const MAX_WEBHOOK_URL_BYTES: usize = 2048;
+/// Shortest signing secret given by the caller, in bytes.
+pub const MIN_WEBHOOK_SECRET_BYTES: usize = 16;
+/// Longest signing secret, in bytes.
+pub const MAX_WEBHOOK_SECRET_BYTES: usize = 256;
+/// Most deliveries in flight per queue and server.
+pub const MAX_WEBHOOK_CONCURRENCY: u32 = 1000;
+/// Longest time a delivery may take, ms (5 minutes).
+pub const MAX_WEBHOOK_TIMEOUT_MS: u64 = 300_000;
+/// Default deliveries in flight per queue and server.
+pub const DEFAULT_WEBHOOK_CONCURRENCY: u32 = 10;
+/// Default time a delivery may take, ms.
+pub const DEFAULT_WEBHOOK_TIMEOUT_MS: u64 = 10_000;
+
+/// A push delivery target to store with [`Queue::set_webhook`].
+///
+/// Built with [`WebhookConfig::new`] and the setters; checked in full by
+/// [`WebhookConfig::validate`] before anything is written.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WebhookConfig {
+    /// Where tasks are POSTed: an absolute `http://` or `https://` URL with a host, at most
+    /// 2 048 bytes. Redirects are not followed (a 3xx answer is a failed attempt).
+    pub url: String,
+    /// Key of the HMAC-SHA256 signature: 16 to 256 visible ASCII characters (`!` to `~`).
+    /// `None` keeps the queue's current secret, or generates one (32 random bytes, 64 hex
+    /// digits) when the queue has no webhook yet.
+    pub secret: Option<String>,
+    /// Most deliveries in flight at once, per queue and per server process: 1 to 1 000.
+    /// Default 10.
+    pub concurrency: u32,
+    /// Time limit of one delivery (connect, send, answer), ms: 1 to 300 000. Default 10 000.
+    /// Past it the attempt counts as failed.
+    pub timeout_ms: u64,
+}
+
+impl fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookConfig")
+            .field("url", &self.url)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("concurrency", &self.concurrency)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+impl WebhookConfig {
+    /// A target at `url` with the defaults (secret kept or generated, concurrency 10,
+    /// timeout 10 000 ms).
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            secret: None,
+            concurrency: DEFAULT_WEBHOOK_CONCURRENCY,
+            timeout_ms: DEFAULT_WEBHOOK_TIMEOUT_MS,
+        }
+    }
+
+    /// Signs with this secret (16 to 256 visible ASCII characters).
+    pub fn secret(mut self, secret: impl Into<String>) -> Self {
+        self.secret = Some(secret.into());
+        self
+    }
+
+    /// Most deliveries in flight (1 to 1 000).
+    pub fn concurrency(mut self, n: u32) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Time limit of one delivery, ms (1 to 300 000).
+    pub fn timeout_ms(mut self, ms: u64) -> Self {
+        self.timeout_ms = ms;
+        self
+    }
+
+    /// Checks every field and returns the URL in normalized form (what is stored).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) naming the first bad field.
+    pub fn validate(&self) -> Result<String> {
+        if self.url.len() > MAX_WEBHOOK_URL_BYTES {
+            return Err(Error::invalid(format!(
+                "webhook url is {} bytes; the limit is {MAX_WEBHOOK_URL_BYTES}",
+                self.url.len()
+            )));
+        }
+        let url = url::Url::parse(&self.url)
+            .map_err(|e| Error::invalid(format!("webhook url {:?} is invalid: {e}", self.url)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Error::invalid(format!(
+                "webhook url {:?} must start with http:// or https://",
+                self.url
+            )));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(Error::invalid(format!(
+                "webhook url {:?} has no host",
+                self.url
+            )));
+        }
+        if let Some(s) = &self.secret {
+            let visible = s.bytes().all(|b| b.is_ascii_graphic());
+            if !visible || s.len() < MIN_WEBHOOK_SECRET_BYTES || s.len() > MAX_WEBHOOK_SECRET_BYTES
+            {
+                return Err(Error::invalid(format!(
+                    "webhook secret must be {MIN_WEBHOOK_SECRET_BYTES} to \
+                     {MAX_WEBHOOK_SECRET_BYTES} visible ASCII characters (no spaces)"
+                )));
+            }
+        }
+        if self.concurrency == 0 || self.concurrency > MAX_WEBHOOK_CONCURRENCY {
+            return Err(Error::invalid(format!(
+                "webhook concurrency must be 1 to {MAX_WEBHOOK_CONCURRENCY}"
+            )));
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > MAX_WEBHOOK_TIMEOUT_MS {
+            return Err(Error::invalid(format!(
+                "webhook timeout_ms must be 1 to {MAX_WEBHOOK_TIMEOUT_MS}"
+            )));
+        }
+        Ok(url.into())
+    }
+}
+
+/// A queue's stored push delivery target.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Webhook {
+    /// Queue name.
+    pub queue: String,
+    /// Target URL (normalized: lower-case scheme and host, a path of at least `/`).
+    pub url: String,
+    /// Signing secret. Its `Debug` output is redacted.
+    pub secret: String,
+    /// Most deliveries in flight per server process.
+    pub concurrency: u32,
+    /// Time limit of one delivery, ms.
+    pub timeout_ms: u64,
+    /// When it was last set, Unix epoch ms (Redis clock).
+    pub updated_at_ms: u64,
+}
+
+impl fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Webhook")
+            .field("queue", &self.queue)
+            .field("url", &self.url)
+            .field("secret", &"<redacted>")
+            .field("concurrency", &self.concurrency)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("updated_at_ms", &self.updated_at_ms)
+            .finish()
+    }
+}
+
+/// What [`Queue::set_webhook`] stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WebhookSet {
+    /// The webhook now in force (with its secret: the only answer that carries a generated one).
+    pub webhook: Webhook,
+    /// Whether the secret was generated by this call.
+    pub secret_generated: bool,
+    /// Whether it replaced an earlier webhook.
+    pub replaced: bool,
+}
+
+/// 32 random bytes as 64 lower-case hex digits, from the operating system's generator (the
+/// thread-local CSPRNG seeded from it if the OS call fails).
+fn random_secret() -> String {
+    use rand::TryRng;
+    let mut bytes = [0u8; 32];
+    if rand::rngs::SysRng.try_fill_bytes(&mut bytes).is_err() {
+        bytes = rand::random();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Queue {
+    /// Gives the queue a push delivery target (replacing any earlier one): from then on every
+    /// running `dueq serve` POSTs its due tasks there. Omitting the secret keeps the current
+    /// one (or generates one for a new webhook), so changing the URL or the limits does not
+    /// break receivers' signature checks; give a secret to rotate it.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for a bad field (nothing written),
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn set_webhook(&self, config: WebhookConfig) -> Result<WebhookSet> {
+        let url = config.validate()?;
+        let candidate = random_secret();
+        let given = config.secret.as_deref().unwrap_or("");
+        let r = webhook::set(
+            &mut self.client().conn(),
+            self.keys(),
+            &url,
+            given,
+            &candidate,
+            config.concurrency,
+            config.timeout_ms,
+        )
+        .await?;
+        Ok(WebhookSet {
+            secret_generated: given.is_empty() && r.secret == candidate,
+            replaced: r.existed,
+            webhook: Webhook {
+                queue: self.name().to_owned(),
+                url,
+                secret: r.secret,
+                concurrency: config.concurrency,
+                timeout_ms: config.timeout_ms,
+                updated_at_ms: r.now_ms,
+            },
+        })
+    }
+
+    /// The queue's push delivery target, or `None`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails,
+    /// [`ErrorKind::Protocol`](crate::ErrorKind) when the stored fields were damaged by hand.
+    pub async fn webhook(&self) -> Result<Option<Webhook>> {
+        let stored = webhook::get(&mut self.client().conn(), self.keys()).await?;
+        Ok(stored.map(|s: Stored| Webhook {
+            queue: self.name().to_owned(),
+            url: s.url,
+            secret: s.secret,
+            concurrency: s.concurrency,
+            timeout_ms: s.timeout_ms,
+            updated_at_ms: s.updated_at_ms,
+        }))
+    }
+
+    /// Removes the queue's push delivery target; `true` when there was one. Servers stop
+    /// delivering within about a second (deliveries in flight have their leases handed back).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn clear_webhook(&self) -> Result<bool> {
+        webhook::clear(&mut self.client().conn(), self.keys()).await
+    }
+}
+
+impl Client {
+    /// Names of the queues whose webhook was ever set, sorted: a superset of the queues that
+    /// have one now ([`Queue::webhook`] tells). Push delivery servers poll this.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn webhook_queues(&self) -> Result<Vec<String>> {
+        webhook::list(&mut self.conn()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_configs_pass_and_urls_are_normalized() {
+        let c = WebhookConfig::new("HTTPS://Example.COM:8443?a=1")
+            .secret("0123456789abcdef")
+            .concurrency(1000)
+            .timeout_ms(300_000);
+        assert_eq!(c.validate().unwrap(), "https://example.com:8443/?a=1");
+        let c = WebhookConfig::new("http://127.0.0.1:9/hook")
+            .concurrency(1)
+            .timeout_ms(1);
+        assert_eq!(c.validate().unwrap(), "http://127.0.0.1:9/hook");
+    }
+
+    #[test]
+    fn bad_configs_are_refused_naming_the_field() {
+        let ok = || WebhookConfig::new("http://h/");
+        let long = format!("http://h/{}", "x".repeat(MAX_WEBHOOK_URL_BYTES));
+        let cases = [
+            (WebhookConfig::new("ftp://h/"), "http:// or https://"),
+            (
+                WebhookConfig::new("file:///etc/passwd"),
+                "http:// or https://",
+            ),
+            (WebhookConfig::new("h/path"), "invalid"),
+            (WebhookConfig::new(""), "invalid"),
+            (WebhookConfig::new("http://"), "invalid"),
+            (WebhookConfig::new(long), "limit"),
+            (ok().secret("short"), "secret"),
+            (ok().secret("has a space in it!!"), "secret"),
+            (ok().secret("é".repeat(20)), "secret"),
+            (ok().secret("x".repeat(257)), "secret"),
+            (ok().concurrency(0), "concurrency"),
+            (ok().concurrency(1001), "concurrency"),
+            (ok().timeout_ms(0), "timeout_ms"),
+            (ok().timeout_ms(300_001), "timeout_ms"),
+        ];
+        for (c, needle) in cases {
+            let e = c.validate().expect_err(&format!("{c:?} accepted"));
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains(needle), "{c:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn debug_never_shows_the_secret() {
+        let c = WebhookConfig::new("http://h/").secret("supersecretvalue123");
+        assert!(!format!("{c:?}").contains("supersecret"));
+        let w = Webhook {
+            queue: "q".into(),
+            url: "http://h/".into(),
+            secret: "supersecretvalue123".into(),
+            concurrency: 1,
+            timeout_ms: 1,
+            updated_at_ms: 0,
+        };
+        assert!(!format!("{w:?}").contains("supersecret"));
+    }
+
+    #[test]
+    fn generated_secrets_are_64_hex_digits_and_differ() {
+        let (a, b) = (random_secret(), random_secret());
+        assert_eq!(a.len(), 64);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_ne!(a, b);
+        assert!(WebhookConfig::new("http://h/").secret(a).validate().is_ok());
+    }
+}

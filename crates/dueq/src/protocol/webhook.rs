@@ -1,0 +1,128 @@
+//! Redis operations on a queue's push delivery target (its `webhook` hash) and on the
+//! `dueq:webhooks` set that lets servers find the queues that have one.
+//!
+//! Writes are one script each (`webhook_set.lua`, `webhook_clear.lua`); reads are plain
+//! `HGETALL` / `SMEMBERS`. Set adds the queue name to `dueq:webhooks` *before* its script runs
+//! and clear never removes it, so every stored webhook is listed (the set lives outside the
+//! queue's hash tag, so one script cannot write both on a cluster).
+
+use std::collections::HashMap;
+
+use redis::Value;
+
+use super::conn::Conn;
+use super::keys::{QueueKeys, WEBHOOKS_KEY};
+use super::reply::Reply;
+use super::scripts;
+use crate::error::{Error, Result};
+
+/// A webhook as stored (fields of the `webhook` hash).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Stored {
+    pub url: String,
+    pub secret: String,
+    pub concurrency: u32,
+    pub timeout_ms: u64,
+    pub updated_at_ms: u64,
+}
+
+/// What `webhook_set` did.
+pub(crate) struct SetReply {
+    pub now_ms: u64,
+    pub secret: String,
+    pub existed: bool,
+}
+
+/// Stores a validated webhook; `secret` empty keeps the stored secret, or uses
+/// `new_secret` when there is none.
+pub(crate) async fn set(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    url: &str,
+    secret: &str,
+    new_secret: &str,
+    concurrency: u32,
+    timeout_ms: u64,
+) -> Result<SetReply> {
+    redis::cmd("SADD")
+        .arg(WEBHOOKS_KEY)
+        .arg(&k.name)
+        .query_async::<()>(conn)
+        .await?;
+    let v: Value = scripts::WEBHOOK_SET
+        .prepare_invoke()
+        .key(&k.webhook)
+        .arg(url)
+        .arg(secret)
+        .arg(new_secret)
+        .arg(concurrency)
+        .arg(timeout_ms)
+        .invoke_async(conn)
+        .await?;
+    let mut r = Reply::new("webhook_set", v)?;
+    Ok(SetReply {
+        now_ms: r.u64()?,
+        secret: r.string()?,
+        existed: r.i64()? == 1,
+    })
+}
+
+/// Removes the webhook; whether there was one.
+pub(crate) async fn clear(conn: &mut Conn, k: &QueueKeys) -> Result<bool> {
+    let v: Value = scripts::WEBHOOK_CLEAR
+        .prepare_invoke()
+        .key(&k.webhook)
+        .invoke_async(conn)
+        .await?;
+    let mut r = Reply::new("webhook_clear", v)?;
+    r.u64()?;
+    Ok(r.i64()? == 1)
+}
+
+/// The stored webhook, or `None`.
+///
+/// # Errors
+/// [`ErrorKind::Protocol`](crate::ErrorKind) when the hash exists but lacks a field or holds a
+/// value that is not a number (changed by hand).
+pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys) -> Result<Option<Stored>> {
+    let mut h: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(&k.webhook)
+        .query_async(conn)
+        .await?;
+    if h.is_empty() {
+        return Ok(None);
+    }
+    let mut field = |name: &str| {
+        h.remove(name)
+            .ok_or_else(|| Error::protocol(format!("{}: field {name} is missing", k.webhook)))
+    };
+    let url = field("url")?;
+    let secret = field("secret")?;
+    let (concurrency, timeout_ms, updated_at_ms) = (
+        field("concurrency")?,
+        field("timeout_ms")?,
+        field("updated_at_ms")?,
+    );
+    let num = |name: &str, v: &str| {
+        v.parse::<u64>()
+            .map_err(|_| Error::protocol(format!("{}: {name} {v:?} is not a number", k.webhook)))
+    };
+    Ok(Some(Stored {
+        url,
+        secret,
+        concurrency: u32::try_from(num("concurrency", &concurrency)?)
+            .map_err(|_| Error::protocol(format!("{}: concurrency is out of range", k.webhook)))?,
+        timeout_ms: num("timeout_ms", &timeout_ms)?,
+        updated_at_ms: num("updated_at_ms", &updated_at_ms)?,
+    }))
+}
+
+/// Names in `dueq:webhooks`, sorted: every queue with a webhook, and queues that had one.
+pub(crate) async fn list(conn: &mut Conn) -> Result<Vec<String>> {
+    let mut names: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(WEBHOOKS_KEY)
+        .query_async(conn)
+        .await?;
+    names.sort();
+    Ok(names)
+}
