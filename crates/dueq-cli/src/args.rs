@@ -46,6 +46,9 @@ pub enum Command {
     /// The dead-letter queue.
     #[command(subcommand)]
     Dead(DeadCommand),
+    /// Push delivery: a URL that `dueq serve` POSTs each due task of a queue to (signed).
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
     /// Run COMMAND for each task of QUEUE: payload on stdin, exit 0 acknowledges, any other
     /// exit retries with backoff (then dead-letters). SIGINT/SIGTERM hand running tasks back.
     Work(WorkArgs),
@@ -163,6 +166,41 @@ pub enum DeadCommand {
         /// Task ids.
         #[arg(required = true)]
         ids: Vec<String>,
+    },
+}
+
+/// `dueq webhook ...`.
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Set (or replace) the queue's webhook; prints the signing secret.
+    Set {
+        /// Queue name.
+        queue: String,
+        /// Target URL (http:// or https://; redirects are not followed).
+        url: String,
+        /// Deliveries in flight per server (1..1000; default 10).
+        #[arg(long)]
+        concurrency: Option<u32>,
+        /// Time limit of one delivery, ms (1..300000; default 10000).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// Signing secret, 16 to 256 visible ASCII characters (default: keep the current one,
+        /// or generate one for a new webhook).
+        #[arg(long, env = "DUEQ_WEBHOOK_SECRET", hide_env_values = true)]
+        secret: Option<String>,
+    },
+    /// Show the queue's webhook (without the secret unless --show-secret).
+    Get {
+        /// Queue name.
+        queue: String,
+        /// Print the signing secret too.
+        #[arg(long)]
+        show_secret: bool,
+    },
+    /// Remove the queue's webhook.
+    Clear {
+        /// Queue name.
+        queue: String,
     },
 }
 

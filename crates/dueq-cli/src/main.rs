@@ -67,6 +67,7 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::stats::pause(&connect(redis).await?, &a.queue, false, json).await
         }
         Command::Dead(d) => cmd::dead::run(&connect(redis).await?, d, json).await,
+        Command::Webhook(w) => cmd::webhook::run(&connect(redis).await?, w, json).await,
         Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
         Command::Bench(a) => {

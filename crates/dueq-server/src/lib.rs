@@ -4,10 +4,14 @@
 //! [`serve`] runs it on a listener until a shutdown future completes. Everything a handler
 //! needs is in [`AppState`].
 //!
-//! * `src/api/` holds one file per resource (`tasks`, `claim`, `queues`, `dead`, `system`);
-//!   each route is registered together with its OpenAPI description.
+//! * `src/api/` holds one file per resource (`tasks`, `claim`, `queues`, `dead`, `webhook`,
+//!   `system`); each route is registered together with its OpenAPI description.
+//! * [`dashboard`]: the operator UI at `/` (HTML, htmx; outside `/v1` and the OpenAPI document).
 //! * [`error`]: every failure as a status and `{"error": {"code", "message"}}`.
 //! * [`auth`]: bearer tokens (constant-time check) on `/v1`; `/healthz` and `/readyz` open.
+//! * [`origin`]: cross-origin writes to `/v1` refused (403), tokens or not.
+//! * `recoverer`: the background task of [`serve`] that recovers expired leases of every queue.
+//! * [`push`]: push delivery (webhooks), the other background task of [`serve`].
 //! * `metrics`: DESIGN 4.4 names; queue numbers read from Redis on scrape.
 //! * [`payload`]: the JSON-payload rule shared with the CLI.
 //! * `wake`: the pub/sub hub that ends long-poll claims the moment a task may be due.
@@ -25,11 +29,15 @@
 
 pub mod api;
 pub mod auth;
+pub mod dashboard;
 pub mod error;
 mod extract;
 mod metrics;
 pub mod openapi;
+pub mod origin;
 pub mod payload;
+pub mod push;
+mod recoverer;
 mod state;
 mod wake;
 
@@ -47,12 +55,14 @@ pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 pub use metrics::{DURATION_BUCKETS_S, LATENESS_BUCKETS_S};
 pub use payload::{payload_json, payload_raw};
+pub use recoverer::DEFAULT_RECOVER_INTERVAL_MS;
 pub use state::{AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS};
 
 /// Default listen address of `dueq serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
-/// The full router: `/v1` (behind the token check when tokens are configured), `/healthz`,
+/// The full router: `/v1` (cross-origin writes refused, then the token check when tokens are
+/// configured), `/healthz`,
 /// `/readyz`, `/metrics`, `/openapi.json`. Unknown paths get 404 and wrong methods 405, both
 /// with the error body.
 pub fn router(state: AppState) -> Router {
@@ -81,11 +91,13 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
-        ));
+        ))
+        .route_layer(middleware::from_fn(origin::same_origin_writes));
     let (system, _) = api::system_routes().split_for_parts();
     Router::new()
         .merge(v1)
         .merge(system)
+        .merge(dashboard::routes(&state))
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -115,7 +127,10 @@ async fn time_limit(limit: Duration, req: Request, next: Next) -> Response {
 
 /// Serves [`router`] on `listener` until `shutdown` completes, then stops accepting, ends
 /// waiting claims at once (they answer with what they have) and waits for in-flight requests
-/// to finish.
+/// to finish. While it runs, a background task recovers expired leases of every queue every
+/// [`recover_interval_ms`](AppStateBuilder::recover_interval_ms); it is stopped (its call in
+/// flight finished) before this returns. Push delivery ([`push`]) runs beside it and is shut
+/// down too before this returns, its unfinished leases handed back.
 ///
 /// # Errors
 /// The I/O error of the listener.
@@ -125,10 +140,25 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(state.clone());
-    axum::serve(listener, app)
+    let recoverer = recoverer::spawn(&state);
+    let pusher = tokio::spawn(push::run(state.clone(), state.shutdown_rx()));
+    let stopping = state.clone();
+    let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
-            state.begin_shutdown();
+            stopping.begin_shutdown();
         })
-        .await
+        .await;
+    // Also when serving failed: the recoverer ends on the shutdown signal.
+    state.begin_shutdown();
+    if let Some(task) = recoverer
+        && let Err(e) = task.await
+    {
+        tracing::error!(error = %e, "recoverer task failed");
+    }
+    // Push workers stop on the same signal and hand their unfinished leases back.
+    if let Err(e) = pusher.await {
+        tracing::error!(error = %e, "push delivery task failed");
+    }
+    result
 }

@@ -1,10 +1,22 @@
 //! The OpenAPI document of the API, generated from the handlers' annotations (utoipa) and
-//! served at `/openapi.json`. A test checks it against the router and DESIGN 4.2.
+//! served at `/openapi.json`. A test checks it against the router and DESIGN 4.2, and CI runs
+//! schemathesis against it (`.ci/schemathesis`).
+//!
+//! What the layers around the handlers do is added here, once for every `/v1` operation
+//! rather than in each annotation: the bearer security requirement and its 401 (the token
+//! middleware), 400/413/415 for an operation with a JSON body (the [`ApiJson`] extractor), and
+//! the formats of the path parameters `queue`, `id` and `key` (what the library accepts).
+//!
+//! [`ApiJson`]: crate::ApiJson
 
 use std::sync::OnceLock;
 
+use utoipa::openapi::path::{Operation, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{OpenApi as Doc, SecurityRequirement};
+use utoipa::openapi::{
+    ContentBuilder, OpenApi as Doc, Ref, RefOr, ResponseBuilder, Schema, SecurityRequirement,
+};
 use utoipa::{Modify, OpenApi};
 
 use crate::api;
@@ -56,6 +68,8 @@ pub fn openapi() -> Doc {
                     "bearer",
                     Vec::<String>::new(),
                 )]);
+                add_layer_responses(op);
+                describe_path_params(op);
             }
         }
         let (_, system) = api::system_routes().split_for_parts();
@@ -65,6 +79,61 @@ pub fn openapi() -> Doc {
         doc
     })
     .clone()
+}
+
+/// Adds the error answers of the layers around a `/v1` handler, unless it documents them.
+fn add_layer_responses(op: &mut Operation) {
+    let mut add = |status: &str, description: &str| {
+        op.responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| RefOr::T(error_response(description)));
+    };
+    add("401", "No or bad token");
+    if op.request_body.is_some() {
+        add(
+            "400",
+            "Bad input: malformed JSON, a wrong or unknown field; nothing written",
+        );
+        add("413", "Request body larger than the limit; nothing written");
+        add(
+            "415",
+            "The body was not sent as `Content-Type: application/json`; nothing written",
+        );
+    }
+}
+
+fn error_response(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
+}
+
+/// The accepted forms of the path parameters (anything else is answered 400).
+fn describe_path_params(op: &mut Operation) {
+    for p in op.parameters.iter_mut().flatten() {
+        if !matches!(p.parameter_in, ParameterIn::Path) {
+            continue;
+        }
+        let schema = ObjectBuilder::new().schema_type(Type::String);
+        let schema = match p.name.as_str() {
+            // DESIGN 3: queue names
+            "queue" => schema.pattern(Some("^[A-Za-z0-9_.-]{1,128}$")),
+            // `dueq::TaskId::new`: 1 to 64 printable ASCII characters, no spaces
+            "id" => schema.pattern(Some("^[!-~]{1,64}$")),
+            // business keys: 1 to 512 bytes of UTF-8, any characters (URL-encoded); a length
+            // in characters cannot state the byte limit, so only the minimum is given
+            "key" => schema.min_length(Some(1)),
+            _ => continue,
+        };
+        p.schema = Some(RefOr::T(Schema::Object(schema.build())));
+    }
 }
 
 /// Every (method, path) of the document, sorted, methods upper-case.

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use crate::auth::Tokens;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::push::PushOptions;
 use crate::wake::WakeHub;
 
 /// Room for the fields around the payload in one task's JSON (key, times, whitespace), bytes.
@@ -30,6 +31,8 @@ struct Inner {
     body_limit_bytes: usize,
     batch_body_limit_bytes: usize,
     request_timeout_ms: u64,
+    recover_interval_ms: u64,
+    push: PushOptions,
     metrics: Metrics,
     wake: Arc<WakeHub>,
     shutdown: watch::Sender<bool>,
@@ -53,6 +56,8 @@ pub struct AppStateBuilder {
     protect_metrics: bool,
     batch_body_limit_bytes: Option<usize>,
     request_timeout_ms: u64,
+    recover_interval_ms: u64,
+    push: PushOptions,
 }
 
 /// Default time limit of a request, ms.
@@ -64,6 +69,22 @@ impl AppStateBuilder {
     /// client cannot hold a connection and a handler forever).
     pub fn request_timeout_ms(mut self, ms: u64) -> Self {
         self.request_timeout_ms = ms.max(1);
+        self
+    }
+
+    /// Pause between two passes of the background recoverer, ms: each pass returns the
+    /// expired leases of every known queue to `scheduled` (or `dead`), so a queue nobody
+    /// claims from does not keep them `active`. Default 1 000 (DESIGN 2.4: within 1 s of
+    /// expiry); 0 turns the recoverer off. Only [`serve`](crate::serve) runs it.
+    pub fn recover_interval_ms(mut self, ms: u64) -> Self {
+        self.recover_interval_ms = ms;
+        self
+    }
+
+    /// Push delivery (webhooks) settings of [`serve`](crate::serve). Default
+    /// [`PushOptions::default`]: on, default backoff, settings re-read every second.
+    pub fn push(mut self, push: PushOptions) -> Self {
+        self.push = push;
         self
     }
 
@@ -102,6 +123,8 @@ impl AppStateBuilder {
                     .unwrap_or(body_limit_bytes.max(MIN_BATCH_BODY_BYTES)),
                 body_limit_bytes,
                 request_timeout_ms: self.request_timeout_ms,
+                recover_interval_ms: self.recover_interval_ms,
+                push: self.push,
                 client: self.client,
                 tokens: self.tokens,
                 protect_metrics: self.protect_metrics,
@@ -127,6 +150,8 @@ impl AppState {
             protect_metrics: false,
             batch_body_limit_bytes: None,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            recover_interval_ms: crate::recoverer::DEFAULT_RECOVER_INTERVAL_MS,
+            push: PushOptions::default(),
         }
     }
 
@@ -158,6 +183,16 @@ impl AppState {
     /// Time limit of a request, ms (claims get their `wait_ms` on top).
     pub fn request_timeout_ms(&self) -> u64 {
         self.inner.request_timeout_ms
+    }
+
+    /// Push delivery settings.
+    pub fn push_options(&self) -> PushOptions {
+        self.inner.push
+    }
+
+    /// Pause between two background recovery passes, ms (0: off).
+    pub fn recover_interval_ms(&self) -> u64 {
+        self.inner.recover_interval_ms
     }
 
     /// Starts shutting down: waiting claims return what they have (usually nothing) at once,

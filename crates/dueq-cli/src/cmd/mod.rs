@@ -5,6 +5,7 @@ pub mod replay;
 pub mod serve;
 pub mod stats;
 pub mod tasks;
+pub mod webhook;
 pub mod work;
 
 use dueq::{Task, TaskRef};

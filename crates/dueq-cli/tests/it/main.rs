@@ -6,6 +6,7 @@ mod bench;
 mod commands;
 mod replay;
 mod serve;
+mod webhook;
 mod work;
 
 use std::process::{Command, Output};

@@ -13,7 +13,8 @@
 //! on the server's `hz` tick (100 ms).
 //!
 //! Expired leases are recovered on the claim path (when the claim reports a lease deadline
-//! in the past), so HTTP-only deployments need no Rust worker for crash recovery.
+//! in the past), so HTTP-only deployments need no Rust worker for crash recovery; a queue
+//! nobody claims from is covered by the server's background recoverer (`recoverer.rs`).
 
 use std::time::Duration;
 
@@ -43,10 +44,13 @@ const REPOLL_MS: u64 = 1000;
 #[non_exhaustive]
 pub struct ClaimRequest {
     /// Most tasks to hand out, 1 to 1000. Default 1.
+    #[schema(minimum = 1, maximum = 1000)]
     pub max: Option<u32>,
     /// Wait up to this long for the first due task, 0 to 60000 ms. Default 0.
+    #[schema(maximum = 60000)]
     pub wait_ms: Option<u64>,
-    /// Lease for these tasks, ms (default: each task's own).
+    /// Lease for these tasks, 1 to 4294967295 ms (default: each task's own).
+    #[schema(minimum = 1, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
 }
 
@@ -111,6 +115,7 @@ pub struct ExtendRequest {
     /// The token from the claim.
     pub lease_token: String,
     /// New lease from now, ms (1 to 4294967295).
+    #[schema(minimum = 1, maximum = 4294967295_u64)]
     pub lease_ms: u64,
 }
 

@@ -17,9 +17,11 @@ use crate::state::AppState;
 #[into_params(parameter_in = Query)]
 #[non_exhaustive]
 pub struct DeadQuery {
-    /// Skip this many (newest first). Default 0.
+    /// Skip this many (newest first), 0 to 4294967295. Default 0.
+    #[param(maximum = 4294967295_u64)]
     pub offset: Option<u64>,
     /// At most this many, 1 to 1000. Default 20.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u64>,
 }
 

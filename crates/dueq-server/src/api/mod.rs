@@ -10,6 +10,7 @@ pub mod dead;
 pub mod queues;
 pub mod system;
 pub mod tasks;
+pub mod webhook;
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -40,6 +41,7 @@ pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(dead::list))
         .routes(routes!(dead::retry))
         .routes(routes!(dead::delete))
+        .routes(routes!(webhook::set, webhook::get, webhook::delete))
 }
 
 /// The claim route (its time limit includes `wait_ms`).

@@ -40,17 +40,24 @@ pub struct EnqueueRequest {
     /// Any JSON value; stored as the JSON text sent and returned as that value. Default `null`.
     #[schema(value_type = Option<serde_json::Value>)]
     pub payload: Option<Box<RawValue>>,
-    /// Due this many ms after the write lands, by the Redis clock.
+    /// Due this many ms after the write lands, by the Redis clock (at most 3153600000000,
+    /// 100 years: `dueq::MAX_DELAY_MS`).
+    #[schema(maximum = 3153600000000_u64)]
     pub delay_ms: Option<u64>,
-    /// Due at this Unix epoch ms (at most 253402300799999, end of year 9999).
+    /// Due at this Unix epoch ms (at most 253402300799999, end of year 9999:
+    /// `dueq::MAX_DUE_AT_MS`).
+    #[schema(maximum = 253402300799999_u64)]
     pub due_at_ms: Option<u64>,
     /// Business key, 1 to 512 bytes of UTF-8, unique among the queue's live tasks.
+    #[schema(min_length = 1)]
     pub key: Option<String>,
     /// What to do when `key` is live. Default `keep`.
     pub on_conflict: Option<OnConflictBody>,
-    /// Attempts before the dead-letter queue. Default 5.
+    /// Attempts before the dead-letter queue, 1 to 65535. Default 5.
+    #[schema(minimum = 1, maximum = 65535)]
     pub max_attempts: Option<u32>,
-    /// Lease of a claim, ms. Default 30000.
+    /// Lease of a claim, 1 to 4294967295 ms. Default 30000.
+    #[schema(minimum = 1, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
 }
 
@@ -71,7 +78,8 @@ pub struct EnqueueResponse {
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct BatchRequest {
-    /// The tasks.
+    /// The tasks, 1 to 1000.
+    #[schema(min_items = 1, max_items = 1000)]
     pub tasks: Vec<EnqueueRequest>,
 }
 
@@ -149,9 +157,11 @@ pub struct CancelResponse {
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct RescheduleRequest {
-    /// Due this many ms from now (Redis clock).
+    /// Due this many ms from now (Redis clock), at most 3153600000000 (100 years).
+    #[schema(maximum = 3153600000000_u64)]
     pub delay_ms: Option<u64>,
-    /// Due at this Unix epoch ms.
+    /// Due at this Unix epoch ms, at most 253402300799999 (end of year 9999).
+    #[schema(maximum = 253402300799999_u64)]
     pub due_at_ms: Option<u64>,
 }
 

@@ -10,6 +10,7 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/v1/queues/{queue}/dead/{id}"),
     ("DELETE", "/v1/queues/{queue}/keys/{key}"),
     ("DELETE", "/v1/queues/{queue}/tasks/{id}"),
+    ("DELETE", "/v1/queues/{queue}/webhook"),
     ("GET", "/healthz"),
     ("GET", "/metrics"),
     ("GET", "/openapi.json"),
@@ -19,6 +20,7 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/queues/{queue}/dead"),
     ("GET", "/v1/queues/{queue}/keys/{key}"),
     ("GET", "/v1/queues/{queue}/tasks/{id}"),
+    ("GET", "/v1/queues/{queue}/webhook"),
     ("PATCH", "/v1/queues/{queue}/keys/{key}"),
     ("PATCH", "/v1/queues/{queue}/tasks/{id}"),
     ("POST", "/v1/queues/{queue}/claim"),
@@ -30,6 +32,7 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/queues/{queue}/tasks/{id}/ack"),
     ("POST", "/v1/queues/{queue}/tasks/{id}/extend"),
     ("POST", "/v1/queues/{queue}/tasks/{id}/nack"),
+    ("PUT", "/v1/queues/{queue}/webhook"),
 ];
 
 #[tokio::test]

@@ -1,0 +1,392 @@
+//! The dashboard's GET pages and the htmx fragments they poll.
+
+use askama::Template;
+use axum::Extension;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use dueq::{QueueStats, Task, TaskRef};
+use serde::Deserialize;
+
+use super::chart::{self, Chart, Minute};
+use super::session::Session;
+use super::{Dash, Layout, PageError, render, view};
+
+/// Dead tasks per page.
+const DEAD_PAGE: u64 = 20;
+/// Payload bytes shown on the task page.
+const PAYLOAD_PREVIEW_BYTES: usize = 4096;
+
+type PageResult = Result<Response, PageError>;
+
+/// `?done=...`: the notice after an action (a fixed list, so a link cannot put text here).
+#[derive(Debug, Deserialize)]
+pub(super) struct Notice {
+    done: Option<String>,
+}
+
+fn notice(done: Option<&str>) -> Option<&'static str> {
+    Some(match done? {
+        "paused" => "Queue paused: no task of it is handed out until it is resumed.",
+        "resumed" => "Queue resumed.",
+        "retried" => "Dead task scheduled again, due now.",
+        "deleted" => "Dead task deleted.",
+        _ => return None,
+    })
+}
+
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, PageError> {
+    q.map(|Query(t)| t)
+        .map_err(|e| PageError::bad(format!("bad query: {}", e.body_text())))
+}
+
+pub(super) fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, PageError> {
+    p.map(|Path(t)| t)
+        .map_err(|e| PageError::bad(format!("bad path: {}", e.body_text())))
+}
+
+/// One queue's counts, formatted.
+#[derive(Debug)]
+pub(super) struct QueueRow {
+    pub name: String,
+    pub paused: bool,
+    pub scheduled: u64,
+    pub due: u64,
+    pub active: u64,
+    pub dead: u64,
+    pub succeeded_total: u64,
+    pub failed_total: u64,
+    pub next_due: String,
+    pub oldest_wait: String,
+}
+
+impl From<QueueStats> for QueueRow {
+    fn from(s: QueueStats) -> Self {
+        Self {
+            next_due: s
+                .next_due_at_ms
+                .map(|t| view::relative(t, s.now_ms))
+                .unwrap_or_else(|| "–".to_owned()),
+            oldest_wait: if s.oldest_due_age_ms == 0 {
+                "–".to_owned()
+            } else {
+                view::duration(s.oldest_due_age_ms)
+            },
+            name: s.queue,
+            paused: s.paused,
+            scheduled: s.scheduled,
+            due: s.due,
+            active: s.active,
+            dead: s.dead,
+            succeeded_total: s.succeeded_total,
+            failed_total: s.failed_total,
+        }
+    }
+}
+
+async fn rows(d: &Dash) -> Result<Vec<QueueRow>, PageError> {
+    let names = d.app.client().queues().await?;
+    let queues = names
+        .iter()
+        .map(|n| d.app.queue(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    // one pipelined round of stats calls over the shared connection
+    let stats = futures_util::future::try_join_all(queues.iter().map(|q| q.stats())).await?;
+    Ok(stats.into_iter().map(QueueRow::from).collect())
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct Overview {
+    layout: Layout,
+    csrf: String,
+    rows: Vec<QueueRow>,
+}
+
+#[derive(Template)]
+#[template(path = "queues_table.html")]
+struct QueuesTable {
+    csrf: String,
+    rows: Vec<QueueRow>,
+}
+
+/// `/`: every queue with its counts (live), pause/resume, and the task lookup form.
+pub(super) async fn overview(
+    State(d): State<Dash>,
+    Extension(s): Extension<Session>,
+    q: Result<Query<Notice>, QueryRejection>,
+) -> PageResult {
+    let n = query(q)?;
+    let mut layout = Layout::new(&d, &s, "Queues");
+    layout.flash = notice(n.done.as_deref());
+    Ok(render(&Overview {
+        layout,
+        csrf: s.csrf,
+        rows: rows(&d).await?,
+    }))
+}
+
+/// The queues table alone (polled by `/`).
+pub(super) async fn queues_fragment(
+    State(d): State<Dash>,
+    Extension(s): Extension<Session>,
+) -> PageResult {
+    Ok(render(&QueuesTable {
+        csrf: s.csrf,
+        rows: rows(&d).await?,
+    }))
+}
+
+/// A queue's counts and charts.
+#[derive(Debug)]
+struct Live {
+    row: QueueRow,
+    charts: Vec<Chart>,
+}
+
+async fn live(d: &Dash, name: &str) -> Result<Live, PageError> {
+    let q = d.app.queue(name)?;
+    let s = q.stats().await?;
+    let looks_empty = s.scheduled == 0
+        && s.active == 0
+        && s.dead == 0
+        && s.enqueued_total == 0
+        && s.succeeded_total == 0
+        && !s.paused;
+    if looks_empty && !d.app.client().queues().await?.iter().any(|n| n == name) {
+        return Err(PageError::not_found(format!("no queue named {name:?}")));
+    }
+    let minutes: Vec<Minute> = q.history().await?.iter().map(Minute::from).collect();
+    Ok(Live {
+        row: s.into(),
+        charts: vec![chart::throughput(&minutes), chart::lateness(&minutes)],
+    })
+}
+
+#[derive(Template)]
+#[template(path = "queue.html")]
+struct QueuePage {
+    layout: Layout,
+    csrf: String,
+    live: Live,
+}
+
+#[derive(Template)]
+#[template(path = "queue_live.html")]
+struct QueueLive {
+    csrf: String,
+    live: Live,
+}
+
+/// `/ui/queues/{queue}`: counts, pause/resume and the last hour's charts (live).
+pub(super) async fn queue(
+    State(d): State<Dash>,
+    Extension(s): Extension<Session>,
+    p: Result<Path<String>, PathRejection>,
+    q: Result<Query<Notice>, QueryRejection>,
+) -> PageResult {
+    let name = path(p)?;
+    let n = query(q)?;
+    let live = live(&d, &name).await?;
+    let mut layout = Layout::new(&d, &s, format!("Queue {name}"));
+    layout.flash = notice(n.done.as_deref());
+    Ok(render(&QueuePage {
+        layout,
+        csrf: s.csrf,
+        live,
+    }))
+}
+
+/// The live part of the queue page alone (polled).
+pub(super) async fn queue_live(
+    State(d): State<Dash>,
+    Extension(s): Extension<Session>,
+    p: Result<Path<String>, PathRejection>,
+) -> PageResult {
+    let name = path(p)?;
+    Ok(render(&QueueLive {
+        csrf: s.csrf,
+        live: live(&d, &name).await?,
+    }))
+}
+
+/// `?offset=` of the dead-letter page, plus the notice.
+#[derive(Debug, Deserialize)]
+pub(super) struct DeadQuery {
+    offset: Option<u64>,
+    done: Option<String>,
+}
+
+/// One dead task, formatted.
+#[derive(Debug)]
+struct DeadRow {
+    id: String,
+    key: Option<String>,
+    attempts: String,
+    died: String,
+    died_ago: String,
+    error: String,
+    payload: String,
+}
+
+#[derive(Template)]
+#[template(path = "dead.html")]
+struct DeadPage {
+    layout: Layout,
+    csrf: String,
+    queue: String,
+    total: u64,
+    first: u64,
+    last: u64,
+    prev: Option<u64>,
+    next: Option<u64>,
+    rows: Vec<DeadRow>,
+}
+
+/// `/ui/queues/{queue}/dead?offset=`: the dead-letter queue, newest first, 20 a page.
+pub(super) async fn dead(
+    State(d): State<Dash>,
+    Extension(s): Extension<Session>,
+    p: Result<Path<String>, PathRejection>,
+    q: Result<Query<DeadQuery>, QueryRejection>,
+) -> PageResult {
+    let name = path(p)?;
+    let dq = query(q)?;
+    let offset = dq.offset.unwrap_or(0);
+    let page = d.app.queue(&name)?.dead_list(offset, DEAD_PAGE).await?;
+    let now = view::local_now_ms();
+    let rows: Vec<DeadRow> = page
+        .tasks
+        .into_iter()
+        .map(|t| DeadRow {
+            id: t.task.id.as_str().to_owned(),
+            key: t.task.key.clone(),
+            attempts: format!("{}/{}", t.task.attempt, t.task.max_attempts),
+            died: view::time(t.died_at_ms),
+            died_ago: view::relative(t.died_at_ms, now),
+            error: view::short(t.task.last_error.as_deref().unwrap_or(""), 160),
+            payload: view::short(&view::preview(&t.task.payload, 512).0, 80),
+        })
+        .collect();
+    let mut layout = Layout::new(&d, &s, format!("Dead tasks of {name}"));
+    layout.flash = notice(dq.done.as_deref());
+    let shown = rows.len() as u64;
+    Ok(render(&DeadPage {
+        layout,
+        csrf: s.csrf,
+        queue: name,
+        total: page.total,
+        first: if shown == 0 { 0 } else { offset + 1 },
+        last: offset + shown,
+        prev: (offset > 0).then(|| offset.saturating_sub(DEAD_PAGE)),
+        next: (offset + shown < page.total).then_some(offset + shown),
+        rows,
+    }))
+}
+
+/// `?queue=&by=id|key&value=`: which task to show.
+#[derive(Debug, Deserialize)]
+pub(super) struct Lookup {
+    queue: Option<String>,
+    by: Option<String>,
+    value: Option<String>,
+}
+
+/// One task, formatted.
+#[derive(Debug)]
+struct TaskView {
+    id: String,
+    key: Option<String>,
+    state: &'static str,
+    attempt: u32,
+    max_attempts: u32,
+    due: String,
+    due_rel: String,
+    created: String,
+    state_at: Option<(&'static str, String)>,
+    lease: String,
+    last_error: Option<String>,
+    payload: String,
+    payload_len: usize,
+    payload_more: usize,
+}
+
+impl From<Task> for TaskView {
+    fn from(t: Task) -> Self {
+        let (payload, payload_more) = view::preview(&t.payload, PAYLOAD_PREVIEW_BYTES);
+        let state_at = t.state_at_ms.and_then(|at| {
+            let label = match t.state {
+                dueq::TaskState::Active => "lease ends",
+                dueq::TaskState::Dead => "died",
+                dueq::TaskState::Succeeded => "succeeded",
+                _ => return None,
+            };
+            Some((label, view::time(at)))
+        });
+        Self {
+            id: t.id.as_str().to_owned(),
+            state: t.state.as_str(),
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            due: view::time(t.due_at_ms),
+            due_rel: view::relative(t.due_at_ms, view::local_now_ms()),
+            created: view::time(t.created_at_ms),
+            state_at,
+            lease: view::duration(t.lease_ms),
+            payload_len: t.payload.len(),
+            payload,
+            payload_more,
+            key: t.key,
+            last_error: t.last_error,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "task.html")]
+struct TaskPage {
+    layout: Layout,
+    csrf: String,
+    queue: String,
+    t: TaskView,
+}
+
+/// `/ui/task?queue=&by=id|key&value=`: one task's state, attempts, times, last error and
+/// payload; retry and delete when it is dead.
+pub(super) async fn task(
+    State(d): State<Dash>,
+    Extension(s): Extension<Session>,
+    q: Result<Query<Lookup>, QueryRejection>,
+) -> PageResult {
+    let l = query(q)?;
+    let queue = l.queue.unwrap_or_default();
+    let queue = queue.trim();
+    if queue.is_empty() {
+        return Err(PageError::bad("give the queue name"));
+    }
+    let value = l.value.unwrap_or_default();
+    let (target, what) = match l.by.as_deref().unwrap_or("id") {
+        "id" => (
+            TaskRef::id(value.trim())?,
+            format!("with id {:?}", value.trim()),
+        ),
+        "key" => (TaskRef::key(value.clone())?, format!("with key {value:?}")),
+        other => {
+            return Err(PageError::bad(format!(
+                "look up by \"id\" or \"key\", not {other:?}"
+            )));
+        }
+    };
+    let q = d.app.queue(queue)?;
+    let Some(t) = q.get(&target).await? else {
+        return Err(PageError::not_found(format!(
+            "no task {what} in queue {queue:?} (finished tasks are kept only when the queue retains them)"
+        )));
+    };
+    Ok(render(&TaskPage {
+        layout: Layout::new(&d, &s, format!("Task {}", t.id)),
+        csrf: s.csrf,
+        queue: queue.to_owned(),
+        t: t.into(),
+    }))
+}

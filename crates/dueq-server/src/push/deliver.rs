@@ -1,0 +1,191 @@
+//! One delivery: POST a claimed task to its queue's webhook, signed, and turn the answer into
+//! an [`Outcome`] (2xx acknowledges; any other status, a timeout or a connection error is a
+//! failed attempt that the worker retries with its backoff).
+
+use std::time::Duration;
+
+use dueq::{ClaimedTask, Outcome, Webhook};
+use hmac::{Hmac, KeyInit, Mac};
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
+use sha2::Sha256;
+
+use crate::state::AppState;
+
+/// `t=<Unix ms>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>`.
+pub const HEADER_SIGNATURE: &str = "Dueq-Signature";
+/// The task id (12 hex digits).
+pub const HEADER_TASK_ID: &str = "Dueq-Task-Id";
+/// The business key, percent-encoded (every byte but `A-Z a-z 0-9 - . _ ~` as `%XX`); absent
+/// when the task has none.
+pub const HEADER_TASK_KEY: &str = "Dueq-Task-Key";
+/// This attempt's number, from 1.
+pub const HEADER_ATTEMPT: &str = "Dueq-Attempt";
+/// The queue name.
+pub const HEADER_QUEUE: &str = "Dueq-Queue";
+
+/// Most bytes of a failed answer's body kept in the task's `last_error`.
+const ERROR_BODY_BYTES: usize = 256;
+
+/// The `Dueq-Signature` header value for `body` sent at `timestamp_ms` (Unix epoch ms):
+/// `t=<timestamp_ms>,v1=<64 lower-case hex digits>`, the digits being
+/// HMAC-SHA256 keyed with the secret's bytes over the ASCII decimal timestamp, a `.`, and the
+/// body bytes. A receiver recomputes it over the raw body it received and compares in
+/// constant time (see `examples/webhooks.md`).
+pub fn sign(secret: &[u8], timestamp_ms: u64, body: &[u8]) -> String {
+    // HMAC takes keys of any length (longer ones are hashed first), so this cannot fail;
+    // the fallback only keeps the function total.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+        return format!("t={timestamp_ms},v1=");
+    };
+    mac.update(timestamp_ms.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("t={timestamp_ms},v1={hex}")
+}
+
+/// RFC 3986 percent-encoding of every byte outside the unreserved set.
+pub(crate) fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `application/json` when the payload is one JSON value (what the HTTP API stores), else
+/// `application/octet-stream`.
+fn content_type(payload: &[u8]) -> &'static str {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() {
+        "application/json"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+/// An error with its causes, `a: b: c` (reqwest's own text rarely names the cause).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Delivers the tasks of one queue to its webhook.
+pub(crate) struct Deliverer {
+    pub http: reqwest::Client,
+    pub webhook: Webhook,
+    pub state: AppState,
+}
+
+impl Deliverer {
+    /// Runs one delivery and records lateness and duration like an HTTP claim does.
+    pub(crate) async fn deliver(&self, task: ClaimedTask) -> Outcome {
+        let queue = &self.webhook.queue;
+        let metrics = self.state.metrics();
+        metrics.claimed(queue, std::slice::from_ref(&task));
+        let (id, token) = (task.id.clone(), task.lease_token.clone());
+        let outcome = self.post(task).await;
+        metrics.finished(queue, id.as_str(), token.as_str());
+        if let Outcome::Retry { error, .. } = &outcome {
+            tracing::debug!(queue = %queue, id = %id, error = %error, "webhook delivery failed");
+        }
+        outcome
+    }
+
+    async fn post(&self, task: ClaimedTask) -> Outcome {
+        let w = &self.webhook;
+        let mut req = self
+            .http
+            .post(&w.url)
+            .timeout(Duration::from_millis(w.timeout_ms))
+            .header(CONTENT_TYPE, content_type(&task.payload))
+            .header(
+                HEADER_SIGNATURE,
+                sign(w.secret.as_bytes(), task.started_at_ms, &task.payload),
+            )
+            .header(HEADER_TASK_ID, task.id.as_str())
+            .header(HEADER_ATTEMPT, task.attempt.to_string())
+            .header(HEADER_QUEUE, w.queue.as_str());
+        if let Some(k) = &task.key {
+            // percent-encoded text is ASCII, always a valid header value
+            if let Ok(v) = HeaderValue::from_str(&percent_encode(k)) {
+                req = req.header(HEADER_TASK_KEY, v);
+            }
+        }
+        match req.body(task.payload).send().await {
+            Ok(res) if res.status().is_success() => Outcome::Success,
+            Ok(mut res) => {
+                let status = res.status();
+                let mut body = Vec::new();
+                while body.len() < ERROR_BODY_BYTES {
+                    match res.chunk().await {
+                        Ok(Some(c)) => body.extend_from_slice(&c),
+                        _ => break,
+                    }
+                }
+                body.truncate(ERROR_BODY_BYTES);
+                let note = if status.is_redirection() {
+                    " (redirects are not followed)"
+                } else {
+                    ""
+                };
+                let text = String::from_utf8_lossy(&body);
+                let text = text.trim();
+                if text.is_empty() {
+                    Outcome::retry(format!("webhook answered HTTP {status}{note}"))
+                } else {
+                    Outcome::retry(format!("webhook answered HTTP {status}{note}: {text}"))
+                }
+            }
+            Err(e) if e.is_timeout() => {
+                Outcome::retry(format!("webhook did not answer within {} ms", w.timeout_ms))
+            }
+            Err(e) => Outcome::retry(format!("webhook request failed: {}", chain(&e))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_matches_a_known_vector() {
+        // python3 -c 'import hmac,hashlib;print(hmac.new(b"whsec_test_secret_1",
+        //   b"1700000000000.{\"order\":42}", hashlib.sha256).hexdigest())'
+        assert_eq!(
+            sign(
+                b"whsec_test_secret_1",
+                1_700_000_000_000,
+                br#"{"order":42}"#
+            ),
+            "t=1700000000000,v1=a8c00e10d5a7c6eb178a1b1327642952af1f418c7162d73683c2b72b1fddcecb"
+        );
+    }
+
+    #[test]
+    fn keys_are_percent_encoded() {
+        assert_eq!(percent_encode("order:42/cancel"), "order%3A42%2Fcancel");
+        assert_eq!(percent_encode("a-b.c_d~e"), "a-b.c_d~e");
+        assert_eq!(percent_encode("é %"), "%C3%A9%20%25");
+    }
+
+    #[test]
+    fn json_payloads_are_labelled_json() {
+        assert_eq!(content_type(br#"{"a":1}"#), "application/json");
+        assert_eq!(content_type(b" 42 "), "application/json");
+        assert_eq!(content_type(b""), "application/octet-stream");
+        assert_eq!(content_type(b"hello"), "application/octet-stream");
+        assert_eq!(content_type(&[0xff, 0x00]), "application/octet-stream");
+    }
+}

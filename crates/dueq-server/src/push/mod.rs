@@ -1,0 +1,273 @@
+//! Push delivery (webhooks): the server POSTs each due task of a queue that has a webhook
+//! ([`dueq::Queue::set_webhook`], `PUT /v1/queues/{queue}/webhook`, `dueq webhook set`) to
+//! its URL.
+//!
+//! # What a receiver gets
+//!
+//! `POST <url>` with the payload bytes as stored as the body, and the headers
+//!
+//! | header | value |
+//! |---|---|
+//! | `Content-Type` | `application/json` when the payload is JSON, else `application/octet-stream` |
+//! | `Dueq-Signature` | `t=<Unix ms>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>` ([`sign`]) |
+//! | `Dueq-Task-Id` | the task id (12 hex digits): the idempotency key |
+//! | `Dueq-Task-Key` | the business key, percent-encoded; absent when the task has none |
+//! | `Dueq-Attempt` | this attempt's number, from 1 |
+//! | `Dueq-Queue` | the queue name |
+//!
+//! A `2xx` answer within the queue's `timeout_ms` acknowledges the task. Any other status
+//! (redirects are **not** followed: a `3xx` fails too), a timeout or a connection error is a
+//! failed attempt: the task is retried after the backoff ([`PushOptions::backoff`]) and ends
+//! in the dead-letter queue after its `max_attempts`, with the answer's status and the start
+//! of its body as `last_error`. Delivery is at-least-once: receivers should ignore a
+//! `Dueq-Task-Id` they have already processed.
+//!
+//! # Checking the signature
+//!
+//! Split the header at `,` into `t=` and `v1=`; compute HMAC-SHA256 with the secret's bytes
+//! as key over `t` as sent (ASCII digits), a `.`, and the raw request body; compare its
+//! lower-case hex with `v1` in constant time; refuse a `t` too far from your clock (say
+//! 5 minutes) to stop replays. `t` is the Redis clock when the delivery started.
+//! `examples/webhooks.md` has a Python receiver.
+//!
+//! # How it runs
+//!
+//! [`run`] polls which queues have a webhook every [`PushOptions::poll_ms`] and runs one
+//! [`dueq::Worker`] per such queue with the webhook's `concurrency` as its limit and a POST as
+//! its handler. A changed webhook (URL, secret, concurrency or timeout) stops the old worker
+//! (its in-flight deliveries are aborted and their leases handed back) and starts a new one;
+//! a removed webhook stops it. Any number of servers may run: leases make each delivery
+//! exclusive, and the concurrency limit holds per server. On shutdown every worker stops in
+//! its documented order, handing unfinished leases back at once.
+//!
+//! Lateness and duration of deliveries go to `dueq_task_lateness_seconds` and
+//! `dueq_task_duration_seconds`; outcomes are counted in Redis and show in
+//! `dueq_tasks_finished_total` like any other worker's.
+
+mod deliver;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dueq::{Backoff, Webhook, Worker, WorkerHandle};
+use futures_util::StreamExt;
+use tokio::sync::watch;
+
+pub use deliver::{
+    HEADER_ATTEMPT, HEADER_QUEUE, HEADER_SIGNATURE, HEADER_TASK_ID, HEADER_TASK_KEY, sign,
+};
+
+use crate::state::AppState;
+use deliver::Deliverer;
+
+/// Settings of push delivery in one server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct PushOptions {
+    /// Whether this server delivers at all. Default `true`.
+    pub enabled: bool,
+    /// Delays between failed attempts. Default [`Backoff::default`] (1 s doubling to 1 h,
+    /// 20 % jitter).
+    pub backoff: Backoff,
+    /// How often the webhook settings are read again, ms (1 to 60 000). Default 1 000: a new,
+    /// changed or removed webhook takes effect within about a second.
+    pub poll_ms: u64,
+    /// How long shutdown waits for deliveries in flight before aborting them and handing
+    /// their leases back, ms. Default 0 (hand back at once; the task is delivered again).
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for PushOptions {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            backoff: Backoff::default(),
+            poll_ms: 1_000,
+            shutdown_grace_ms: 0,
+        }
+    }
+}
+
+impl PushOptions {
+    /// Turns delivery on or off.
+    pub fn enabled(mut self, on: bool) -> Self {
+        self.enabled = on;
+        self
+    }
+
+    /// Delays between failed attempts.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// How often webhook settings are read, ms (clamped to 1 to 60 000).
+    pub fn poll_ms(mut self, ms: u64) -> Self {
+        self.poll_ms = ms.clamp(1, 60_000);
+        self
+    }
+
+    /// Grace for deliveries in flight at shutdown, ms.
+    pub fn shutdown_grace_ms(mut self, ms: u64) -> Self {
+        self.shutdown_grace_ms = ms;
+        self
+    }
+}
+
+/// The HTTP client of every delivery: no redirects, no proxy, rustls with the webpki roots.
+fn http_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .user_agent(concat!("dueq/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// What makes two webhooks deliver differently (not `updated_at_ms`: setting the same
+/// target again does not restart delivery).
+fn same_target(a: &Webhook, b: &Webhook) -> bool {
+    a.url == b.url
+        && a.secret == b.secret
+        && a.concurrency == b.concurrency
+        && a.timeout_ms == b.timeout_ms
+}
+
+/// A running delivery worker and the webhook it delivers to.
+struct Running {
+    webhook: Webhook,
+    handle: WorkerHandle,
+}
+
+/// Runs push delivery until `stop` turns `true`, then shuts every worker down (leases of
+/// deliveries in flight are handed back) and returns.
+pub(crate) async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
+    let opts = state.push_options();
+    if !opts.enabled {
+        return;
+    }
+    let http = match http_client() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "push delivery disabled: cannot build the HTTP client");
+            return;
+        }
+    };
+    let poll = Duration::from_millis(opts.poll_ms);
+    let mut running: HashMap<String, Running> = HashMap::new();
+    loop {
+        if *stop.borrow_and_update() {
+            break;
+        }
+        reconcile(&state, &http, &opts, &mut running).await;
+        tokio::select! {
+            r = stop.changed() => if r.is_err() { break },
+            _ = tokio::time::sleep(poll) => {}
+        }
+    }
+    let stops = running.into_iter().map(|(queue, r)| async move {
+        if let Err(e) = r.handle.shutdown().await {
+            tracing::warn!(queue = %queue, error = %e, "push worker did not stop cleanly");
+        }
+    });
+    futures_util::future::join_all(stops).await;
+}
+
+/// Reads every webhook and starts, restarts or stops workers to match. A queue whose
+/// setting cannot be read keeps its current worker (Redis failing is no reason to stop).
+async fn reconcile(
+    state: &AppState,
+    http: &reqwest::Client,
+    opts: &PushOptions,
+    running: &mut HashMap<String, Running>,
+) {
+    let client = state.client();
+    let names = match client.webhook_queues().await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "push: could not list webhooks");
+            return;
+        }
+    };
+    let found: Vec<(String, dueq::Result<Option<Webhook>>)> = futures_util::stream::iter(names)
+        .map(|name| async move {
+            let w = match client.queue(&name) {
+                Ok(q) => q.webhook().await,
+                Err(e) => Err(e),
+            };
+            (name, w)
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let mut wanted: HashMap<String, Webhook> = HashMap::new();
+    let mut unknown: Vec<String> = Vec::new();
+    for (name, w) in found {
+        match w {
+            Ok(Some(w)) => {
+                wanted.insert(name, w);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(queue = %name, error = %e, "push: could not read the webhook");
+                unknown.push(name);
+            }
+        }
+    }
+    let stale: Vec<String> = running
+        .iter()
+        .filter(|(name, r)| {
+            !unknown.contains(name)
+                && wanted
+                    .get(*name)
+                    .is_none_or(|w| !same_target(w, &r.webhook))
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in stale {
+        if let Some(r) = running.remove(&name) {
+            tracing::info!(queue = %name, "push: stopping delivery to {}", r.webhook.url);
+            if let Err(e) = r.handle.shutdown().await {
+                tracing::warn!(queue = %name, error = %e, "push worker did not stop cleanly");
+            }
+        }
+    }
+    for (name, w) in wanted {
+        if running.contains_key(&name) {
+            continue;
+        }
+        match start(state, http, opts, w.clone()) {
+            Ok(handle) => {
+                tracing::info!(queue = %name, url = %w.url, concurrency = w.concurrency,
+                    "push: delivering");
+                running.insert(name, Running { webhook: w, handle });
+            }
+            Err(e) => tracing::warn!(queue = %name, error = %e, "push: cannot start delivery"),
+        }
+    }
+}
+
+fn start(
+    state: &AppState,
+    http: &reqwest::Client,
+    opts: &PushOptions,
+    webhook: Webhook,
+) -> dueq::Result<WorkerHandle> {
+    let queue = webhook.queue.clone();
+    let concurrency = webhook.concurrency as usize;
+    let d = Arc::new(Deliverer {
+        http: http.clone(),
+        webhook,
+        state: state.clone(),
+    });
+    let worker = Worker::builder(state.client().clone())
+        .concurrency(concurrency)
+        .backoff(opts.backoff)
+        .shutdown_grace_ms(opts.shutdown_grace_ms)
+        .handle(&queue, move |task| {
+            let d = d.clone();
+            async move { d.deliver(task).await }
+        })
+        .build()?;
+    Ok(worker.start())
+}

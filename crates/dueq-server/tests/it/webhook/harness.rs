@@ -1,0 +1,230 @@
+//! The webhook receiver and the server under test, shared by the webhook tests.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use dueq::Backoff;
+use dueq_server::push::PushOptions;
+use dueq_testkit::wait_until_async;
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::support::{Ctx, DEADLINE};
+
+pub const SECRET: &str = "test-secret-0123456789";
+
+/// What the receiver answers.
+#[derive(Clone)]
+pub enum Behave {
+    /// This status and body at once.
+    Status(u16, &'static str),
+    /// 200 after this long.
+    Hold(Duration),
+    /// 302 to this URL.
+    Redirect(String),
+}
+
+/// One request the receiver got.
+#[derive(Clone, Debug)]
+pub struct Hit {
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Hit {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+}
+
+/// A webhook receiver on 127.0.0.1 that records what it gets.
+#[derive(Clone)]
+pub struct Receiver {
+    pub url: String,
+    hits: Arc<Mutex<Vec<Hit>>>,
+    in_flight: Arc<AtomicUsize>,
+    pub max_in_flight: Arc<AtomicUsize>,
+    behave: Arc<Mutex<Behave>>,
+}
+
+/// Decrements the in-flight count even when the request is dropped mid-way.
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
+    r.hits.lock().unwrap().push(Hit {
+        headers,
+        body: body.to_vec(),
+    });
+    let n = r.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    let _guard = InFlight(r.in_flight.clone());
+    r.max_in_flight.fetch_max(n, Ordering::SeqCst);
+    let behave = r.behave.lock().unwrap().clone();
+    match behave {
+        Behave::Status(s, text) => (StatusCode::from_u16(s).unwrap(), text).into_response(),
+        Behave::Hold(d) => {
+            tokio::time::sleep(d).await;
+            StatusCode::OK.into_response()
+        }
+        Behave::Redirect(to) => (StatusCode::FOUND, [(header::LOCATION, to)]).into_response(),
+    }
+}
+
+impl Receiver {
+    pub async fn start(behave: Behave) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let r = Self {
+            url: format!("http://{}/hook", listener.local_addr().unwrap()),
+            hits: Arc::default(),
+            in_flight: Arc::default(),
+            max_in_flight: Arc::default(),
+            behave: Arc::new(Mutex::new(behave)),
+        };
+        let app = Router::new()
+            .route("/hook", any(receive))
+            .with_state(r.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        r
+    }
+
+    pub fn hits(&self) -> Vec<Hit> {
+        self.hits.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.hits.lock().unwrap().len()
+    }
+
+    pub fn set(&self, b: Behave) {
+        *self.behave.lock().unwrap() = b;
+    }
+}
+
+/// A Redis, the router, and `serve` running on a real listener with fast push settings
+/// (fixed 50 ms backoff, settings re-read every 50 ms).
+pub struct Server {
+    pub ctx: Ctx,
+    stop: Option<oneshot::Sender<()>>,
+    join: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Server {
+    pub async fn start() -> Self {
+        let push = PushOptions::default()
+            .backoff(Backoff::new(50, 1.0, 50))
+            .poll_ms(50);
+        let ctx = Ctx::with(|b| b.push(push), None).await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let join = tokio::spawn(dueq_server::serve(listener, ctx.state.clone(), async {
+            let _ = rx.await;
+        }));
+        Self {
+            ctx,
+            stop: Some(tx),
+            join: Some(join),
+        }
+    }
+
+    /// Stops `serve` and waits for it to return (bounded).
+    pub async fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(j) = self.join.take() {
+            tokio::time::timeout(DEADLINE, j)
+                .await
+                .expect("serve did not return after shutdown")
+                .unwrap()
+                .unwrap();
+        }
+    }
+
+    pub async fn set_webhook(&self, queue: &str, body: Value) -> Value {
+        let r = self
+            .ctx
+            .call(
+                axum::http::Method::PUT,
+                &format!("/v1/queues/{queue}/webhook"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        r.body
+    }
+
+    pub async fn task(&self, queue: &str, id: &str) -> Value {
+        let r = self
+            .ctx
+            .get(&format!("/v1/queues/{queue}/tasks/{id}"))
+            .await;
+        if r.status == StatusCode::NOT_FOUND {
+            return Value::Null;
+        }
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        r.body
+    }
+
+    pub async fn wait_state(&self, queue: &str, id: &str, state: &str) -> Value {
+        wait_until_async(DEADLINE, &format!("task {id} is {state}"), || async {
+            self.task(queue, id).await["state"] == state
+        })
+        .await;
+        self.task(queue, id).await
+    }
+
+    pub async fn succeeded(&self, queue: &str) -> u64 {
+        let r = self.ctx.get(&format!("/v1/queues/{queue}")).await;
+        r.body["succeeded_total"].as_u64().unwrap_or(0)
+    }
+}
+
+/// Recomputes the signature the way a receiver must (HMAC-SHA256 over "<t>." + body).
+pub fn verify(secret: &str, header: &str, body: &[u8]) -> bool {
+    let mut t = None;
+    let mut v1 = None;
+    for part in header.split(',') {
+        match part.split_once('=') {
+            Some(("t", v)) => t = Some(v),
+            Some(("v1", v)) => v1 = Some(v),
+            _ => {}
+        }
+    }
+    let (Some(t), Some(v1)) = (t, v1) else {
+        return false;
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(t.as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    let want: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    want == v1
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
