@@ -122,6 +122,39 @@ impl Probe {
     }
 }
 
+/// Brings the hash tables of a queue's `tasks` hash and `sched` sorted set to rest after a
+/// fill. Redis grows a hash table by doubling it and then moves the old buckets over
+/// incrementally, one bucket per command that touches that hash; its background rehashing
+/// (`activerehashing`) covers only the keyspace, not the tables inside a hash or sorted set.
+/// A queue just filled past a power of two (10 M crosses 2^23) is therefore still moving
+/// buckets, and every lookup pays for both tables and a move, until about `n` more commands
+/// have touched it. A queue that has stayed near its size for a while has no such move
+/// pending, so the bench does those lookups itself (`HEXISTS` / `ZSCORE` of a member that does
+/// not exist: no change to the data), 10 000 per script call. The bench talks to Redis
+/// directly here, as a measuring instrument.
+pub async fn settle_tables(url: &str, keys: &dueq::QueueKeys, n: usize) -> Result<()> {
+    const PER_CALL: usize = 10_000;
+    let script = redis::Script::new(
+        "for i = 1, tonumber(ARGV[1]) do \
+           redis.call('HEXISTS', KEYS[1], '') redis.call('ZSCORE', KEYS[2], '') end",
+    );
+    let mut conn = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(PER_CALL);
+        let () = script
+            .key(&keys.tasks)
+            .key(&keys.sched)
+            .arg(k)
+            .invoke_async(&mut conn)
+            .await?;
+        left -= k;
+    }
+    Ok(())
+}
+
 /// Commands that clients sent to the server during `span`, counted with `MONITOR` (commands
 /// run inside scripts, which `MONITOR` tags `lua`, are not counted: one `EVALSHA` is one
 /// command). The bench talks to Redis directly here, as a measuring instrument.
