@@ -322,3 +322,39 @@ async fn history_counts_each_minute_and_forgets_the_old_hour() {
         .unwrap();
     assert_eq!(old, None);
 }
+
+/// Writes Redis counts since its last save (`rdb_changes_since_last_save`).
+fn dirty(raw: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("persistence").query(raw).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn recovering_and_polling_an_idle_queue_write_nothing() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("idle");
+    q.enqueue(TaskSpec::new(b"later".to_vec()).delay_ms(3_600_000))
+        .await
+        .unwrap();
+    // a task that was claimed and acknowledged leaves the sweep cursors where they stop
+    q.enqueue(TaskSpec::new(b"now".to_vec())).await.unwrap();
+    let t = q.claim(1, None).await.unwrap().tasks.remove(0);
+    q.ack(&t.id, &t.lease_token).await.unwrap();
+    q.recover().await.unwrap();
+    let mut raw = ctx.raw();
+    let before = dirty(&mut raw);
+    for _ in 0..3 {
+        q.recover().await.unwrap();
+        assert!(q.claim(10, None).await.unwrap().tasks.is_empty());
+    }
+    assert_eq!(
+        dirty(&mut raw),
+        before,
+        "an idle recover or claim wrote to Redis"
+    );
+}
