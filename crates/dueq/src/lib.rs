@@ -53,7 +53,8 @@ mod worker;
 pub use backoff::Backoff;
 pub use client::{
     CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES, EvictionCheck,
-    MAX_DEAD_OFFSET, MAX_ERROR_BYTES, Queue, QueueSettings, Readiness, RecoverReport,
+    MAX_DEAD_OFFSET, MAX_ERROR_BYTES, Queue, QueueSettings, READINESS_TIMEOUT_MS, Readiness,
+    RecoverReport,
 };
 pub use client::{
     DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,

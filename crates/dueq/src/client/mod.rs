@@ -106,6 +106,9 @@ async fn eviction_check(conn: &mut Conn) -> EvictionCheck {
     }
 }
 
+/// Time [`Client::readiness`] takes at most, ms.
+pub const READINESS_TIMEOUT_MS: u64 = 2_000;
+
 /// What a readiness probe found (the `/readyz` fields).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -192,7 +195,8 @@ impl Client {
         Queue::new(self.clone(), name)
     }
 
-    /// Names of every queue that has had a task enqueued, sorted.
+    /// Names of every queue that has had a task enqueued or a setting written (pause,
+    /// resume, configure, webhook), sorted.
     ///
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
@@ -225,19 +229,39 @@ impl Client {
         ops::maxmemory_policy(&mut self.conn()).await
     }
 
-    /// Checks Redis, the scripts and the eviction policy (for readiness probes). Never fails:
-    /// problems are fields of the answer.
+    /// Checks Redis, the scripts and the eviction policy (for readiness probes), within
+    /// [`READINESS_TIMEOUT_MS`] in all: a Redis that is down or hung gives a not-ready answer
+    /// in bounded time, so a probe with a short timeout sees "not ready" rather than its own
+    /// timeout. Stops at the first failure. Never fails: problems are fields of the answer.
     pub async fn readiness(&self) -> Readiness {
-        let mut conn = self.conn();
-        let ping = ops::ping(&mut conn).await;
-        let load = scripts::load_all(&mut conn).await;
-        let eviction = eviction_check(&mut conn).await;
-        Readiness {
-            redis: ping.is_ok(),
-            scripts: load.is_ok(),
-            eviction,
-            error: ping.err().or(load.err()).map(|e| e.to_string()),
-        }
+        let not_ready = |error: String| Readiness {
+            redis: false,
+            scripts: false,
+            eviction: EvictionCheck::Unknown("Redis did not answer".to_owned()),
+            error: Some(error),
+        };
+        let check = async {
+            let mut conn = self.conn();
+            if let Err(e) = ops::ping(&mut conn).await {
+                return not_ready(e.to_string());
+            }
+            let load = scripts::load_all(&mut conn).await;
+            let eviction = eviction_check(&mut conn).await;
+            Readiness {
+                redis: true,
+                scripts: load.is_ok(),
+                eviction,
+                error: load.err().map(|e| e.to_string()),
+            }
+        };
+        let limit = Duration::from_millis(READINESS_TIMEOUT_MS);
+        tokio::time::timeout(limit, check)
+            .await
+            .unwrap_or_else(|_| {
+                not_ready(format!(
+                    "Redis did not answer the readiness checks within {READINESS_TIMEOUT_MS} ms"
+                ))
+            })
     }
 
     /// The server's raw `INFO section` text (for tools and benchmarks; on a cluster, from

@@ -272,12 +272,7 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn pause(&self) -> Result<()> {
-        ops::configure(
-            &mut self.client.conn(),
-            &self.keys,
-            &[("paused", "1".into())],
-        )
-        .await
+        self.set_meta(&[("paused", "1".into())]).await
     }
 
     /// Hands out tasks again after [`Queue::pause`].
@@ -285,12 +280,7 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn resume(&self) -> Result<()> {
-        ops::configure(
-            &mut self.client.conn(),
-            &self.keys,
-            &[("paused", "0".into())],
-        )
-        .await
+        self.set_meta(&[("paused", "0".into())]).await
     }
 
     /// Stores retention settings for the queue.
@@ -308,7 +298,14 @@ impl Queue {
         if v.is_empty() {
             return Ok(());
         }
-        ops::configure(&mut self.client.conn(), &self.keys, &v).await
+        self.set_meta(&v).await
+    }
+
+    /// Writes settings fields; the queue is listed by [`Client::queues`] from then on, even
+    /// before its first task (a queue paused ahead of time must show up).
+    async fn set_meta(&self, fields: &[(&str, String)]) -> Result<()> {
+        self.client.register(self.name()).await?;
+        ops::configure(&mut self.client.conn(), &self.keys, fields).await
     }
 
     /// Claims up to `max` due tasks (1 to 1 000), each under a lease of its own `lease_ms`

@@ -205,6 +205,7 @@ impl Queue {
         let url = config.validate()?;
         let candidate = random_secret();
         let given = config.secret.as_deref().unwrap_or("");
+        self.client().register(self.name()).await?;
         let r = webhook::set(
             &mut self.client().conn(),
             self.keys(),

@@ -15,8 +15,9 @@ pub const QUEUES_KEY: &str = "dueq:queues";
 /// queue with a webhook is always listed; its `webhook` hash says whether it still has one).
 pub const WEBHOOKS_KEY: &str = "dueq:webhooks";
 
-/// Checks a queue name: `[A-Za-z0-9_.-]{1,128}`. Any other character could change the hash tag
-/// (`{`, `}`) or the key separator (`:`), so it is refused.
+/// Checks a queue name: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..`. Any other character could
+/// change the hash tag (`{`, `}`) or the key separator (`:`), and `.` / `..` are path segments
+/// that HTTP clients and browsers rewrite in `/v1/queues/{queue}` URLs, so they are refused.
 ///
 /// # Errors
 /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput), naming the rule.
@@ -25,6 +26,11 @@ pub fn validate_queue_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_QUEUE_NAME_BYTES || !name.bytes().all(ok_char) {
         return Err(Error::invalid(format!(
             "queue name {name:?} is invalid: use 1 to {MAX_QUEUE_NAME_BYTES} characters from A-Z a-z 0-9 _ . -"
+        )));
+    }
+    if name == "." || name == ".." {
+        return Err(Error::invalid(format!(
+            "queue name {name:?} is invalid: . and .. are path segments in URLs"
         )));
     }
     Ok(())
@@ -129,11 +135,13 @@ mod tests {
             "billing:v2",
             "a b",
             "ü",
+            ".",
+            "..",
             &"x".repeat(129),
         ] {
             assert!(validate_queue_name(bad).is_err(), "{bad:?} accepted");
         }
-        for good in ["orders", "a.b-c_1", &"x".repeat(128)] {
+        for good in ["orders", "a.b-c_1", "...", ".hidden", &"x".repeat(128)] {
             assert!(validate_queue_name(good).is_ok(), "{good:?} refused");
         }
     }

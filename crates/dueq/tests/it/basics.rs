@@ -5,7 +5,7 @@ use dueq::{
     OnConflict, QueueSettings, RescheduleOutcome, TaskRef, TaskSpec, TaskState,
 };
 
-use crate::support::Ctx;
+use crate::support::{Ctx, DEADLINE};
 
 #[tokio::test]
 async fn enqueue_get_claim_ack() {
@@ -357,4 +357,40 @@ async fn recovering_and_polling_an_idle_queue_write_nothing() {
         before,
         "an idle recover or claim wrote to Redis"
     );
+}
+
+#[tokio::test]
+async fn a_queue_paused_before_its_first_task_is_listed() {
+    let ctx = Ctx::new().await;
+    ctx.queue("ghost").pause().await.unwrap();
+    assert_eq!(ctx.client.queues().await.unwrap(), vec!["ghost".to_owned()]);
+    assert!(ctx.queue("ghost").stats().await.unwrap().paused);
+}
+
+#[tokio::test]
+async fn readiness_answers_in_bounded_time_when_redis_hangs() {
+    let ctx = Ctx::new().await;
+    assert!(ctx.client.readiness().await.ready());
+    let pid = ctx.server.pid().to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    let t = std::time::Instant::now();
+    let r = ctx.client.readiness().await;
+    let took = t.elapsed();
+    signal("-CONT");
+    assert!(!r.ready() && !r.redis, "{r:?}");
+    // the bound is READINESS_TIMEOUT_MS; the margin only absorbs scheduling on a busy machine
+    let bound = std::time::Duration::from_millis(dueq::READINESS_TIMEOUT_MS + 3_000);
+    assert!(took < bound, "readiness took {took:?}");
+    dueq_testkit::wait_until_async(DEADLINE, "ready again after SIGCONT", || async {
+        ctx.client.readiness().await.ready()
+    })
+    .await;
 }
