@@ -12,7 +12,7 @@ processed (delivery is at-least-once).
 
 Environment: DUEQ_WEBHOOK_SECRET (required), PORT (default 8080; 0 = any free port),
 STOP_AFTER (stop after this many accepted deliveries and print them as JSON; for tests).
-The first line on stdout is the address it listens on.
+The first line on stdout is the address it listens on; each delivery is logged on stderr.
 """
 
 import hashlib
@@ -47,6 +47,8 @@ class Receiver(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         signature = self.headers.get("Dueq-Signature", "")
         if not verify(self.secret, signature, body, int(time.time() * 1000)):
+            print(f"refused: bad signature on task {self.headers.get('Dueq-Task-Id')}",
+                  file=sys.stderr, flush=True)
             self.send_response(401)
             self.end_headers()
             return
@@ -65,6 +67,10 @@ class Receiver(BaseHTTPRequestHandler):
                 "queue": self.headers["Dueq-Queue"],
                 "payload": payload if isinstance(payload, (dict, list, int, float, str)) else None,
             })
+            print(f"accepted task {task_id} attempt {self.headers['Dueq-Attempt']}: {body[:80]!r}",
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"duplicate of task {task_id}, acknowledged again", file=sys.stderr, flush=True)
         self.send_response(204)  # any 2xx acknowledges
         self.end_headers()
 

@@ -14,9 +14,19 @@ use crate::embedded::EmbeddedRedis;
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn run(redis: Option<&str>, a: &ServeArgs) -> Result<()> {
     let mut tokens = Tokens::from_env();
+    // a variable or file that expands to nothing must not leave the API open without a word
+    if std::env::var_os(dueq_server::auth::TOKENS_ENV).is_some() && !tokens.enabled() {
+        bail!(
+            "{} is set but holds no token: refusing to start with an open API (unset it to run without tokens)",
+            dueq_server::auth::TOKENS_ENV
+        );
+    }
     if let Some(f) = &a.tokens_file {
         let from_file =
             Tokens::from_file(f).with_context(|| format!("reading tokens from {}", f.display()))?;
+        if !from_file.enabled() {
+            bail!("{} holds no token (one per line)", f.display());
+        }
         tokens = tokens.merge(from_file);
     }
     if a.metrics_auth && !tokens.enabled() {
@@ -26,6 +36,8 @@ pub async fn run(redis: Option<&str>, a: &ServeArgs) -> Result<()> {
         Some(u) => (u.to_owned(), None),
         None => {
             let e = EmbeddedRedis::start(Some(&a.data_dir)).await?;
+            // the CLI (dueq webhook, dueq stats, ...) reaches this Redis with --redis URL
+            eprintln!("dueq serve: embedded Redis at {}", e.url());
             (e.url().to_owned(), Some(e))
         }
     };

@@ -10,7 +10,7 @@
 use std::process::Stdio;
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use dueq::{ClaimedTask, Client, Outcome, Worker};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
@@ -22,6 +22,9 @@ const STDERR_TAIL: usize = 2048;
 
 /// Runs the worker until SIGINT or SIGTERM.
 pub async fn run(client: Client, a: &WorkArgs, json_out: bool) -> Result<()> {
+    if let Some(program) = a.command.first() {
+        check_program(program)?;
+    }
     let command: Arc<[String]> = a.command.clone().into();
     let queue: Arc<str> = a.queue.as_str().into();
     let mut b = Worker::builder(client)
@@ -51,6 +54,26 @@ pub async fn run(client: Client, a: &WorkArgs, json_out: bool) -> Result<()> {
             "stopped: {} claimed, {} succeeded, {} retried, {} dead, {} handed back",
             stats.claimed, stats.succeeded, stats.retried, stats.dead, stats.released
         );
+    }
+    Ok(())
+}
+
+/// Refuses a program that cannot run (a typo would otherwise fail, retry and dead-letter every
+/// task): a path must name an executable file; a bare name must be one in a `PATH` directory.
+fn check_program(program: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        runnable(Path::new(program))
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(program))))
+    };
+    if !found {
+        bail!("cannot run {program:?}: no such executable file (a bare name is looked up in PATH)");
     }
     Ok(())
 }
