@@ -1,17 +1,34 @@
 //! The embedded default: a local `redis-server` that `dueq` starts, supervises (restarts it if
-//! it dies) and stops, for `replay` (and later `serve`) when no `--redis` is given.
+//! it dies) and stops, for `serve` and `replay` when no `--redis` is given.
 //!
 //! It listens on a unix socket only (no TCP port to collide with), keeps its data in a data
 //! directory with AOF on (`appendfsync everysec`), and runs with `maxmemory-policy noeviction`.
+//!
+//! One data directory, one supervisor: `dueq` holds an exclusive lock on `dueq.lock` in the
+//! directory for as long as its redis-server may run, so a second `dueq` on the same directory
+//! fails at once instead of starting a second redis-server on the same socket and AOF. A
+//! redis-server still answering on the socket when the lock is taken was left behind by a `dueq`
+//! killed with SIGKILL (its child outlives it): it belongs to nobody, so it is shut down
+//! (`SHUTDOWN` flushes its AOF; the AOF is kept) before a fresh one starts. The supervisor
+//! only ever sends `SHUTDOWN` to the redis-server it started (checked by `process_id`).
 
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use redis::aio::MultiplexedConnection;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Name of the lock file in the data directory.
+const LOCK_FILE: &str = "dueq.lock";
+/// How long a redis-server left behind may take to flush its AOF and exit.
+const ORPHAN_EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A supervised `redis-server` child.
 pub struct EmbeddedRedis {
@@ -47,6 +64,167 @@ fn args(dir: &Path, socket: &Path, persist: bool) -> Vec<String> {
     ]
 }
 
+/// The socket of the redis-server of `dir` (canonical): `dir/redis.sock`, or, when that path is
+/// too long for a unix socket (about 107 bytes), a name in the temporary directory derived from
+/// `dir` alone, so that a server left behind in `dir` is found again.
+fn socket_path(dir: &Path) -> PathBuf {
+    let inside = dir.join("redis.sock");
+    if inside.as_os_str().len() < 100 {
+        return inside;
+    }
+    // FNV-1a, 64 bits: stable across builds, unlike std's hasher
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in dir.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    std::env::temp_dir().join(format!("dueq-{h:016x}.sock"))
+}
+
+/// Takes the exclusive lock on `dir` (held until the returned file is closed; the descriptor
+/// is close-on-exec, so redis-server does not inherit it) and writes this process's id in it.
+///
+/// # Errors
+/// When another process holds it (the message names `dir`), or the file cannot be opened.
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening the lock file {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let pid = holder
+                .trim()
+                .parse::<u32>()
+                .map(|p| format!(" (pid {p})"))
+                .unwrap_or_default();
+            bail!(
+                "data directory {} is in use by another dueq process{pid}: stop it first, or \
+                 use another --data-dir",
+                dir.display()
+            );
+        }
+        Err(TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {}", path.display()));
+        }
+    }
+    // for the message of a second dueq; the lock itself is what counts
+    file.set_len(0)
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(file)
+}
+
+/// A connection to whatever redis-server answers on `url`, with its `process_id` (from
+/// `INFO server`). Both come from the same connection, so a command sent on it reaches that
+/// process and no other.
+async fn connect_with_pid(url: &str) -> redis::RedisResult<(MultiplexedConnection, u32)> {
+    let mut conn = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await?;
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|p| p.trim().parse().ok())
+        .ok_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Parse, "no process_id in INFO server"))
+        })?;
+    Ok((conn, pid))
+}
+
+/// Whether process `pid` is alive (not a zombie), by `/proc`; `None` without `/proc`.
+fn process_alive(pid: u32) -> Option<bool> {
+    if !Path::new("/proc/self/stat").exists() {
+        return None;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return Some(false);
+    };
+    // "pid (comm) S ...": the state follows the last ')' (comm may contain one)
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    Some(!matches!(state, Some('Z' | 'X')))
+}
+
+/// Makes sure no redis-server is left on `socket` before a fresh one starts: one that answers
+/// there (left behind by a `dueq` killed with SIGKILL; the caller holds the data directory's
+/// lock, so no live `dueq` owns it) is shut down with `SHUTDOWN`, which flushes its AOF, and
+/// waited for; a socket file nobody answers on is removed.
+///
+/// # Errors
+/// When something holds the socket but does not answer, refuses `SHUTDOWN`, or does not exit
+/// within [`ORPHAN_EXIT_TIMEOUT`]: starting a second server on the same AOF would be worse.
+async fn stop_orphan(url: &str, socket: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(socket).is_err() {
+        return Ok(());
+    }
+    let (mut conn, pid) = match connect_with_pid(url).await {
+        Ok(c) => c,
+        Err(e) if e.is_connection_refusal() => {
+            // nobody listens: a stale socket file of a server that died with its dueq
+            std::fs::remove_file(socket)
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .with_context(|| format!("removing the stale socket {}", socket.display()))?;
+            return Ok(());
+        }
+        Err(e) => bail!(
+            "{} exists and something holds it but does not answer as a redis-server ({e}); \
+             stop that process first",
+            socket.display()
+        ),
+    };
+    tracing::warn!(
+        pid,
+        socket = %socket.display(),
+        "a redis-server left running by a dueq that did not stop (killed?) holds this data \
+         directory; shutting it down (SHUTDOWN flushes its AOF, which is kept)"
+    );
+    if let Err(e) = redis::cmd("SHUTDOWN").query_async::<()>(&mut conn).await
+        && e.code().is_some()
+    {
+        bail!(
+            "the redis-server (pid {pid}) left running on {} refused SHUTDOWN ({e}); stop it \
+             first",
+            socket.display()
+        );
+    }
+    // otherwise the connection dropped: it is exiting. It removes its socket after flushing
+    // the AOF; wait for the process as well where /proc tells
+    drop(conn);
+    let deadline = Instant::now() + ORPHAN_EXIT_TIMEOUT;
+    while std::fs::symlink_metadata(socket).is_ok() || process_alive(pid) == Some(true) {
+        if Instant::now() > deadline {
+            bail!(
+                "the redis-server (pid {pid}) left running on {} did not exit within {} s of \
+                 SHUTDOWN; stop it first",
+                socket.display(),
+                ORPHAN_EXIT_TIMEOUT.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::warn!(
+        pid,
+        "stopped the redis-server left behind; starting a fresh one"
+    );
+    Ok(())
+}
+
 fn spawn(args: &[String]) -> Result<Child> {
     Command::new("redis-server")
         .args(args)
@@ -61,28 +239,64 @@ fn spawn(args: &[String]) -> Result<Child> {
         )
 }
 
+/// Waits until `child` itself answers on `url` (a server answering with another `process_id`
+/// does not count).
 async fn wait_ready(url: &str, child: &mut Child) -> Result<()> {
-    let client = redis::Client::open(url)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(status) = child.try_wait()? {
             bail!("redis-server exited at start-up ({status}); see its redis.log");
         }
-        if let Ok(mut c) = client.get_multiplexed_async_connection().await
+        // INFO answers while the AOF loads, PING only once it is loaded
+        if let Ok((mut c, pid)) = connect_with_pid(url).await
+            && Some(pid) == child.id()
             && redis::cmd("PING").query_async::<()>(&mut c).await.is_ok()
         {
             return Ok(());
         }
-        if tokio::time::Instant::now() > deadline {
+        if Instant::now() > deadline {
             bail!("redis-server did not answer within 10 s");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
+/// Stops `child`: `SHUTDOWN` (lets Redis flush its AOF) sent only if the server answering on
+/// `url` is `child` itself; SIGKILL if it does not exit within 10 s.
+async fn stop_child(url: &str, child: &mut Child) {
+    if let Ok(None) = child.try_wait()
+        && let Some(own) = child.id()
+    {
+        match connect_with_pid(url).await {
+            Ok((mut conn, pid)) if pid == own => {
+                let _ = redis::cmd("SHUTDOWN").query_async::<()>(&mut conn).await;
+            }
+            Ok((_, pid)) => {
+                tracing::error!(
+                    pid,
+                    own,
+                    "another redis-server answers on the embedded socket"
+                );
+            }
+            Err(_) => {}
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
 impl EmbeddedRedis {
     /// Starts `redis-server` with its data in `data_dir` (created if missing), or in a fresh
     /// temporary directory removed at the end when `None`.
+    ///
+    /// # Errors
+    /// When another `dueq` uses `data_dir`, a redis-server left behind there cannot be
+    /// stopped, or redis-server does not start.
     pub async fn start(data_dir: Option<&Path>) -> Result<Self> {
         Self::start_with(data_dir, true).await
     }
@@ -104,32 +318,26 @@ impl EmbeddedRedis {
                 (t.path().to_path_buf(), Some(t))
             }
         };
-        // unix socket paths are limited to about 107 bytes
-        let socket: PathBuf = if dir.join("redis.sock").as_os_str().len() < 100 {
-            dir.join("redis.sock")
-        } else {
-            std::env::temp_dir().join(format!("dueq-{}.sock", std::process::id()))
-        };
+        // held by the supervisor task until its redis-server has exited
+        let lock = lock_dir(&dir)?;
+        let socket = socket_path(&dir);
         let url = format!("redis+unix://{}", socket.display());
+        stop_orphan(&url, &socket).await?;
         let args = args(&dir, &socket, persist);
         let mut child = spawn(&args)?;
-        wait_ready(&url, &mut child).await?;
+        if let Err(e) = wait_ready(&url, &mut child).await {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return Err(e);
+        }
         let (stop, mut stop_rx) = watch::channel(false);
         let url2 = url.clone();
         let supervisor = tokio::spawn(async move {
+            let _lock = lock;
             loop {
                 tokio::select! {
                     _ = stop_rx.changed() => {
-                        // SHUTDOWN lets Redis flush its append-only file; kill only if it hangs
-                        if let Ok(c) = redis::Client::open(url2.as_str())
-                            && let Ok(mut conn) = c.get_multiplexed_async_connection().await
-                        {
-                            let _ = redis::cmd("SHUTDOWN").query_async::<()>(&mut conn).await;
-                        }
-                        if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
-                            let _ = child.start_kill();
-                            let _ = child.wait().await;
-                        }
+                        stop_child(&url2, &mut child).await;
                         return;
                     }
                     status = child.wait() => {
@@ -165,9 +373,41 @@ impl EmbeddedRedis {
         &self.url
     }
 
-    /// Stops the server and waits for it.
+    /// Stops the server and waits for it (then releases the data directory).
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.supervisor.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn socket_path_is_stable_and_short() {
+        let short = Path::new("/tmp/d");
+        assert_eq!(socket_path(short), Path::new("/tmp/d/redis.sock"));
+        let long = PathBuf::from(format!("/tmp/{}", "x".repeat(120)));
+        let s = socket_path(&long);
+        assert_eq!(s, socket_path(&long));
+        assert!(s.as_os_str().len() < 100, "{}", s.display());
+        assert_ne!(
+            s,
+            socket_path(&PathBuf::from(format!("/tmp/{}", "y".repeat(120))))
+        );
+    }
+
+    #[test]
+    fn second_lock_on_a_directory_fails_naming_it() {
+        let d = tempfile::tempdir().unwrap();
+        let held = lock_dir(d.path()).unwrap();
+        let e = format!("{:#}", lock_dir(d.path()).unwrap_err());
+        assert!(e.contains(&d.path().display().to_string()), "{e}");
+        assert!(e.contains("another dueq process"), "{e}");
+        assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
+        drop(held);
+        lock_dir(d.path()).unwrap();
     }
 }

@@ -7,10 +7,19 @@ use serde_json::{Value, json};
 use super::print_json;
 use crate::args::WebhookCommand;
 
+/// The URL to show: with its password as `***` unless the secret is shown too.
+fn shown_url(w: &Webhook, secret: bool) -> String {
+    if secret {
+        w.url.clone()
+    } else {
+        dueq_server::api::webhook::redact_url(&w.url)
+    }
+}
+
 fn webhook_json(w: &Webhook, secret: bool) -> Value {
     let mut v = json!({
         "queue": w.queue,
-        "url": w.url,
+        "url": shown_url(w, secret),
         "concurrency": w.concurrency,
         "timeout_ms": w.timeout_ms,
         "updated_at_ms": w.updated_at_ms,
@@ -25,7 +34,7 @@ fn print_text(w: &Webhook, secret: bool) {
     outln!(
         "{} -> {} concurrency={} timeout_ms={} updated_at_ms={}",
         w.queue,
-        w.url,
+        shown_url(w, secret),
         w.concurrency,
         w.timeout_ms,
         w.updated_at_ms

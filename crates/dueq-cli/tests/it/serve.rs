@@ -1,9 +1,12 @@
 //! `dueq serve`: the HTTP API on a real port, with `--redis` and with the embedded default;
-//! tokens from the environment; SIGTERM stops it gracefully.
+//! tokens from the environment; SIGTERM stops it gracefully; one `dueq` per data directory,
+//! and a redis-server left behind by a killed one is stopped by the next.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dueq_testkit::RedisServer;
@@ -11,21 +14,50 @@ use dueq_testkit::RedisServer;
 struct Served {
     child: Child,
     addr: String,
+    /// Every stderr line so far.
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Served {
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
 }
 
 impl Drop for Served {
+    /// SIGTERM first, so that an embedded redis-server is stopped too; SIGKILL if it hangs.
     fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let _ = wait_exit(&mut self.child, Duration::from_secs(15));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-/// Starts `dueq serve --listen 127.0.0.1:0 ARGS` and waits for its "listening on" line.
-fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
+/// Waits for `child` to exit, at most `timeout`.
+fn wait_exit(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn serve_command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dueq"));
     cmd.env_remove("DUEQ_REDIS_URL")
         .env_remove("DUEQ_TOKENS")
         .env_remove("DUEQ_LISTEN")
+        .env_remove("DUEQ_LOG")
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
         .stdout(Stdio::null())
@@ -33,20 +65,41 @@ fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap();
+    cmd
+}
+
+/// Starts `dueq serve --listen 127.0.0.1:0 ARGS` and waits for its "listening on" line.
+fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
+    let mut child = serve_command(args, env).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
     let (tx, rx) = std::sync::mpsc::channel();
+    let log2 = log.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(a) = line.split("listening on http://").nth(1) {
-                let _ = tx.send(a.trim().to_owned());
+            let addr = line
+                .split("listening on http://")
+                .nth(1)
+                .map(|a| a.trim().to_owned());
+            log2.lock().unwrap().push(line);
+            if let Some(a) = addr {
+                let _ = tx.send(a);
             }
         }
     });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("dueq serve did not report its address");
-    Served { child, addr }
+    let mut served = Served {
+        child,
+        addr: String::new(),
+        log,
+    };
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(a) => served.addr = a,
+        Err(_) => panic!(
+            "dueq serve did not report its address; stderr:\n{}",
+            served.log()
+        ),
+    }
+    served
 }
 
 /// One HTTP/1.1 request; returns (status, body).
@@ -87,18 +140,9 @@ fn sigterm_and_wait(s: &mut Served) {
         .unwrap()
         .success();
     assert!(ok);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            assert!(status.success(), "exit {status}");
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "dueq serve did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = wait_exit(&mut s.child, Duration::from_secs(15))
+        .expect("dueq serve did not stop on SIGTERM");
+    assert!(status.success(), "exit {status}");
 }
 
 #[test]
@@ -151,4 +195,191 @@ fn serve_starts_an_embedded_redis_by_default() {
         "no AOF in {}",
         data.display()
     );
+}
+
+/// `process_id` of the redis-server answering on `socket`.
+fn redis_pid(socket: &Path) -> u32 {
+    let client = redis::Client::open(format!("redis+unix://{}", socket.display())).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `/proc/PID/stat` fields after the command name: state first, start time 20th.
+fn proc_stat(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// A redis-server this test left orphaned (its `dueq` got SIGKILL): SIGKILLed on drop if the
+/// very same process (pid and start time) still runs.
+struct Orphan {
+    pid: u32,
+    started: String,
+}
+
+impl Orphan {
+    fn new(pid: u32) -> Self {
+        let started = proc_stat(pid).expect("redis-server in /proc")[19].clone();
+        Self { pid, started }
+    }
+
+    fn running(&self) -> bool {
+        proc_stat(self.pid).is_some_and(|f| f[19] == self.started && f[0] != "Z" && f[0] != "X")
+    }
+}
+
+impl Drop for Orphan {
+    fn drop(&mut self) {
+        if self.running() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.pid.to_string()])
+                .status();
+        }
+    }
+}
+
+#[test]
+fn serve_refuses_a_data_dir_another_dueq_serve_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let mut first = serve(&["--data-dir", d], &[]);
+    assert_eq!(http(&first.addr, "GET", "/readyz", None, None).0, 200);
+    let body = r#"{"payload": {"order": 8}, "key": "order:8:cancel", "delay_ms": 3600000}"#;
+    let (status, out) = http(
+        &first.addr,
+        "POST",
+        "/v1/queues/orders/tasks",
+        Some(body),
+        None,
+    );
+    assert_eq!(status, 201, "{out}");
+
+    let started = Instant::now();
+    let mut second = Served {
+        child: serve_command(&["--data-dir", d], &[]).spawn().unwrap(),
+        addr: String::new(),
+        log: Arc::default(),
+    };
+    let status = wait_exit(&mut second.child, Duration::from_secs(10))
+        .expect("a second dueq serve on the same data directory kept running");
+    let took = started.elapsed();
+    let mut err = String::new();
+    second
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "{err}");
+    let canonical = std::fs::canonicalize(&data).unwrap();
+    assert!(err.contains(canonical.to_str().unwrap()), "{err}");
+    assert!(err.contains("another dueq process"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.child.id())), "{err}");
+    eprintln!("second dueq serve refused in {took:?}");
+
+    // the first one never noticed
+    let (status, out) = http(&first.addr, "GET", "/readyz", None, None);
+    assert_eq!(status, 200, "{out}");
+    let (status, out) = http(
+        &first.addr,
+        "GET",
+        "/v1/queues/orders/keys/order%3A8%3Acancel",
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{out}");
+    sigterm_and_wait(&mut first);
+
+    // a clean stop frees the directory, and the task is still there
+    let mut third = serve(&["--data-dir", d], &[]);
+    assert_eq!(http(&third.addr, "GET", "/readyz", None, None).0, 200);
+    let (status, out) = http(
+        &third.addr,
+        "GET",
+        "/v1/queues/orders/keys/order%3A8%3Acancel",
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{out}");
+    assert!(!third.log().contains("left running"), "{}", third.log());
+    sigterm_and_wait(&mut third);
+}
+
+#[test]
+fn serve_stops_the_redis_server_a_killed_dueq_serve_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let mut first = serve(&["--data-dir", d], &[]);
+    let body = r#"{"payload": {"order": 9}, "key": "order:9:cancel", "delay_ms": 3600000}"#;
+    let (status, out) = http(
+        &first.addr,
+        "POST",
+        "/v1/queues/orders/tasks",
+        Some(body),
+        None,
+    );
+    assert_eq!(status, 201, "{out}");
+    let socket = std::fs::canonicalize(&data).unwrap().join("redis.sock");
+    let orphan = Orphan::new(redis_pid(&socket));
+
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    // its redis-server outlives it, still holding the socket and the AOF
+    assert!(orphan.running());
+    assert_eq!(redis_pid(&socket), orphan.pid);
+
+    let started = Instant::now();
+    let mut second = serve(&["--data-dir", d], &[]);
+    let took = started.elapsed();
+    let log = second.log();
+    assert!(!orphan.running(), "the orphan still runs; stderr:\n{log}");
+    assert!(log.contains("left running"), "{log}");
+    assert!(log.contains(&orphan.pid.to_string()), "{log}");
+    assert_ne!(redis_pid(&socket), orphan.pid);
+    eprintln!("orphan stopped and new dueq serve up in {took:?}");
+
+    let (status, out) = http(&second.addr, "GET", "/readyz", None, None);
+    assert_eq!(status, 200, "{out}");
+    let (status, out) = http(
+        &second.addr,
+        "GET",
+        "/v1/queues/orders/keys/order%3A9%3Acancel",
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{out}");
+    assert!(out.contains(r#""payload":{"order": 9}"#), "{out}");
+    sigterm_and_wait(&mut second);
+}
+
+#[test]
+fn serve_refuses_a_tokens_variable_with_no_token() {
+    let redis = RedisServer::start();
+    for value in ["", ",", " , "] {
+        let mut child = serve_command(&["--redis", &redis.url()], &[("DUEQ_TOKENS", value)])
+            .spawn()
+            .unwrap();
+        let status = wait_exit(&mut child, Duration::from_secs(30));
+        let Some(status) = status else {
+            let _ = child.kill();
+            panic!("DUEQ_TOKENS={value:?}: serve kept running with an open API");
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(!status.success(), "DUEQ_TOKENS={value:?}: {err}");
+        assert!(
+            err.contains("holds no token"),
+            "DUEQ_TOKENS={value:?}: {err}"
+        );
+    }
 }
