@@ -65,7 +65,10 @@ fn bad_input_is_refused_with_a_clear_error() {
         ),
         (vec!["get", "q", "--key", ""], "business key"),
         (vec!["work", "q", "--", "./no-such-program"], "cannot run"),
-        (vec!["work", "q", "--", "no-such-program-in-path"], "cannot run"),
+        (
+            vec!["work", "q", "--", "no-such-program-in-path"],
+            "cannot run",
+        ),
     ] {
         let out = dueq(&url, &args);
         assert!(!out.status.success(), "{args:?} accepted");
