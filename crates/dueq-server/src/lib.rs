@@ -9,7 +9,8 @@
 //! * [`dashboard`]: the operator UI at `/` (HTML, htmx; outside `/v1` and the OpenAPI document).
 //! * [`error`]: every failure as a status and `{"error": {"code", "message"}}`.
 //! * [`auth`]: bearer tokens (constant-time check) on `/v1`; `/healthz` and `/readyz` open.
-//! * [`origin`]: cross-origin writes to `/v1` refused (403), tokens or not.
+//! * [`origin`]: cross-origin writes to `/v1` refused (403), tokens or not; on a loopback
+//!   listener, requests whose `Host` is not a loopback name refused (DNS rebinding).
 //! * `recoverer`: the background task of [`serve`] that recovers expired leases of every queue.
 //! * [`push`]: push delivery (webhooks), the other background task of [`serve`].
 //! * `metrics`: DESIGN 4.4 names; queue numbers read from Redis on scrape.
@@ -38,10 +39,11 @@ pub mod origin;
 pub mod payload;
 pub mod push;
 mod recoverer;
+mod shutdown;
 mod state;
 mod wake;
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::time::Duration;
 
 use axum::Router;
@@ -56,15 +58,19 @@ pub use extract::{ApiJson, ApiPath, ApiQuery};
 pub use metrics::{DURATION_BUCKETS_S, LATENESS_BUCKETS_S};
 pub use payload::{payload_json, payload_raw};
 pub use recoverer::DEFAULT_RECOVER_INTERVAL_MS;
-pub use state::{AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS};
+pub use state::{
+    AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS,
+    DEFAULT_WAKE_CHANNELS_MAX,
+};
 
 /// Default listen address of `dueq serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
 /// The full router: `/v1` (cross-origin writes refused, then the token check when tokens are
-/// configured), `/healthz`,
-/// `/readyz`, `/metrics`, `/openapi.json`. Unknown paths get 404 and wrong methods 405, both
-/// with the error body.
+/// configured), `/healthz`, `/readyz`, `/metrics`, `/openapi.json`, and the [`dashboard`]. Unknown paths get 404 and
+/// wrong methods 405, both with the error body. Every request (body included) has
+/// [`request_timeout_ms`](AppStateBuilder::request_timeout_ms) to complete, a claim its
+/// `wait_ms` on top; past it the answer is 408.
 pub fn router(state: AppState) -> Router {
     let limit = Duration::from_millis(state.request_timeout_ms());
     let claim_limit = limit + Duration::from_millis(api::claim::MAX_WAIT_MS);
@@ -72,19 +78,19 @@ pub fn router(state: AppState) -> Router {
     let batch = batch
         .layer(DefaultBodyLimit::max(state.batch_body_limit_bytes()))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
-            time_limit(limit, req, next)
+            time_limit(limit, api_timeout, req, next)
         }));
     let (claim, _) = api::claim_routes().split_for_parts();
     let claim = claim
         .layer(DefaultBodyLimit::max(state.body_limit_bytes()))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
-            time_limit(claim_limit, req, next)
+            time_limit(claim_limit, api_timeout, req, next)
         }));
     let (v1, _) = api::v1_routes().split_for_parts();
     let v1 = v1
         .layer(DefaultBodyLimit::max(state.body_limit_bytes()))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
-            time_limit(limit, req, next)
+            time_limit(limit, api_timeout, req, next)
         }))
         .merge(batch)
         .merge(claim)
@@ -94,6 +100,9 @@ pub fn router(state: AppState) -> Router {
         ))
         .route_layer(middleware::from_fn(origin::same_origin_writes));
     let (system, _) = api::system_routes().split_for_parts();
+    let system = system.layer(middleware::from_fn(move |req: Request, next: Next| {
+        time_limit(limit, api_timeout, req, next)
+    }));
     Router::new()
         .merge(v1)
         .merge(system)
@@ -109,28 +118,47 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Answers 408 `request_timeout` when the request (body included) takes longer than `limit`.
-async fn time_limit(limit: Duration, req: Request, next: Next) -> Response {
+/// Answers with `timed_out(limit)` (a 408) when the request (body included) takes longer
+/// than `limit`. The one time limit of every route group (the dashboard's answer is a page).
+pub(crate) async fn time_limit(
+    limit: Duration,
+    timed_out: fn(Duration) -> Response,
+    req: Request,
+    next: Next,
+) -> Response {
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(res) => res,
-        Err(_) => ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
-            format!(
-                "the request did not complete within {} ms",
-                limit.as_millis()
-            ),
-        )
-        .into_response(),
+        Err(_) => timed_out(limit),
     }
 }
 
+/// 408 `request_timeout` with the error body.
+fn api_timeout(limit: Duration) -> Response {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "request_timeout",
+        format!(
+            "the request did not complete within {} ms",
+            limit.as_millis()
+        ),
+    )
+    .into_response()
+}
+
+/// Time a connection may stay open after the shutdown signal beyond the request time limit
+/// (room to send the 408 of a request cut by it), ms.
+const SHUTDOWN_MARGIN_MS: u64 = 1000;
+
 /// Serves [`router`] on `listener` until `shutdown` completes, then stops accepting, ends
 /// waiting claims at once (they answer with what they have) and waits for in-flight requests
-/// to finish. While it runs, a background task recovers expired leases of every queue every
-/// [`recover_interval_ms`](AppStateBuilder::recover_interval_ms); it is stopped (its call in
-/// flight finished) before this returns. Push delivery ([`push`]) runs beside it and is shut
-/// down too before this returns, its unfinished leases handed back.
+/// to finish, for at most [`request_timeout_ms`](AppStateBuilder::request_timeout_ms) + 1 s:
+/// connections still open then (a client that stalls sending a request head or reading an
+/// answer) are closed. While it runs, a background task recovers expired leases of every
+/// queue every [`recover_interval_ms`](AppStateBuilder::recover_interval_ms); it is stopped
+/// (its call in flight finished) before this returns. Push delivery ([`push`]) runs beside it and is shut
+/// down too before this returns, its unfinished leases handed back. When `listener` is on a
+/// loopback address, requests whose `Host` is not a loopback name get 403
+/// ([`origin::loopback_hosts_only`], the DNS-rebinding guard).
 ///
 /// # Errors
 /// The I/O error of the listener.
@@ -139,16 +167,39 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(state.clone());
+    let mut app = router(state.clone());
+    if listener.local_addr()?.ip().to_canonical().is_loopback() {
+        app = app.layer(middleware::from_fn(origin::loopback_hosts_only));
+    }
     let recoverer = recoverer::spawn(&state);
     let pusher = tokio::spawn(push::run(state.clone(), state.shutdown_rx()));
     let stopping = state.clone();
-    let result = axum::serve(listener, app)
+    let (kill, killed) = tokio::sync::watch::channel(false);
+    let serving = axum::serve(shutdown::Guarded::new(listener, killed), app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             stopping.begin_shutdown();
         })
-        .await;
+        .into_future();
+    let grace = Duration::from_millis(
+        state
+            .request_timeout_ms()
+            .saturating_add(SHUTDOWN_MARGIN_MS),
+    );
+    let mut stopped = state.shutdown_rx();
+    let bound = async move {
+        if stopped.wait_for(|s| *s).await.is_ok() {
+            tokio::time::sleep(grace).await;
+            tracing::warn!("closing the connections still open {grace:?} after shutdown began");
+            kill.send_replace(true);
+        }
+        // keep `kill` alive: dropping it would close every connection
+        std::future::pending::<()>().await;
+    };
+    let result = tokio::select! {
+        r = serving => r,
+        () = bound => Ok(()),
+    };
     // Also when serving failed: the recoverer ends on the shutdown signal.
     state.begin_shutdown();
     if let Some(task) = recoverer

@@ -17,6 +17,23 @@
 //! Requests without these headers (curl, SDKs, other servers) pass. The check applies whether
 //! or not tokens are configured: it costs a header lookup, and a bearer token (which a page
 //! cannot attach without a preflight anyway) is unaffected.
+//!
+//! # DNS rebinding
+//!
+//! Comparing `Origin` with `Host` does not stop DNS rebinding: a page at
+//! `http://evil.example:7878` whose name the attacker then points at 127.0.0.1 is same-origin
+//! with the server as far as the browser knows, and sends `Host: evil.example:7878` and the
+//! matching `Origin`, reads included. So a server listening on a loopback address (127.0.0.0/8
+//! or `::1`; the default) also runs [`loopback_hosts_only`] on every route, reads included: a
+//! request whose `Host` (or, in HTTP/2, URI authority) is present and is not `localhost`, a
+//! `127.x.x.x` address or `[::1]` (any port) gets 403 `forbidden_host`. A rebound name can
+//! never pass (it is none of these), while every way to reach a loopback listener directly
+//! does. A server on another address is not checked (whoever exposes it does so on purpose
+//! and should configure tokens); a reverse proxy in front of a loopback listener must send
+//! one of these names as `Host` (nginx does by default; the client's own host can go in
+//! `X-Forwarded-Host`).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -41,6 +58,55 @@ pub async fn same_origin_writes(req: Request, next: Next) -> Response {
         }
         Source::SameOrigin | Source::Unknown => next.run(req).await,
     }
+}
+
+/// Middleware for a server listening on a loopback address: 403 `forbidden_host` for a
+/// request whose `Host` is not a loopback name (the DNS-rebinding guard of the module
+/// documentation); a request naming no host at all goes on. [`serve`](crate::serve) adds it
+/// when its listener's address is a loopback one.
+pub async fn loopback_hosts_only(req: Request, next: Next) -> Response {
+    let host = match req.headers().get(header::HOST) {
+        Some(v) => Some(String::from_utf8_lossy(v.as_bytes()).into_owned()),
+        None => req.uri().authority().map(|a| a.as_str().to_owned()),
+    };
+    match host {
+        Some(h) if !is_loopback_host(&h) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_host",
+            format!(
+                "Host {h:?} refused: this server listens on a loopback address and answers \
+                 only to localhost, 127.x.x.x and [::1] (a DNS-rebinding guard)"
+            ),
+        )
+        .into_response(),
+        _ => next.run(req).await,
+    }
+}
+
+/// Whether a `Host` value (`host[:port]`) is `localhost`, a `127.x.x.x` address or `[::1]`.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim();
+    let bracketed = host.starts_with('[');
+    // `port` is "" or ":digits"
+    let (name, port) = if bracketed {
+        match host[1..].split_once(']') {
+            Some(parts) => parts,
+            None => return false,
+        }
+    } else {
+        host.split_at(host.find(':').unwrap_or(host.len()))
+    };
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    let name_ok = if bracketed {
+        name.parse::<Ipv6Addr>().is_ok_and(|a| a.is_loopback())
+    } else {
+        name.eq_ignore_ascii_case("localhost")
+            || name.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+    };
+    port_ok && name_ok
 }
 
 /// Where a request comes from, as far as its headers tell.
@@ -218,6 +284,43 @@ mod tests {
             source(&headers(&[("host", "a")]), None, false),
             Source::Unknown
         );
+    }
+
+    #[test]
+    fn loopback_host_names() {
+        for ok in [
+            "localhost",
+            "LocalHost:7878",
+            "127.0.0.1",
+            "127.0.0.1:7878",
+            "127.1.2.3:1",
+            "[::1]",
+            "[::1]:7878",
+            "[0:0:0:0:0:0:0:1]:80",
+        ] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "evil.example",
+            "evil.example:7878",
+            "localhost.evil.example",
+            "localhost.",
+            "app.localhost",
+            "0.0.0.0:7878",
+            "128.0.0.1",
+            "10.0.0.1:7878",
+            "127.0.0.1.evil.example",
+            "127.0.0.1:80:80",
+            "127.0.0.1:x",
+            "[::2]:7878",
+            "[::1",
+            "[::1]x",
+            "::1",
+            "[::ffff:127.0.0.1]",
+        ] {
+            assert!(!is_loopback_host(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -58,10 +58,14 @@ pub struct AppStateBuilder {
     request_timeout_ms: u64,
     recover_interval_ms: u64,
     push: PushOptions,
+    wake_channels_max: usize,
 }
 
 /// Default time limit of a request, ms.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+
+/// Default most queue wake channels subscribed at once.
+pub const DEFAULT_WAKE_CHANNELS_MAX: usize = 10_000;
 
 impl AppStateBuilder {
     /// Time limit of a request (reading the body included), ms; a claim gets its `wait_ms`
@@ -85,6 +89,17 @@ impl AppStateBuilder {
     /// [`PushOptions::default`]: on, default backoff, settings re-read every second.
     pub fn push(mut self, push: PushOptions) -> Self {
         self.push = push;
+        self
+    }
+
+    /// Most queues whose wake channel the server subscribes to at once (one pub/sub
+    /// connection), so that a long-poll claim on them returns the moment a task becomes due.
+    /// Default 10 000; 0 subscribes to none. A channel is dropped when no claim has waited on
+    /// it for 60 s, or, when the table is full, the least recently used ones without a
+    /// waiting claim (down to 90 %); a claim on a queue beyond the limit, every channel
+    /// having a waiter, falls back to polling at least every second.
+    pub fn wake_channels_max(mut self, n: usize) -> Self {
+        self.wake_channels_max = n;
         self
     }
 
@@ -115,7 +130,7 @@ impl AppStateBuilder {
             .payload_limit_bytes()
             .saturating_add(BODY_OVERHEAD_BYTES);
         let (shutdown, stop_rx) = watch::channel(false);
-        let wake = WakeHub::new(self.client.clone(), stop_rx);
+        let wake = WakeHub::new(self.client.clone(), self.wake_channels_max, stop_rx);
         AppState {
             inner: Arc::new(Inner {
                 batch_body_limit_bytes: self
@@ -152,6 +167,7 @@ impl AppState {
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             recover_interval_ms: crate::recoverer::DEFAULT_RECOVER_INTERVAL_MS,
             push: PushOptions::default(),
+            wake_channels_max: DEFAULT_WAKE_CHANNELS_MAX,
         }
     }
 

@@ -2,7 +2,10 @@
 //!
 //! Every running `dueq serve` POSTs the queue's due tasks to the URL (see the `push` module
 //! for the headers and the signature). The secret is returned by `PUT` only, never by `GET`:
-//! a read-only view of the settings cannot be used to forge deliveries.
+//! a read-only view of the settings cannot be used to forge deliveries. Likewise a password
+//! in the URL (`https://user:pass@host/...`) is shown by `GET` as `user:***@` ([`redact_url`]).
+//! The query string is shown as stored: a credential put there (`?token=...`) is visible to
+//! anyone who may read the settings (receivers should check the signature instead).
 
 use axum::Json;
 use axum::extract::State;
@@ -26,8 +29,10 @@ pub struct WebhookRequest {
     /// generate one (64 hex digits) for a new webhook. Give one to rotate it.
     pub secret: Option<String>,
     /// Most deliveries in flight per server, 1 to 1000. Default 10.
+    #[schema(minimum = 1, maximum = 1000)]
     pub concurrency: Option<u32>,
     /// Time limit of one delivery, ms, 1 to 300000. Default 10000.
+    #[schema(minimum = 1, maximum = 300000)]
     pub timeout_ms: Option<u64>,
 }
 
@@ -37,7 +42,7 @@ pub struct WebhookRequest {
 pub struct WebhookResponse {
     /// Queue name.
     pub queue: String,
-    /// Target URL (normalized).
+    /// Target URL (normalized). `GET` shows a password in it as `***` (`user:***@host`).
     pub url: String,
     /// Most deliveries in flight per server.
     pub concurrency: u32,
@@ -53,11 +58,39 @@ pub struct WebhookResponse {
     pub secret_generated: Option<bool>,
 }
 
+/// `url` with the password of its user-info replaced by `***` (`http://alice:***@host/`), for
+/// showing a stored webhook URL; a URL without a password is returned as it is. The query
+/// string is left alone.
+pub fn redact_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => match u.set_password(Some("***")) {
+            Ok(()) => u.into(),
+            Err(()) => "<url with a password>".to_owned(),
+        },
+        Ok(_) => url.to_owned(),
+        // stored URLs were parsed when set; should one not parse, hide all of its user-info
+        Err(_) => match url.split_once("://") {
+            Some((scheme, rest)) => {
+                let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+                match rest[..end].rfind('@') {
+                    Some(at) => format!("{scheme}://***{}", &rest[at..]),
+                    None => url.to_owned(),
+                }
+            }
+            None => url.to_owned(),
+        },
+    }
+}
+
 impl WebhookResponse {
     fn from_webhook(w: Webhook, with_secret: bool) -> Self {
         Self {
             queue: w.queue,
-            url: w.url,
+            url: if with_secret {
+                w.url
+            } else {
+                redact_url(&w.url)
+            },
             concurrency: w.concurrency,
             timeout_ms: w.timeout_ms,
             updated_at_ms: w.updated_at_ms,
@@ -110,7 +143,8 @@ pub async fn set(
     Ok(Json(res))
 }
 
-/// The queue's push delivery target, without its secret.
+/// The queue's push delivery target, without its secret (a password in the URL shown as
+/// `***`).
 #[utoipa::path(get, path = "/v1/queues/{queue}/webhook", tag = "webhooks",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
@@ -158,5 +192,26 @@ pub async fn delete(
         Err(ApiError::not_found(format!(
             "queue {queue:?} has no webhook"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_in_urls_are_redacted() {
+        for (url, shown) in [
+            (
+                "http://alice:S3cretPass@host/x?token=t",
+                "http://alice:***@host/x?token=t",
+            ),
+            ("https://:pw@host:8443/", "https://:***@host:8443/"),
+            ("https://alice@host/", "https://alice@host/"),
+            ("https://host/a?b=c", "https://host/a?b=c"),
+            ("not a url://a:b@c/d", "not a url://***@c/d"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
     }
 }

@@ -10,9 +10,10 @@
 //!
 //! Security (details in `session.rs`): with tokens configured every page needs a login with
 //! one of them; the session is a random id in an `HttpOnly; SameSite=Strict` cookie, looked up
-//! in server memory (the token itself is never stored in the browser). Every POST, tokens or
-//! not, must come from this origin (`Origin`/`Referer` = `Host`) and carry the session's CSRF
-//! token (checked in constant time), else 403 and nothing changes. Pages are sent with a
+//! in server memory once logged in (the token itself is never stored in the browser). Every
+//! POST, tokens or not, must come from this origin (`Origin`/`Referer` = `Host`) and carry the
+//! session's CSRF token (checked in constant time), else 403 and nothing changes. Every request
+//! has the server's request time limit (408 past it). Pages are sent with a
 //! strict Content-Security-Policy, `X-Frame-Options: DENY` and `Cache-Control: no-store`.
 //!
 //! The one vendored file, `htmx.min.js`, is htmx 2.0.11 (`npm pack htmx.org@2.0.11`,
@@ -85,10 +86,25 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .merge(protected)
         .route_layer(middleware::from_fn_with_state(dash.clone(), session_gate))
         .with_state(dash);
+    let limit = std::time::Duration::from_millis(state.request_timeout_ms());
     Router::new()
         .route(HTMX_PATH, get(htmx))
         .merge(gated)
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            crate::time_limit(limit, timed_out, req, next)
+        }))
         .layer(middleware::map_response(security_headers))
+}
+
+/// The 408 page of a request (a form body, say) that took longer than the time limit.
+fn timed_out(limit: std::time::Duration) -> Response {
+    page_error(
+        StatusCode::REQUEST_TIMEOUT,
+        &format!(
+            "the request did not complete within {} ms",
+            limit.as_millis()
+        ),
+    )
 }
 
 /// The vendored htmx, cached for a year (the path changes with the version).
@@ -135,7 +151,7 @@ async fn session_gate(State(d): State<Dash>, req: Request, next: Next) -> Respon
     let (sess, fresh, body) = if safe {
         match found {
             Some(s) => (s, false, body),
-            None => (d.sessions.create(false), true, body),
+            None => (d.sessions.create(), true, body),
         }
     } else {
         let authority = parts.uri.authority().map(|a| a.as_str());

@@ -1,11 +1,19 @@
 //! Dashboard sessions and the CSRF defence of its POSTs.
 //!
-//! A session is a random 256-bit id in an `HttpOnly; SameSite=Strict; Path=/` cookie; the
-//! server keeps, in memory, per id: a random 256-bit CSRF token, whether the holder logged in
-//! with a configured token, and an expiry ([`SESSION_TTL`]). The raw API token never leaves
-//! the login form: the cookie only names the session. Sessions end on logout, on expiry and
-//! when the server restarts (the operator logs in again). A login replaces the anonymous
-//! session it came from with a new id (no session fixation).
+//! A session is a random 256-bit id in an `HttpOnly; SameSite=Strict; Path=/` cookie, with a
+//! 256-bit CSRF token. The raw API token never leaves the login form: the cookie only names
+//! the session. Only logged-in sessions are kept in server memory (the id, its own random
+//! CSRF token and an expiry, [`SESSION_TTL`]); they end on logout, on expiry and when the
+//! server restarts (the operator logs in again). A login starts a new id (no session
+//! fixation).
+//!
+//! An anonymous session (the login form's, or every visitor's when no token is configured)
+//! is not stored: its CSRF token is HMAC-SHA256 of its id under a random key of this
+//! process, so only who holds the cookie knows the token. A flood of new visitors therefore
+//! costs no memory and cannot push anyone's session out; an anonymous session grants
+//! nothing a new visitor does not get by loading a page. When [`MAX_SESSIONS`] logged-in
+//! sessions exist, a new login drops the expired ones and then the oldest, down to 90 % in
+//! one pass (so the scan is paid once per [`MAX_SESSIONS`] / 10 logins).
 //!
 //! Every non-GET request to the dashboard (login and logout included) must:
 //! 1. come from this origin: its `Origin` header (else its `Referer`) names the request's
@@ -20,16 +28,18 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderValue, header};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 /// Name of the session cookie.
 pub(crate) const COOKIE: &str = "dueq_session";
 
-/// Lifetime of a session from its creation (anonymous or logged in).
+/// Lifetime of a logged-in session from its login; also the cookie's `Max-Age`.
 pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 
-/// Most sessions kept; past it expired ones are dropped, then the oldest anonymous ones, then
-/// the oldest of all.
+/// Most logged-in sessions kept; past it expired ones are dropped, then the oldest, down to
+/// 90 %.
 const MAX_SESSIONS: usize = 10_000;
 
 /// Header that may carry the CSRF token (htmx requests: `hx-headers`).
@@ -46,66 +56,111 @@ pub(crate) struct Session {
     pub authenticated: bool,
 }
 
+/// A logged-in session.
 struct Entry {
     csrf: String,
-    authenticated: bool,
     expires: Instant,
 }
 
 /// The sessions of one server, in memory.
-#[derive(Default)]
 pub(crate) struct Sessions {
+    /// Logged-in sessions by id.
     map: Mutex<HashMap<String, Entry>>,
+    /// Key of the CSRF tokens of anonymous sessions.
+    key: [u8; 32],
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self {
+            map: Mutex::default(),
+            // from the thread-local CSPRNG (ChaCha, seeded from the OS)
+            key: rand::random(),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn random_hex() -> String {
     // 32 bytes from the thread-local CSPRNG (ChaCha, seeded from the OS).
     let bytes: [u8; 32] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&bytes)
+}
+
+/// Whether `id` has the form of a session id (64 lower-case hex digits).
+fn is_id(id: &str) -> bool {
+    id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 impl Sessions {
-    /// The live session named by `id`.
+    /// The session named by `id`: the logged-in one if it is live, else the anonymous one
+    /// (`None` when `id` is not a session id at all).
     pub fn get(&self, id: &str) -> Option<Session> {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        let e = map.get(id)?;
-        if e.expires <= Instant::now() {
-            map.remove(id);
+        if !is_id(id) {
             return None;
         }
-        Some(Session {
-            id: id.to_owned(),
-            csrf: e.csrf.clone(),
-            authenticated: e.authenticated,
-        })
+        {
+            let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(e) = map.get(id) {
+                if e.expires > Instant::now() {
+                    return Some(Session {
+                        id: id.to_owned(),
+                        csrf: e.csrf.clone(),
+                        authenticated: true,
+                    });
+                }
+                map.remove(id);
+            }
+        }
+        Some(self.anonymous(id))
     }
 
-    /// A new session.
-    pub fn create(&self, authenticated: bool) -> Session {
+    /// A new anonymous session (nothing is stored).
+    pub fn create(&self) -> Session {
+        self.anonymous(&random_hex())
+    }
+
+    fn anonymous(&self, id: &str) -> Session {
+        let csrf = match Hmac::<Sha256>::new_from_slice(&self.key) {
+            Ok(mut mac) => {
+                mac.update(b"dueq-csrf:");
+                mac.update(id.as_bytes());
+                hex(&mac.finalize().into_bytes())
+            }
+            // HMAC takes keys of any length, so this cannot happen; a fresh random token
+            // (which no form carries) keeps the function total and fails closed.
+            Err(_) => random_hex(),
+        };
+        Session {
+            id: id.to_owned(),
+            csrf,
+            authenticated: false,
+        }
+    }
+
+    /// Ends session `old_id` (if any) and starts a logged-in one with a new id.
+    pub fn login(&self, old_id: &str) -> Session {
         let s = Session {
             id: random_hex(),
             csrf: random_hex(),
-            authenticated,
+            authenticated: true,
         };
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.remove(old_id);
         if map.len() >= MAX_SESSIONS {
-            evict(&mut map);
+            evict(&mut map, Instant::now());
         }
         map.insert(
             s.id.clone(),
             Entry {
                 csrf: s.csrf.clone(),
-                authenticated,
                 expires: Instant::now() + SESSION_TTL,
             },
         );
         s
-    }
-
-    /// Ends session `id` (if any) and starts a logged-in one.
-    pub fn login(&self, old_id: &str) -> Session {
-        self.remove(old_id);
-        self.create(true)
     }
 
     /// Ends session `id`.
@@ -125,18 +180,20 @@ impl Sessions {
     }
 }
 
-fn evict(map: &mut HashMap<String, Entry>) {
-    let now = Instant::now();
+/// Drops the expired sessions, then the oldest ones until 90 % of [`MAX_SESSIONS`] are left:
+/// one pass over the table, done once per tenth of the table's size of logins.
+fn evict(map: &mut HashMap<String, Entry>, now: Instant) {
     map.retain(|_, e| e.expires > now);
-    while map.len() >= MAX_SESSIONS {
-        let victim = map
-            .iter()
-            .min_by_key(|(_, e)| (e.authenticated, e.expires))
-            .map(|(k, _)| k.clone());
-        match victim {
-            Some(k) => map.remove(&k),
-            None => break,
-        };
+    let keep = MAX_SESSIONS - MAX_SESSIONS / 10;
+    if map.len() <= keep {
+        return;
+    }
+    let mut by_age: Vec<(Instant, String)> =
+        map.iter().map(|(k, e)| (e.expires, k.clone())).collect();
+    let drop_n = by_age.len() - keep;
+    by_age.select_nth_unstable(drop_n - 1);
+    for (_, k) in &by_age[..drop_n] {
+        map.remove(k);
     }
 }
 
@@ -194,19 +251,33 @@ mod tests {
     #[test]
     fn sessions_and_tokens() {
         let s = Sessions::default();
-        let a = s.create(false);
+        let a = s.create();
         assert_eq!(a.id.len(), 64);
         assert_ne!(a.id, a.csrf);
-        assert!(!s.get(&a.id).unwrap().authenticated);
+        assert_eq!(s.len(), 0, "anonymous sessions are not stored");
+        let again = s.get(&a.id).unwrap();
+        assert!(!again.authenticated);
+        assert_eq!(
+            again.csrf, a.csrf,
+            "an anonymous token is derived from its id"
+        );
+        assert_ne!(s.create().csrf, a.csrf);
+        assert_ne!(Sessions::default().get(&a.id).unwrap().csrf, a.csrf);
+        assert!(s.get("not-an-id").is_none());
+        assert!(s.get(&a.id.to_uppercase()).is_none());
         let b = s.login(&a.id);
-        assert!(s.get(&a.id).is_none());
-        assert!(s.get(&b.id).unwrap().authenticated);
+        assert_ne!(b.id, a.id);
+        assert!(!s.get(&a.id).unwrap().authenticated);
+        let b2 = s.get(&b.id).unwrap();
+        assert!(b2.authenticated);
+        assert_eq!(b2.csrf, b.csrf);
         assert!(csrf_ok(&b, Some(b.csrf.as_bytes())));
         assert!(!csrf_ok(&b, Some(a.csrf.as_bytes())));
         assert!(!csrf_ok(&b, Some(&b.csrf.as_bytes()[1..])));
         assert!(!csrf_ok(&b, None));
         s.remove(&b.id);
         assert_eq!(s.len(), 0);
+        assert!(!s.get(&b.id).unwrap().authenticated);
     }
 
     #[test]
@@ -219,13 +290,49 @@ mod tests {
     }
 
     #[test]
-    fn eviction_keeps_logged_in_sessions_first() {
+    fn eviction_drops_the_oldest_tenth_in_one_pass() {
         let s = Sessions::default();
-        let kept = s.create(true);
-        for _ in 0..MAX_SESSIONS {
-            s.create(false);
+        let oldest = s.login("");
+        let mut ids = Vec::new();
+        for _ in 1..MAX_SESSIONS {
+            ids.push(s.login("").id);
         }
-        assert!(s.len() <= MAX_SESSIONS);
-        assert!(s.get(&kept.id).is_some());
+        for _ in 0..1000 {
+            s.create();
+        }
+        assert_eq!(s.len(), MAX_SESSIONS, "anonymous visitors evict nobody");
+        let newest = s.login("");
+        assert_eq!(s.len(), MAX_SESSIONS - MAX_SESSIONS / 10 + 1);
+        assert!(!s.get(&oldest.id).unwrap().authenticated);
+        assert!(s.get(&newest.id).unwrap().authenticated);
+        assert!(s.get(ids.last().unwrap()).unwrap().authenticated);
+        // the next logins do not scan again until the table is full again
+        for _ in 0..MAX_SESSIONS / 10 - 1 {
+            s.login("");
+        }
+        assert_eq!(s.len(), MAX_SESSIONS);
+    }
+
+    #[test]
+    fn expired_sessions_go_first() {
+        let mut map = HashMap::new();
+        let now = Instant::now();
+        for i in 0..MAX_SESSIONS {
+            let expires = if i % 2 == 0 {
+                now - Duration::from_secs(1)
+            } else {
+                now + SESSION_TTL
+            };
+            map.insert(
+                format!("{i}"),
+                Entry {
+                    csrf: String::new(),
+                    expires,
+                },
+            );
+        }
+        evict(&mut map, now);
+        assert_eq!(map.len(), MAX_SESSIONS / 2);
+        assert!(map.values().all(|e| e.expires > now));
     }
 }

@@ -226,7 +226,8 @@ async fn reconcile(
         .collect();
     for name in stale {
         if let Some(r) = running.remove(&name) {
-            tracing::info!(queue = %name, "push: stopping delivery to {}", r.webhook.url);
+            tracing::info!(queue = %name, "push: stopping delivery to {}",
+                crate::api::webhook::redact_url(&r.webhook.url));
             if let Err(e) = r.handle.shutdown().await {
                 tracing::warn!(queue = %name, error = %e, "push worker did not stop cleanly");
             }
@@ -238,7 +239,8 @@ async fn reconcile(
         }
         match start(state, http, opts, w.clone()) {
             Ok(handle) => {
-                tracing::info!(queue = %name, url = %w.url, concurrency = w.concurrency,
+                tracing::info!(queue = %name, url = %crate::api::webhook::redact_url(&w.url),
+                    concurrency = w.concurrency,
                     "push: delivering");
                 running.insert(name, Running { webhook: w, handle });
             }

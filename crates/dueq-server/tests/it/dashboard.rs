@@ -453,3 +453,24 @@ async fn pages_fragments_and_assets() {
         "{paths:?}"
     );
 }
+
+/// A flood of cookie-less visits (each one a new anonymous session) while a user is on the
+/// login form: the user's session survives and the login works; logged-in users stay in.
+#[tokio::test]
+async fn a_flood_of_new_visitors_does_not_end_other_sessions() {
+    let c = Ctx::with(|b| b.tokens(Tokens::new(["tok"])), None).await;
+    let mut inside = Browser::new(&c);
+    inside.login("tok").await;
+    let mut user = Browser::new(&c);
+    let csrf = user.csrf("/login").await;
+    // more than the session table holds (10 000)
+    for _ in 0..10_050 {
+        let r = Browser::new(&c).get("/login").await;
+        assert_eq!(r.status, StatusCode::OK);
+    }
+    let r = user.post("/login", &format!("csrf={csrf}&token=tok")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{r:?}");
+    assert_eq!(r.headers[header::LOCATION], "/");
+    assert_eq!(user.get("/").await.status, StatusCode::OK);
+    assert_eq!(inside.get("/").await.status, StatusCode::OK);
+}

@@ -21,4 +21,6 @@ mod origin;
 mod queues;
 mod recover;
 mod tasks;
+mod timeouts;
+mod wake;
 mod webhook;

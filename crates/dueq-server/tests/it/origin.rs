@@ -1,13 +1,14 @@
 //! Cross-origin writes to `/v1` are refused with 403 `forbidden_origin` and write nothing, with
 //! or without tokens; same-origin and header-less (curl, SDK) requests pass, and reads are
-//! never refused.
+//! never refused. A server on a loopback address answers only to loopback host names (a
+//! DNS-rebinding guard), reads included.
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use dueq_server::Tokens;
 use serde_json::json;
 
-use crate::support::{Ctx, Res, assert_error, send};
+use crate::support::{Ctx, Live, Res, assert_error, raw_http, send};
 
 const HOST: &str = "127.0.0.1:7878";
 
@@ -121,4 +122,86 @@ async fn the_check_applies_with_tokens_too() {
     let r = call(&c, Method::POST, "/v1/queues/q/pause", &[], None).await;
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     assert!(paused(&c, "q").await);
+}
+
+/// `method path` with this `Host` (and an `Origin` naming the same host) on a fresh
+/// connection to `addr`.
+async fn with_host(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    host: &str,
+) -> (u16, String) {
+    raw_http(
+        addr,
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_server_answers_only_to_loopback_host_names() {
+    let c = Ctx::new().await;
+    let mut live = Live::start(&c.state).await;
+    let port = live.addr.port();
+    // a rebound name: same-origin for the browser, but not a loopback name
+    for host in [format!("evil.example:{port}"), "evil.example".to_owned()] {
+        for (method, path) in [
+            ("GET", "/v1/queues"),
+            ("GET", "/"),
+            ("GET", "/healthz"),
+            ("GET", "/nosuch"),
+            ("POST", "/v1/queues/q/pause"),
+        ] {
+            let (status, text) = with_host(live.addr, method, path, &host).await;
+            assert_eq!(status, 403, "{method} {path} Host {host}: {text}");
+            assert!(text.contains(r#""code":"forbidden_host""#), "{text}");
+        }
+    }
+    assert!(c.all_keys().is_empty(), "{:?}", c.all_keys());
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        for path in ["/v1/queues", "/", "/healthz"] {
+            let (status, text) = with_host(live.addr, "GET", path, &host).await;
+            assert_eq!(status, 200, "GET {path} Host {host}: {text}");
+        }
+    }
+    let (status, text) = with_host(
+        live.addr,
+        "POST",
+        "/v1/queues/q/pause",
+        &format!("localhost:{port}"),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(paused(&c, "q").await);
+    live.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_on_another_address_does_not_check_the_host() {
+    let c = Ctx::new().await;
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(dueq_server::serve(listener, c.state.clone(), async {
+        let _ = stopped.await;
+    }));
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (status, text) =
+        with_host(addr, "GET", "/v1/queues", &format!("dueq.example:{port}")).await;
+    assert_eq!(status, 200, "{text}");
+    stop.send(()).unwrap();
+    tokio::time::timeout(crate::support::DEADLINE, server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }

@@ -171,3 +171,93 @@ pub fn enc(s: &str) -> String {
     }
     out
 }
+
+/// `serve()` on a real listener on 127.0.0.1, stopped by [`Live::shutdown`].
+pub struct Live {
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    join: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Live {
+    pub async fn start(state: &AppState) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let join = tokio::spawn(dueq_server::serve(listener, state.clone(), async {
+            let _ = rx.await;
+        }));
+        Self {
+            addr,
+            stop: Some(tx),
+            join: Some(join),
+        }
+    }
+
+    /// Sends the shutdown signal and waits (up to [`DEADLINE`]) for `serve` to return.
+    pub async fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(j) = self.join.take() {
+            tokio::time::timeout(DEADLINE, j)
+                .await
+                .expect("serve did not return after shutdown")
+                .unwrap()
+                .unwrap();
+        }
+    }
+}
+
+/// Sends `request` (raw HTTP/1.1 bytes) on a new connection and reads the answer until the
+/// server closes the connection or the head and `Content-Length` bytes of body are in
+/// (up to [`DEADLINE`]). Returns the status and the whole text.
+pub async fn raw_http(addr: std::net::SocketAddr, request: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut s, request.as_bytes())
+        .await
+        .unwrap();
+    read_response(&mut s).await
+}
+
+/// Reads one HTTP/1.1 response from `s` (see [`raw_http`]).
+pub async fn read_response(s: &mut tokio::net::TcpStream) -> (u16, String) {
+    let mut buf = Vec::new();
+    let read = async {
+        let mut chunk = [0u8; 8192];
+        loop {
+            let n = tokio::io::AsyncReadExt::read(s, &mut chunk)
+                .await
+                .unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf);
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<usize>().ok())
+                            .flatten()
+                    })
+                    .unwrap_or(usize::MAX);
+                if buf.len() >= end + 4 + len {
+                    break;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, read)
+        .await
+        .expect("no complete answer in time");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {text:?}"));
+    (status, text)
+}

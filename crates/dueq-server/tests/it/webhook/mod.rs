@@ -112,6 +112,31 @@ async fn non_2xx_retries_with_backoff_then_dead_letters() {
 }
 
 #[tokio::test]
+async fn a_password_in_the_url_stays_out_of_the_error_text() {
+    // a port nobody listens on: the request fails, and reqwest's error (kept as the task's
+    // last error) names the URL, from which reqwest has moved the credentials to the
+    // Authorization header
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut s = Server::start().await;
+    s.set_webhook(
+        "push_pw",
+        json!({"url": format!("http://alice:S3cretPass@127.0.0.1:{port}/hook"), "secret": SECRET}),
+    )
+    .await;
+    let id = s
+        .ctx
+        .enqueue("push_pw", json!({"payload": 1, "max_attempts": 1}))
+        .await;
+    let t = s.wait_state("push_pw", &id, "dead").await;
+    let err = t["last_error"].as_str().unwrap();
+    assert!(err.starts_with("webhook request failed"), "{err}");
+    assert!(!err.contains("S3cretPass"), "{err}");
+    s.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_slow_receiver_times_out_and_the_attempt_fails() {
     let recv = Receiver::start(Behave::Hold(Duration::from_secs(60))).await;
     let mut s = Server::start().await;

@@ -96,6 +96,24 @@ async fn routes_set_get_delete_and_refuse_bad_input() {
     let q = c.client.queue("wh").unwrap();
     assert_eq!(q.webhook().await.unwrap().unwrap().secret, SECRET);
 
+    // a password in the URL: PUT (which returns the secret too) shows it, GET does not;
+    // the query string is left as it is
+    let url = "https://alice:S3cretPass@example.com/in?sig=abc";
+    let r = put("wh", json!({"url": url})).await;
+    assert_eq!(r.body["url"], url, "{r:?}");
+    let g = c.get("/v1/queues/wh/webhook").await;
+    assert_eq!(
+        g.body["url"], "https://alice:***@example.com/in?sig=abc",
+        "{g:?}"
+    );
+    assert!(!g.text.contains("S3cretPass"), "{g:?}");
+    put("wh", json!({"url": "https://:S3cretPass@example.com/"})).await;
+    let g = c.get("/v1/queues/wh/webhook").await;
+    assert_eq!(g.body["url"], "https://:***@example.com/", "{g:?}");
+    put("wh", json!({"url": "https://alice@example.com/"})).await;
+    let g = c.get("/v1/queues/wh/webhook").await;
+    assert_eq!(g.body["url"], "https://alice@example.com/", "{g:?}");
+
     // delete: 200, then 404
     let d = c.delete("/v1/queues/wh/webhook").await;
     assert_eq!(d.status, StatusCode::OK, "{d:?}");
