@@ -189,11 +189,12 @@ pub enum WebhookCommand {
         #[arg(long, env = "DUEQ_WEBHOOK_SECRET", hide_env_values = true)]
         secret: Option<String>,
     },
-    /// Show the queue's webhook (without the secret unless --show-secret).
+    /// Show the queue's webhook (without the secret, and with a password in the URL as ***,
+    /// unless --show-secret).
     Get {
         /// Queue name.
         queue: String,
-        /// Print the signing secret too.
+        /// Print the signing secret and the URL as stored (with any password in it).
         #[arg(long)]
         show_secret: bool,
     },
