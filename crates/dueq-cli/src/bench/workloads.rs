@@ -156,12 +156,13 @@ pub async fn run(w: Workload, url: &str, sizes: &Sizes, run: usize) -> Result<Ve
         Workload::W3 => w3(&client, &queue, sizes.w3, sizes.w3_span_ms).await,
         Workload::Idle => idle(url, &client, &queue, &probe, sizes.idle_tasks, sizes.idle).await,
         Workload::W4 => {
-            let mut out = Vec::new();
-            for (i, n) in sizes.w4.iter().enumerate() {
-                let q = client.queue(&format!("{queue_name}-{i}"))?;
-                out.extend(w4(url, &client, &q, *n).await?);
-            }
-            Ok(out)
+            let queues = sizes
+                .w4
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Ok((client.queue(&format!("{queue_name}-{i}"))?, *n)))
+                .collect::<Result<Vec<_>>>()?;
+            w4(url, &client, &queues).await
         }
         Workload::W5 => w5(&queue, &probe, sizes.w5).await,
     }
@@ -295,51 +296,71 @@ async fn idle(
     ])
 }
 
-async fn w4(url: &str, client: &Client, queue: &Queue, pending: usize) -> Result<Vec<Figure>> {
-    let name = format!("W4-{pending}");
-    // fill in slices so 10 M specs never sit in memory at once
-    let mut left = pending;
-    while left > 0 {
-        let k = left.min(100_000);
-        fill(queue, future_specs(k, 3_600_000)).await?;
-        left -= k;
+/// W4 over every size at once, so that the machine's drift hits all sizes alike: each queue
+/// is filled in turn (and its claim timed right after the fill, while Redis is still moving
+/// the hash tables it doubled: see `settle_tables`); then every queue's tables are settled,
+/// the state of a queue that stays near its size, and claims are timed round-robin over the
+/// queues, 101 per queue. Last, per queue, due time to the 100th handler start.
+async fn w4(url: &str, client: &Client, queues: &[(Queue, usize)]) -> Result<Vec<Figure>> {
+    const ROUNDS: usize = 101;
+    let mut after_fill = Vec::new();
+    for (queue, pending) in queues {
+        // fill in slices so 10 M specs never sit in memory at once
+        let mut left = *pending;
+        while left > 0 {
+            let k = left.min(100_000);
+            fill(queue, future_specs(k, 3_600_000)).await?;
+            left -= k;
+        }
+        let mut times = Vec::new();
+        for _ in 0..ROUNDS {
+            times.push(time_one_claim(queue).await?);
+        }
+        after_fill.push(super::median(&mut times));
     }
-    // right after the fill, Redis is still moving the hash tables it doubled (see
-    // settle_tables); then the same again at rest, the state of a queue that stays near N
-    let after_fill_ms = claim_median(queue, &name).await?;
-    super::settle_tables(url, queue.keys(), pending).await?;
-    let claim_ms = claim_median(queue, &name).await?;
-    // due time to the 100th handler start, worker idle
-    let due = queue.stats().await?.now_ms + 500;
-    let p = payload();
-    let specs = (0..100)
-        .map(|_| TaskSpec::new(p.clone()).due_at_ms(due))
-        .collect();
-    let lat = lateness_of(client, queue, specs, 200).await?;
-    let last = lat.iter().copied().max().unwrap_or(0);
-    Ok(vec![
-        fig(name.clone(), "claim_ms", claim_ms),
-        fig(name.clone(), "claim_after_fill_ms", after_fill_ms),
-        fig(name, "due_to_100th_ms", last as f64),
-    ])
+    for (queue, pending) in queues {
+        super::settle_tables(url, queue.keys(), *pending).await?;
+    }
+    let mut at_rest = vec![Vec::new(); queues.len()];
+    for _ in 0..ROUNDS {
+        for (i, (queue, _)) in queues.iter().enumerate() {
+            at_rest[i].push(time_one_claim(queue).await?);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, (queue, pending)) in queues.iter().enumerate() {
+        let name = format!("W4-{pending}");
+        let due = queue.stats().await?.now_ms + 500;
+        let p = payload();
+        let specs = (0..100)
+            .map(|_| TaskSpec::new(p.clone()).due_at_ms(due))
+            .collect();
+        let lat = lateness_of(client, queue, specs, 200).await?;
+        let last = lat.iter().copied().max().unwrap_or(0);
+        out.push(fig(
+            name.clone(),
+            "claim_ms",
+            super::median(&mut at_rest[i]),
+        ));
+        out.push(fig(name.clone(), "claim_after_fill_ms", after_fill[i]));
+        out.push(fig(name, "due_to_100th_ms", last as f64));
+    }
+    Ok(out)
 }
 
-/// Median time of one claim of 100 due tasks (round trip included), over 101 claims; each
-/// claim's tasks are enqueued just before it and acknowledged after it.
-async fn claim_median(queue: &Queue, name: &str) -> Result<f64> {
-    let mut times = Vec::new();
-    for _ in 0..101 {
-        fill(queue, future_specs(100, 0)).await?;
-        let t = Instant::now();
-        let c = queue.claim(100, None).await?;
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-        if c.tasks.len() != 100 {
-            bail!("{name}: claimed {} of 100", c.tasks.len());
-        }
-        let acks: Vec<_> = c.tasks.into_iter().map(|t| (t.id, t.lease_token)).collect();
-        queue.ack_batch(&acks).await?;
+/// Enqueues 100 due tasks, times one claim of them (round trip included, ms) and
+/// acknowledges them.
+async fn time_one_claim(queue: &Queue) -> Result<f64> {
+    fill(queue, future_specs(100, 0)).await?;
+    let t = Instant::now();
+    let c = queue.claim(100, None).await?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    if c.tasks.len() != 100 {
+        bail!("W4 {}: claimed {} of 100", queue.name(), c.tasks.len());
     }
-    Ok(super::median(&mut times))
+    let acks: Vec<_> = c.tasks.into_iter().map(|t| (t.id, t.lease_token)).collect();
+    queue.ack_batch(&acks).await?;
+    Ok(ms)
 }
 
 async fn w5(queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
