@@ -17,10 +17,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-use crate::support::{Ctx, DEADLINE};
+use crate::support::{Ctx, DEADLINE, Live};
 
 pub const SECRET: &str = "test-secret-0123456789";
 
@@ -120,8 +118,7 @@ impl Receiver {
 /// (fixed 50 ms backoff, settings re-read every 50 ms).
 pub struct Server {
     pub ctx: Ctx,
-    stop: Option<oneshot::Sender<()>>,
-    join: Option<JoinHandle<std::io::Result<()>>>,
+    live: Live,
 }
 
 impl Server {
@@ -130,30 +127,13 @@ impl Server {
             .backoff(Backoff::new(50, 1.0, 50))
             .poll_ms(50);
         let ctx = Ctx::with(|b| b.push(push), None).await;
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let (tx, rx) = oneshot::channel::<()>();
-        let join = tokio::spawn(dueq_server::serve(listener, ctx.state.clone(), async {
-            let _ = rx.await;
-        }));
-        Self {
-            ctx,
-            stop: Some(tx),
-            join: Some(join),
-        }
+        let live = Live::start(&ctx.state).await;
+        Self { ctx, live }
     }
 
     /// Stops `serve` and waits for it to return (bounded).
     pub async fn shutdown(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(j) = self.join.take() {
-            tokio::time::timeout(DEADLINE, j)
-                .await
-                .expect("serve did not return after shutdown")
-                .unwrap()
-                .unwrap();
-        }
+        self.live.shutdown().await;
     }
 
     pub async fn set_webhook(&self, queue: &str, body: Value) -> Value {
