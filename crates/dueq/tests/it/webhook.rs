@@ -76,14 +76,15 @@ async fn round_trip(client: &Client, name: &str) {
 async fn settings_round_trip() {
     let c = Ctx::new().await;
     round_trip(&c.client, "hooks").await;
-    // the settings live in the queue's own tagged key
+    // the settings live in the queue's own tagged key; the queue is listed like any other
     let mut raw = c.raw();
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
     assert!(
         keys.iter()
-            .all(|k| k.starts_with("dueq:{hooks}:") || k == "dueq:webhooks"),
+            .all(|k| k.starts_with("dueq:{hooks}:") || k == "dueq:webhooks" || k == "dueq:queues"),
         "{keys:?}"
     );
+    assert_eq!(c.client.queues().await.unwrap(), vec!["hooks".to_owned()]);
 }
 
 #[tokio::test]
