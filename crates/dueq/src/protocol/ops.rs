@@ -18,7 +18,7 @@ use crate::task::{
 /// Most tasks one script call handles (DESIGN 3: bounded work per call).
 pub(crate) const MAX_BATCH: usize = 1000;
 
-async fn run(
+pub(super) async fn run(
     conn: &mut Conn,
     name: &'static str,
     script: &redis::Script,
@@ -38,18 +38,18 @@ async fn run(
 
 /// Argument list builder.
 #[derive(Default)]
-struct Args(Vec<Vec<u8>>);
+pub(super) struct Args(Vec<Vec<u8>>);
 
 impl Args {
-    fn s(&mut self, v: impl AsRef<[u8]>) -> &mut Self {
+    pub(super) fn s(&mut self, v: impl AsRef<[u8]>) -> &mut Self {
         self.0.push(v.as_ref().to_vec());
         self
     }
-    fn n(&mut self, v: impl std::fmt::Display) -> &mut Self {
+    pub(super) fn n(&mut self, v: impl std::fmt::Display) -> &mut Self {
         self.0.push(v.to_string().into_bytes());
         self
     }
-    fn take(&mut self) -> Vec<Vec<u8>> {
+    pub(super) fn take(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.0)
     }
 }

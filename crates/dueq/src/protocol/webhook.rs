@@ -8,11 +8,9 @@
 
 use std::collections::HashMap;
 
-use redis::Value;
-
 use super::conn::Conn;
 use super::keys::{QueueKeys, WEBHOOKS_KEY};
-use super::reply::Reply;
+use super::ops::{Args, run};
 use super::scripts;
 use crate::error::{Error, Result};
 
@@ -49,17 +47,20 @@ pub(crate) async fn set(
         .arg(&k.name)
         .query_async::<()>(conn)
         .await?;
-    let v: Value = scripts::WEBHOOK_SET
-        .prepare_invoke()
-        .key(&k.webhook)
-        .arg(url)
-        .arg(secret)
-        .arg(new_secret)
-        .arg(concurrency)
-        .arg(timeout_ms)
-        .invoke_async(conn)
-        .await?;
-    let mut r = Reply::new("webhook_set", v)?;
+    let mut a = Args::default();
+    a.s(url)
+        .s(secret)
+        .s(new_secret)
+        .n(concurrency)
+        .n(timeout_ms);
+    let mut r = run(
+        conn,
+        "webhook_set",
+        &scripts::WEBHOOK_SET,
+        &[&k.webhook],
+        a.take(),
+    )
+    .await?;
     Ok(SetReply {
         now_ms: r.u64()?,
         secret: r.string()?,
@@ -69,12 +70,14 @@ pub(crate) async fn set(
 
 /// Removes the webhook; whether there was one.
 pub(crate) async fn clear(conn: &mut Conn, k: &QueueKeys) -> Result<bool> {
-    let v: Value = scripts::WEBHOOK_CLEAR
-        .prepare_invoke()
-        .key(&k.webhook)
-        .invoke_async(conn)
-        .await?;
-    let mut r = Reply::new("webhook_clear", v)?;
+    let mut r = run(
+        conn,
+        "webhook_clear",
+        &scripts::WEBHOOK_CLEAR,
+        &[&k.webhook],
+        Vec::new(),
+    )
+    .await?;
     r.u64()?;
     Ok(r.i64()? == 1)
 }
