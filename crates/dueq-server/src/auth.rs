@@ -16,7 +16,6 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Name of the environment variable holding comma-separated tokens.
 pub const TOKENS_ENV: &str = "DUEQ_TOKENS";
@@ -108,12 +107,12 @@ impl Tokens {
 }
 
 /// Middleware: refuses a request without a valid token with 401 when tokens are configured.
-pub async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn require_token(State(tokens): State<Tokens>, req: Request, next: Next) -> Response {
     let value = req
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
-    match state.tokens().check_header(value) {
+    match tokens.check_header(value) {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }

@@ -11,11 +11,14 @@
 //! * [`auth`]: bearer tokens (constant-time check) on `/v1`; `/healthz` and `/readyz` open.
 //! * [`origin`]: cross-origin writes to `/v1` refused (403), tokens or not; on a loopback
 //!   listener, requests whose `Host` is not a loopback name refused (DNS rebinding).
-//! * `recoverer`: the background task of [`serve`] that recovers expired leases of every queue.
-//! * [`push`]: push delivery (webhooks), the other background task of [`serve`].
+//! * [`push`]: push delivery (webhooks), a background task of [`serve`]; the other is the
+//!   library's [`dueq::LeaseRecoverer`] over every queue.
 //! * `metrics`: DESIGN 4.4 names; queue numbers read from Redis on scrape.
-//! * [`payload`]: the JSON-payload rule shared with the CLI.
-//! * `wake`: the pub/sub hub that ends long-poll claims the moment a task may be due.
+//! * payloads: stored as the JSON text sent, shown through [`dueq::json`] (shared with the CLI).
+//! * `options`: plain option structs the state holds.
+//!
+//! Waiting for due work (long-poll claims, push delivery) is the library's
+//! [`dueq::DueClaimer`]; nothing here computes a sleep.
 //!
 //! # Example
 //!
@@ -35,13 +38,11 @@ pub mod error;
 mod extract;
 mod metrics;
 pub mod openapi;
+mod options;
 pub mod origin;
-pub mod payload;
 pub mod push;
-mod recoverer;
 mod shutdown;
 mod state;
-mod wake;
 
 use std::future::{Future, IntoFuture};
 use std::time::Duration;
@@ -53,15 +54,11 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
 pub use auth::Tokens;
+pub use dueq::DEFAULT_RECOVER_INTERVAL_MS;
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 pub use metrics::{DURATION_BUCKETS_S, LATENESS_BUCKETS_S};
-pub use payload::{payload_json, payload_raw};
-pub use recoverer::DEFAULT_RECOVER_INTERVAL_MS;
-pub use state::{
-    AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS,
-    DEFAULT_WAKE_CHANNELS_MAX,
-};
+pub use state::{AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS};
 
 /// Default listen address of `dueq serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -95,7 +92,7 @@ pub fn router(state: AppState) -> Router {
         .merge(batch)
         .merge(claim)
         .route_layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.tokens().clone(),
             auth::require_token,
         ))
         .route_layer(middleware::from_fn(origin::same_origin_writes));
@@ -171,7 +168,15 @@ pub async fn serve(
     if listener.local_addr()?.ip().to_canonical().is_loopback() {
         app = app.layer(middleware::from_fn(origin::loopback_hosts_only));
     }
-    let recoverer = recoverer::spawn(&state);
+    let recoverer = (state.recover_interval_ms() > 0).then(|| {
+        let mut stop = state.shutdown_rx();
+        let duty = dueq::LeaseRecoverer::new(state.client().clone())
+            .interval_ms(state.recover_interval_ms());
+        tokio::spawn(duty.run(async move {
+            // a dropped sender means the state is gone: stop as well
+            let _ = stop.wait_for(|s| *s).await;
+        }))
+    });
     let pusher = tokio::spawn(push::run(state.clone(), state.shutdown_rx()));
     let stopping = state.clone();
     let (kill, killed) = tokio::sync::watch::channel(false);

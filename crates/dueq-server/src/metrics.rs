@@ -8,15 +8,18 @@
 //!   workers, the CLI, other servers), not only this process; with several servers, take
 //!   `max` over instances rather than `sum`. Counting in-process instead was rejected: it
 //!   would miss every task not touched by this server, and lease expiry happens inside Redis.
-//! * **Timings are observed here**, for tasks handed out by this server's claim:
-//!   `dueq_task_lateness_seconds` (claim time minus due time, both Redis clock; explicit
-//!   buckets from 0.5 ms to 60 s) and `dueq_task_duration_seconds` (claim to ack/nack).
+//! * **Timings are observed in this process**, for tasks it hands out (HTTP claims and push
+//!   deliveries): `dueq_task_lateness_seconds` (hand-out minus due time, Redis clock;
+//!   buckets from 0.5 ms to 60 s) and `dueq_tasks_claimed_total` are recorded by the library's
+//!   claim path ([`dueq::due::metrics`]) into this recorder; `dueq_task_duration_seconds`
+//!   (hand-out to ack/nack) is observed here.
 //!
-//! The recorder belongs to the [`AppState`](crate::AppState), not the process-global
-//! `metrics` recorder, so two servers (or tests) in one process never mix their numbers.
+//! The recorder belongs to the [`AppState`](crate::AppState) (its client records into it), not
+//! the process-global `metrics` recorder, so two servers (or tests) in one process never mix
+//! their numbers.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dueq::{Client, QueueStats};
@@ -25,10 +28,8 @@ use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
-/// Lateness buckets, seconds: 0.5 ms to 60 s.
-pub const LATENESS_BUCKETS_S: &[f64] = &[
-    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-];
+pub use dueq::due::metrics::LATENESS_BUCKETS_S;
+use dueq::due::metrics::{TASK_LATENESS_SECONDS, TASKS_CLAIMED_TOTAL};
 
 /// Handler duration buckets, seconds: 1 ms to 1 h.
 pub const DURATION_BUCKETS_S: &[f64] = &[
@@ -43,7 +44,7 @@ const MAX_TRACKED: usize = 100_000;
 const MAX_SCRAPED_QUEUES: usize = 1_000;
 
 pub(crate) struct Metrics {
-    recorder: PrometheusRecorder,
+    recorder: Arc<PrometheusRecorder>,
     handle: PrometheusHandle,
     /// (queue, task id, lease token) → when this server handed it out.
     claimed: Mutex<HashMap<(String, String, String), Instant>>,
@@ -56,7 +57,7 @@ impl Metrics {
         let builder = PrometheusBuilder::new();
         let builder = match builder
             .set_buckets_for_metric(
-                Matcher::Full("dueq_task_lateness_seconds".into()),
+                Matcher::Full(TASK_LATENESS_SECONDS.into()),
                 LATENESS_BUCKETS_S,
             )
             .and_then(|b| {
@@ -71,7 +72,7 @@ impl Metrics {
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         let m = Self {
-            recorder,
+            recorder: Arc::new(recorder),
             handle,
             claimed: Mutex::new(HashMap::new()),
         };
@@ -96,9 +97,13 @@ impl Metrics {
                 "How long the earliest due task has waited."
             );
             describe_histogram!(
-                "dueq_task_lateness_seconds",
+                TASK_LATENESS_SECONDS,
                 Unit::Seconds,
-                "Claim time minus due time of tasks handed out by this server."
+                "Hand-out minus due time of tasks handed out by this server (HTTP and push)."
+            );
+            describe_counter!(
+                TASKS_CLAIMED_TOTAL,
+                "Tasks handed out by this server (HTTP claims and push deliveries)."
             );
             describe_histogram!(
                 "dueq_task_duration_seconds",
@@ -110,18 +115,18 @@ impl Metrics {
     }
 
     fn with<T>(&self, f: impl FnOnce() -> T) -> T {
-        metrics::with_local_recorder(&self.recorder, f)
+        metrics::with_local_recorder(self.recorder.as_ref(), f)
     }
 
-    /// Records lateness for claimed tasks and remembers them for the duration histogram.
-    pub(crate) fn claimed(&self, queue: &str, tasks: &[dueq::ClaimedTask]) {
+    /// The recorder, for the client whose claim path records into it.
+    pub(crate) fn recorder(&self) -> Arc<PrometheusRecorder> {
+        self.recorder.clone()
+    }
+
+    /// Remembers handed-out tasks for the duration histogram (their lateness was recorded by
+    /// the claim path).
+    pub(crate) fn handed_out(&self, queue: &str, tasks: &[dueq::ClaimedTask]) {
         let now = Instant::now();
-        self.with(|| {
-            let h = metrics::histogram!("dueq_task_lateness_seconds", "queue" => queue.to_owned());
-            for t in tasks {
-                h.record(t.claimed_at_ms.saturating_sub(t.due_at_ms) as f64 / 1000.0);
-            }
-        });
         let Ok(mut map) = self.claimed.lock() else {
             return;
         };

@@ -1,5 +1,6 @@
-//! [`AppState`]: what every handler shares (the dueq client, tokens, metrics, the wake hub,
-//! limits, the shutdown signal), built with [`AppStateBuilder`].
+//! [`AppState`]: what every handler shares (the dueq client, tokens, metrics, limits, the
+//! shutdown signal), built with [`AppStateBuilder`] from plain option types: this module
+//! imports none of the modules that use the state.
 
 use std::sync::Arc;
 
@@ -9,8 +10,7 @@ use tokio::sync::watch;
 use crate::auth::Tokens;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::push::PushOptions;
-use crate::wake::WakeHub;
+use crate::options::PushOptions;
 
 /// Room for the fields around the payload in one task's JSON (key, times, whitespace), bytes.
 pub const BODY_OVERHEAD_BYTES: usize = 64 * 1024;
@@ -34,7 +34,6 @@ struct Inner {
     recover_interval_ms: u64,
     push: PushOptions,
     metrics: Metrics,
-    wake: Arc<WakeHub>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -58,14 +57,10 @@ pub struct AppStateBuilder {
     request_timeout_ms: u64,
     recover_interval_ms: u64,
     push: PushOptions,
-    wake_channels_max: usize,
 }
 
 /// Default time limit of a request, ms.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
-
-/// Default most queue wake channels subscribed at once.
-pub const DEFAULT_WAKE_CHANNELS_MAX: usize = 10_000;
 
 impl AppStateBuilder {
     /// Time limit of a request (reading the body included), ms; a claim gets its `wait_ms`
@@ -89,17 +84,6 @@ impl AppStateBuilder {
     /// [`PushOptions::default`]: on, default backoff, settings re-read every second.
     pub fn push(mut self, push: PushOptions) -> Self {
         self.push = push;
-        self
-    }
-
-    /// Most queues whose wake channel the server subscribes to at once (one pub/sub
-    /// connection), so that a long-poll claim on them returns the moment a task becomes due.
-    /// Default 10 000; 0 subscribes to none. A channel is dropped when no claim has waited on
-    /// it for 60 s, or, when the table is full, the least recently used ones without a
-    /// waiting claim (down to 90 %); a claim on a queue beyond the limit, every channel
-    /// having a waiter, falls back to polling at least every second.
-    pub fn wake_channels_max(mut self, n: usize) -> Self {
-        self.wake_channels_max = n;
         self
     }
 
@@ -129,8 +113,10 @@ impl AppStateBuilder {
             .client
             .payload_limit_bytes()
             .saturating_add(BODY_OVERHEAD_BYTES);
-        let (shutdown, stop_rx) = watch::channel(false);
-        let wake = WakeHub::new(self.client.clone(), self.wake_channels_max, stop_rx);
+        let (shutdown, _) = watch::channel(false);
+        let metrics = Metrics::new();
+        // The claim path records lateness into this server's recorder, not the process's.
+        let client = self.client.with_metrics_recorder(metrics.recorder());
         AppState {
             inner: Arc::new(Inner {
                 batch_body_limit_bytes: self
@@ -140,11 +126,10 @@ impl AppStateBuilder {
                 request_timeout_ms: self.request_timeout_ms,
                 recover_interval_ms: self.recover_interval_ms,
                 push: self.push,
-                client: self.client,
+                client,
                 tokens: self.tokens,
                 protect_metrics: self.protect_metrics,
-                metrics: Metrics::new(),
-                wake,
+                metrics,
                 shutdown,
             }),
         }
@@ -165,9 +150,8 @@ impl AppState {
             protect_metrics: false,
             batch_body_limit_bytes: None,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
-            recover_interval_ms: crate::recoverer::DEFAULT_RECOVER_INTERVAL_MS,
+            recover_interval_ms: dueq::DEFAULT_RECOVER_INTERVAL_MS,
             push: PushOptions::default(),
-            wake_channels_max: DEFAULT_WAKE_CHANNELS_MAX,
         }
     }
 
@@ -211,8 +195,7 @@ impl AppState {
         self.inner.recover_interval_ms
     }
 
-    /// Starts shutting down: waiting claims return what they have (usually nothing) at once,
-    /// and the wake-up connection closes. [`serve`](crate::serve) calls this when its
+    /// Starts shutting down: waiting claims return what they have (usually nothing) at once. [`serve`](crate::serve) calls this when its
     /// shutdown future completes.
     pub fn begin_shutdown(&self) {
         self.inner.shutdown.send_replace(true);
@@ -224,10 +207,6 @@ impl AppState {
 
     pub(crate) fn metrics(&self) -> &Metrics {
         &self.inner.metrics
-    }
-
-    pub(crate) fn wake(&self) -> &Arc<WakeHub> {
-        &self.inner.wake
     }
 
     /// The queue named in a path (400 for a bad name).

@@ -45,22 +45,25 @@
 
 pub mod backoff;
 mod client;
+pub mod due;
 mod error;
+pub mod json;
 pub mod protocol;
 mod task;
 mod worker;
 
 pub use backoff::Backoff;
 pub use client::{
-    CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES, EvictionCheck,
-    MAX_DEAD_OFFSET, MAX_ERROR_BYTES, Queue, QueueSettings, READINESS_TIMEOUT_MS, Readiness,
-    RecoverReport,
+    CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES,
+    DEFAULT_WAKE_CHANNELS_MAX, EvictionCheck, MAX_DEAD_OFFSET, MAX_ERROR_BYTES, Queue,
+    QueueSettings, READINESS_TIMEOUT_MS, Readiness, RecoverReport,
 };
 pub use client::{
     DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,
     MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
     MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
 };
+pub use due::{DEFAULT_RECOVER_INTERVAL_MS, DueClaimer, LeaseRecoverer};
 pub use error::{Error, ErrorKind, Result};
 pub use protocol::keys::{QueueKeys, validate_queue_name};
 pub use task::{

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 /// A payload as JSON: the value itself when the bytes are JSON, else the text (lossy UTF-8);
 /// the same rule as the HTTP API.
-pub use dueq_server::payload_json;
+pub use dueq::json::payload_json;
 
 /// A task as the HTTP API shows it (DESIGN 4.2).
 pub fn task_json(t: &Task) -> Value {

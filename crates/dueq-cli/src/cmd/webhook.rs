@@ -12,7 +12,7 @@ fn shown_url(w: &Webhook, secret: bool) -> String {
     if secret {
         w.url.clone()
     } else {
-        dueq_server::api::webhook::redact_url(&w.url)
+        w.redacted_url()
     }
 }
 

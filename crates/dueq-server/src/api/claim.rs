@@ -3,24 +3,19 @@
 //!
 //! # How a long-poll claim waits
 //!
-//! A claim with `wait_ms > 0` that finds nothing due does not poll on a tick. It sleeps
-//! until the earliest due time the claim script reported, measured on the Redis clock
-//! (`next_due_at_ms - now_ms`, both read inside the script, so this host's clock never
-//! decides), and is woken earlier by the queue's wake channel when a task due sooner is
-//! enqueued, rescheduled, retried or the queue resumed (see `wake.rs`). It re-polls at least
-//! every second as the fallback for a lost notification (DESIGN 2.6), and returns at
-//! `wait_ms` with an empty list. Rejected alternative: Redis blocking commands, which fire
-//! on the server's `hz` tick (100 ms).
-//!
-//! Expired leases are recovered on the claim path (when the claim reports a lease deadline
-//! in the past), so HTTP-only deployments need no Rust worker for crash recovery; a queue
-//! nobody claims from is covered by the server's background recoverer (`recoverer.rs`).
+//! Through the library's [`DueClaimer`](dueq::DueClaimer), the one claim path of workers,
+//! long-polls and push delivery: it sleeps until the earliest due time by the Redis clock, is
+//! woken earlier by the queue's wake channel, looks at least every second as the fallback for
+//! a lost notification (DESIGN 2.6), and recovers expired leases before claiming, so
+//! HTTP-only deployments need no Rust worker for crash recovery (a queue nobody claims from
+//! is covered by the library's [`LeaseRecoverer`](dueq::LeaseRecoverer), which `serve` runs).
+//! The claim returns at `wait_ms` with an empty list.
 
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use dueq::{AckOutcome, Claim, LeaseToken, NackOutcome, Queue, TaskId};
+use dueq::{AckOutcome, LeaseToken, NackOutcome, TaskId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
@@ -28,15 +23,13 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath};
-use crate::payload::payload_raw;
 use crate::state::AppState;
+use dueq::json::payload_raw;
 
 /// Longest `wait_ms` of a claim.
 pub const MAX_WAIT_MS: u64 = 60_000;
 /// Most tasks one claim hands out.
 pub const MAX_CLAIM: u32 = 1000;
-/// Longest sleep of a waiting claim between two looks (the fallback poll bound).
-const REPOLL_MS: u64 = 1000;
 
 /// Pull due tasks.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -146,20 +139,6 @@ pub struct ExtendResponse {
     pub lease_expires_at_ms: u64,
 }
 
-/// One claim, recovering expired leases first when the claim saw any.
-async fn claim_once(q: &Queue, max: usize, lease_ms: Option<u64>) -> dueq::Result<Claim> {
-    let c = q.claim(max, lease_ms).await?;
-    let expired = c.next_lease_deadline_ms.is_some_and(|d| d <= c.now_ms) || c.orphans;
-    if !c.tasks.is_empty() || !expired {
-        return Ok(c);
-    }
-    let r = q.recover().await?;
-    if r.recovered + r.dead == 0 {
-        return Ok(c);
-    }
-    q.claim(max, lease_ms).await
-}
-
 /// Claim due tasks, waiting up to `wait_ms` for the first one.
 #[utoipa::path(post, path = "/v1/queues/{queue}/claim", tag = "claim",
     params(("queue" = String, Path, description = "Queue name")),
@@ -187,17 +166,14 @@ pub async fn claim(
         )));
     }
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
-    // Look at once; subscribe to the wake channel only when there is something to wait for
-    // (the loop below looks again after subscribing, so nothing falls in between).
-    let first = claim_once(&q, max as usize, body.lease_ms).await?;
-    let c = if !first.tasks.is_empty() || wait_ms == 0 {
-        first
-    } else {
-        wait(&st, &q, max as usize, body.lease_ms, deadline).await?
+    let mut due = q.due_claimer().lease_ms(body.lease_ms);
+    let mut shutdown = st.shutdown_rx();
+    let stop = async move {
+        let _ = shutdown.wait_for(|s| *s).await;
     };
-    st.metrics().claimed(q.name(), &c.tasks);
-    let tasks = c
-        .tasks
+    let tasks = due.claim_within(max as usize, deadline, stop).await?;
+    st.metrics().handed_out(q.name(), &tasks);
+    let tasks = tasks
         .into_iter()
         .map(|t| ClaimedTaskResponse {
             id: t.id.as_str().to_owned(),
@@ -210,48 +186,6 @@ pub async fn claim(
         })
         .collect();
     Ok(Json(ClaimResponse { tasks }))
-}
-
-/// Claims until a task is handed out, `deadline` passes or the server shuts down.
-async fn wait(
-    st: &AppState,
-    q: &Queue,
-    max: usize,
-    lease_ms: Option<u64>,
-    deadline: Instant,
-) -> dueq::Result<Claim> {
-    let notify = st.wake().listen(&q.keys().wake, deadline).await;
-    let mut shutdown = st.shutdown_rx();
-    Ok(loop {
-        // Registered before the claim, so a wake-up between the claim and the sleep is kept.
-        let notified = notify.as_ref().map(|n| n.notified());
-        let mut notified = std::pin::pin!(async move {
-            match notified {
-                Some(n) => n.await,
-                None => std::future::pending().await,
-            }
-        });
-        let c = claim_once(q, max, lease_ms).await?;
-        let now = Instant::now();
-        if !c.tasks.is_empty() || now >= deadline || *shutdown.borrow() {
-            break c;
-        }
-        let mut sleep_ms = REPOLL_MS;
-        if !c.paused
-            && let Some(next) = c.next_due_at_ms
-        {
-            sleep_ms = sleep_ms.min(next.saturating_sub(c.now_ms));
-        }
-        if let Some(d) = c.next_lease_deadline_ms {
-            sleep_ms = sleep_ms.min(d.saturating_sub(c.now_ms) + 1);
-        }
-        let wake_at = (now + Duration::from_millis(sleep_ms.max(1))).min(deadline);
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep_until(wake_at) => {}
-            _ = shutdown.changed() => {}
-        }
-    })
 }
 
 fn lease_lost() -> ApiError {
@@ -323,13 +257,10 @@ pub async fn nack(
         )
         .await?;
     let r = match outcome {
-        NackOutcome::Rescheduled { due_at_ms } => {
-            st.wake().notify(&q.keys().wake);
-            NackResponse {
-                outcome: "rescheduled".into(),
-                due_at_ms: Some(due_at_ms),
-            }
-        }
+        NackOutcome::Rescheduled { due_at_ms } => NackResponse {
+            outcome: "rescheduled".into(),
+            due_at_ms: Some(due_at_ms),
+        },
         NackOutcome::Dead => NackResponse {
             outcome: "dead".into(),
             due_at_ms: None,

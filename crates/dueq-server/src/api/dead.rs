@@ -104,12 +104,9 @@ pub async fn retry(
     let id = TaskId::new(id)?;
     let outcome = q.dead_retry(std::slice::from_ref(&id)).await?;
     match outcome.first() {
-        Some(DeadRetryOutcome::Retried) => {
-            st.wake().notify(&q.keys().wake);
-            Ok(Json(DeadOutcomeResponse {
-                outcome: "retried".into(),
-            }))
-        }
+        Some(DeadRetryOutcome::Retried) => Ok(Json(DeadOutcomeResponse {
+            outcome: "retried".into(),
+        })),
         Some(DeadRetryOutcome::Conflict) => Err(ApiError::conflict(
             "conflict",
             "its business key is live on another task; left dead",

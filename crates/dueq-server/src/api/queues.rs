@@ -152,7 +152,6 @@ pub async fn resume(
 ) -> ApiResult<Json<PauseResponse>> {
     let q = st.queue(&queue)?;
     q.resume().await?;
-    st.wake().notify(&q.keys().wake);
     Ok(Json(PauseResponse {
         queue,
         paused: false,

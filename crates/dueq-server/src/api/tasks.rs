@@ -14,8 +14,8 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult, ErrorBody, ErrorDetail};
 use crate::extract::{ApiJson, ApiPath};
-use crate::payload::{MAX_PAYLOAD_DEPTH, json_depth, payload_bytes, payload_raw};
 use crate::state::AppState;
+use dueq::json::{MAX_PAYLOAD_DEPTH, json_depth, payload_bytes, payload_raw};
 
 /// Most tasks in one batch request (each batch is one atomic script call).
 pub const MAX_BATCH_TASKS: usize = 1000;
@@ -248,7 +248,6 @@ pub async fn enqueue(
 ) -> ApiResult<(StatusCode, Json<EnqueueResponse>)> {
     let q = st.queue(&queue)?;
     let e = q.enqueue(spec(&body)?).await?;
-    st.wake().notify(&q.keys().wake);
     let r = result(e)?;
     let status = if r.created {
         StatusCode::CREATED
@@ -287,7 +286,6 @@ pub async fn enqueue_batch(
         .map(|(i, r)| spec(r).map_err(|e| ApiError::invalid(format!("task {i}: {}", e.message()))))
         .collect::<ApiResult<Vec<_>>>()?;
     let done = q.enqueue_batch(&specs).await?;
-    st.wake().notify(&q.keys().wake);
     let results = done
         .into_iter()
         .map(|e| match result(e) {
@@ -342,10 +340,7 @@ async fn reschedule_task(
         return Err(ApiError::invalid("give delay_ms or due_at_ms"));
     };
     match q.reschedule(&target, d).await? {
-        RescheduleOutcome::Rescheduled { due_at_ms } => {
-            st.wake().notify(&q.keys().wake);
-            Ok(Json(RescheduleResponse { due_at_ms }))
-        }
+        RescheduleOutcome::Rescheduled { due_at_ms } => Ok(Json(RescheduleResponse { due_at_ms })),
         RescheduleOutcome::InProgress => Err(ApiError::conflict(
             "in_progress",
             "the task is running; not rescheduled",

@@ -3,7 +3,7 @@
 //! Every running `dueq serve` POSTs the queue's due tasks to the URL (see the `push` module
 //! for the headers and the signature). The secret is returned by `PUT` only, never by `GET`:
 //! a read-only view of the settings cannot be used to forge deliveries. Likewise a password
-//! in the URL (`https://user:pass@host/...`) is shown by `GET` as `user:***@` ([`redact_url`]).
+//! in the URL (`https://user:pass@host/...`) is shown by `GET` as `user:***@` ([`Webhook::redacted_url`]).
 //! The query string is shown as stored: a credential put there (`?token=...`) is visible to
 //! anyone who may read the settings (receivers should check the signature instead).
 
@@ -58,39 +58,16 @@ pub struct WebhookResponse {
     pub secret_generated: Option<bool>,
 }
 
-/// `url` with the password of its user-info replaced by `***` (`http://alice:***@host/`), for
-/// showing a stored webhook URL; a URL without a password is returned as it is. The query
-/// string is left alone.
-pub fn redact_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => match u.set_password(Some("***")) {
-            Ok(()) => u.into(),
-            Err(()) => "<url with a password>".to_owned(),
-        },
-        Ok(_) => url.to_owned(),
-        // stored URLs were parsed when set; should one not parse, hide all of its user-info
-        Err(_) => match url.split_once("://") {
-            Some((scheme, rest)) => {
-                let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-                match rest[..end].rfind('@') {
-                    Some(at) => format!("{scheme}://***{}", &rest[at..]),
-                    None => url.to_owned(),
-                }
-            }
-            None => url.to_owned(),
-        },
-    }
-}
-
 impl WebhookResponse {
     fn from_webhook(w: Webhook, with_secret: bool) -> Self {
+        let url = if with_secret {
+            w.url.clone()
+        } else {
+            w.redacted_url()
+        };
         Self {
             queue: w.queue,
-            url: if with_secret {
-                w.url
-            } else {
-                redact_url(&w.url)
-            },
+            url,
             concurrency: w.concurrency,
             timeout_ms: w.timeout_ms,
             updated_at_ms: w.updated_at_ms,
@@ -192,26 +169,5 @@ pub async fn delete(
         Err(ApiError::not_found(format!(
             "queue {queue:?} has no webhook"
         )))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_in_urls_are_redacted() {
-        for (url, shown) in [
-            (
-                "http://alice:S3cretPass@host/x?token=t",
-                "http://alice:***@host/x?token=t",
-            ),
-            ("https://:pw@host:8443/", "https://:***@host:8443/"),
-            ("https://alice@host/", "https://alice@host/"),
-            ("https://host/a?b=c", "https://host/a?b=c"),
-            ("not a url://a:b@c/d", "not a url://***@c/d"),
-        ] {
-            assert_eq!(redact_url(url), shown, "{url}");
-        }
     }
 }

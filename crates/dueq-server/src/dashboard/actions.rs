@@ -57,7 +57,6 @@ pub(super) async fn resume(
     let f = form(f)?;
     let q = d.app.queue(&name)?;
     q.resume().await?;
-    d.app.wake().notify(&q.keys().wake);
     Ok(back_to(&name, f.back.as_deref(), "resumed"))
 }
 
@@ -71,7 +70,6 @@ pub(super) async fn retry(
     let id = TaskId::new(id)?;
     match q.dead_retry(std::slice::from_ref(&id)).await?.first() {
         Some(DeadRetryOutcome::Retried) => {
-            d.app.wake().notify(&q.keys().wake);
             Ok(Redirect::to(&format!("/ui/queues/{name}/dead?done=retried")).into_response())
         }
         Some(DeadRetryOutcome::Conflict) => Err(PageError {

@@ -88,11 +88,11 @@ pub(crate) struct Deliverer {
 }
 
 impl Deliverer {
-    /// Runs one delivery and records lateness and duration like an HTTP claim does.
+    /// Runs one delivery and records its duration like an HTTP claim does.
     pub(crate) async fn deliver(&self, task: ClaimedTask) -> Outcome {
         let queue = &self.webhook.queue;
         let metrics = self.state.metrics();
-        metrics.claimed(queue, std::slice::from_ref(&task));
+        metrics.handed_out(queue, std::slice::from_ref(&task));
         let (id, token) = (task.id.clone(), task.lease_token.clone());
         let outcome = self.post(task).await;
         metrics.finished(queue, id.as_str(), token.as_str());

@@ -50,7 +50,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dueq::{Backoff, Webhook, Worker, WorkerHandle};
+use dueq::{Webhook, Worker, WorkerHandle};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
@@ -58,62 +58,9 @@ pub use deliver::{
     HEADER_ATTEMPT, HEADER_QUEUE, HEADER_SIGNATURE, HEADER_TASK_ID, HEADER_TASK_KEY, sign,
 };
 
+pub use crate::options::PushOptions;
 use crate::state::AppState;
 use deliver::Deliverer;
-
-/// Settings of push delivery in one server.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub struct PushOptions {
-    /// Whether this server delivers at all. Default `true`.
-    pub enabled: bool,
-    /// Delays between failed attempts. Default [`Backoff::default`] (1 s doubling to 1 h,
-    /// 20 % jitter).
-    pub backoff: Backoff,
-    /// How often the webhook settings are read again, ms (1 to 60 000). Default 1 000: a new,
-    /// changed or removed webhook takes effect within about a second.
-    pub poll_ms: u64,
-    /// How long shutdown waits for deliveries in flight before aborting them and handing
-    /// their leases back, ms. Default 0 (hand back at once; the task is delivered again).
-    pub shutdown_grace_ms: u64,
-}
-
-impl Default for PushOptions {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            backoff: Backoff::default(),
-            poll_ms: 1_000,
-            shutdown_grace_ms: 0,
-        }
-    }
-}
-
-impl PushOptions {
-    /// Turns delivery on or off.
-    pub fn enabled(mut self, on: bool) -> Self {
-        self.enabled = on;
-        self
-    }
-
-    /// Delays between failed attempts.
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
-    /// How often webhook settings are read, ms (clamped to 1 to 60 000).
-    pub fn poll_ms(mut self, ms: u64) -> Self {
-        self.poll_ms = ms.clamp(1, 60_000);
-        self
-    }
-
-    /// Grace for deliveries in flight at shutdown, ms.
-    pub fn shutdown_grace_ms(mut self, ms: u64) -> Self {
-        self.shutdown_grace_ms = ms;
-        self
-    }
-}
 
 /// The HTTP client of every delivery: no redirects, no proxy, rustls with the webpki roots.
 fn http_client() -> reqwest::Result<reqwest::Client> {
@@ -227,7 +174,7 @@ async fn reconcile(
     for name in stale {
         if let Some(r) = running.remove(&name) {
             tracing::info!(queue = %name, "push: stopping delivery to {}",
-                crate::api::webhook::redact_url(&r.webhook.url));
+                r.webhook.redacted_url());
             if let Err(e) = r.handle.shutdown().await {
                 tracing::warn!(queue = %name, error = %e, "push worker did not stop cleanly");
             }
@@ -239,7 +186,7 @@ async fn reconcile(
         }
         match start(state, http, opts, w.clone()) {
             Ok(handle) => {
-                tracing::info!(queue = %name, url = %crate::api::webhook::redact_url(&w.url),
+                tracing::info!(queue = %name, url = %w.redacted_url(),
                     concurrency = w.concurrency,
                     "push: delivering");
                 running.insert(name, Running { webhook: w, handle });

@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use dueq::Client;
+use dueq::{Client, ClientBuilder};
 use dueq_server::{AppState, AppStateBuilder, router};
 use dueq_testkit::RedisServer;
 use http_body_util::BodyExt;
@@ -39,17 +39,31 @@ impl Ctx {
         Self::with(|b| b, None).await
     }
 
-    /// With a client built by `client` and a state built by `state`.
+    /// With a state built by `state` (and the client's payload limit).
     pub async fn with(
         state: impl FnOnce(AppStateBuilder) -> AppStateBuilder,
         payload_limit: Option<usize>,
     ) -> Self {
+        Self::build(
+            |b| match payload_limit {
+                Some(l) => b.payload_limit_bytes(l),
+                None => b,
+            },
+            state,
+        )
+        .await
+    }
+
+    /// With a client built by `client` and a state built by `state`.
+    pub async fn build(
+        client: impl FnOnce(ClientBuilder) -> ClientBuilder,
+        state: impl FnOnce(AppStateBuilder) -> AppStateBuilder,
+    ) -> Self {
         let server = RedisServer::start();
-        let mut b = Client::builder(&server.url());
-        if let Some(l) = payload_limit {
-            b = b.payload_limit_bytes(l);
-        }
-        let client = b.connect().await.unwrap();
+        let client = client(Client::builder(&server.url()))
+            .connect()
+            .await
+            .unwrap();
         let st = state(AppState::builder(client.clone())).build();
         Self {
             app: router(st.clone()),

@@ -59,7 +59,7 @@ async fn wakes(c: &Ctx, queue: &str, waiter: JoinHandle<Res>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channels_nobody_waits_on_make_room_for_new_queues() {
-    let c = Ctx::with(|b| b.wake_channels_max(MAX), None).await;
+    let c = Ctx::build(|b| b.wake_channels_max(MAX), |b| b).await;
     // a claim waiting all along on "busy"
     let busy = waiting_claim(&c, "busy", 20_000);
     wait_until_async(DEADLINE, "busy is subscribed", || {

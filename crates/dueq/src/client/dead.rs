@@ -2,7 +2,8 @@
 
 use super::Queue;
 use crate::error::{Error, Result};
-use crate::protocol::ops::{self, MAX_BATCH};
+use crate::protocol::call::MAX_BATCH;
+use crate::protocol::dead;
 use crate::task::{DeadPage, DeadRetryOutcome, TaskId};
 
 /// Largest `offset` of [`Queue::dead_list`]: far beyond any dead-letter queue that fits in
@@ -25,7 +26,7 @@ impl Queue {
                 "offset must be 0 to {MAX_DEAD_OFFSET}"
             )));
         }
-        ops::dead_list(&mut self.client().conn(), self.keys(), offset, limit).await
+        dead::dead_list(&mut self.client().conn(), self.keys(), offset, limit).await
     }
 
     /// Moves dead tasks back to scheduled, due now, attempts counted afresh.
@@ -36,7 +37,7 @@ impl Queue {
         let mut conn = self.client().conn();
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(MAX_BATCH) {
-            out.extend(ops::dead_retry(&mut conn, self.keys(), chunk).await?);
+            out.extend(dead::dead_retry(&mut conn, self.keys(), chunk).await?);
         }
         Ok(out)
     }
@@ -49,7 +50,7 @@ impl Queue {
         let mut conn = self.client().conn();
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(MAX_BATCH) {
-            out.extend(ops::dead_delete(&mut conn, self.keys(), chunk).await?);
+            out.extend(dead::dead_delete(&mut conn, self.keys(), chunk).await?);
         }
         Ok(out)
     }

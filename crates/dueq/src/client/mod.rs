@@ -20,12 +20,16 @@ pub use webhook::{
     MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
 };
 
+use crate::due::wake::WakeHub;
 use crate::error::{Error, Result};
 use crate::protocol::conn::{self, Conn};
-use crate::protocol::{ops, scripts};
+use crate::protocol::{queues, scripts, server};
 
 /// Default payload limit: 1 MiB.
 pub const DEFAULT_PAYLOAD_LIMIT_BYTES: usize = 1 << 20;
+
+/// Default most queue wake channels one client subscribes to at once.
+pub const DEFAULT_WAKE_CHANNELS_MAX: usize = 10_000;
 
 /// Builds a [`Client`] with settings other than the defaults.
 #[derive(Debug, Clone)]
@@ -33,9 +37,22 @@ pub struct ClientBuilder {
     url: String,
     payload_limit_bytes: usize,
     response_timeout_ms: u64,
+    wake_channels_max: usize,
 }
 
 impl ClientBuilder {
+    /// Most queues whose wake channel the client subscribes to at once (one pub/sub
+    /// connection shared by every [`DueClaimer`](crate::DueClaimer) of the client), so that a claimer waiting on
+    /// them wakes the moment an earlier task arrives. Default 10 000; 0 subscribes to none. A
+    /// channel is dropped when no claimer has waited on it for 60 s, or, when the table is
+    /// full, the least recently used ones without a waiting claimer (down to 90 %); a claimer
+    /// of a queue beyond the limit, every channel having a waiter, falls back to polling at
+    /// least every second.
+    pub fn wake_channels_max(mut self, n: usize) -> Self {
+        self.wake_channels_max = n;
+        self
+    }
+
     /// The largest payload accepted by enqueue, in bytes. Default 1 MiB (1 048 576).
     /// Larger payloads are refused with [`ErrorKind::PayloadTooLarge`](crate::ErrorKind) and
     /// nothing is written.
@@ -74,9 +91,10 @@ impl ClientBuilder {
             ),
         }
         Ok(Client {
+            recorder: None,
             inner: Arc::new(Inner {
                 conn,
-                pubsub: c.pubsub,
+                wake: WakeHub::new(c.pubsub, self.wake_channels_max),
                 cluster: c.cluster,
                 payload_limit_bytes: self.payload_limit_bytes,
                 registered: Mutex::new(HashSet::new()),
@@ -99,7 +117,7 @@ pub enum EvictionCheck {
 }
 
 async fn eviction_check(conn: &mut Conn) -> EvictionCheck {
-    match ops::maxmemory_policy(conn).await {
+    match server::maxmemory_policy(conn).await {
         Ok(p) if p == "noeviction" => EvictionCheck::Safe,
         Ok(p) => EvictionCheck::Unsafe(p),
         Err(e) => EvictionCheck::Unknown(e.to_string()),
@@ -135,11 +153,14 @@ impl Readiness {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// Where the claim path's metrics go; `None`: the process-wide recorder.
+    recorder: Option<Arc<dyn metrics::Recorder + Send + Sync>>,
 }
 
 struct Inner {
     conn: Conn,
-    pubsub: redis::Client,
+    /// The wake-up subscriptions of every claimer of this client (one pub/sub connection).
+    wake: Arc<WakeHub>,
     cluster: bool,
     payload_limit_bytes: usize,
     /// Queue names already added to the `dueq:queues` set by this client.
@@ -183,6 +204,7 @@ impl Client {
             url: url.to_owned(),
             payload_limit_bytes: DEFAULT_PAYLOAD_LIMIT_BYTES,
             response_timeout_ms: 5_000,
+            wake_channels_max: DEFAULT_WAKE_CHANNELS_MAX,
         }
     }
 
@@ -201,7 +223,7 @@ impl Client {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn queues(&self) -> Result<Vec<String>> {
-        ops::list_queues(&mut self.conn()).await
+        queues::list_queues(&mut self.conn()).await
     }
 
     /// Checks that Redis answers.
@@ -209,7 +231,7 @@ impl Client {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when it does not.
     pub async fn ping(&self) -> Result<()> {
-        ops::ping(&mut self.conn()).await
+        server::ping(&mut self.conn()).await
     }
 
     /// Loads every script again (readiness checks; calls also reload on `NOSCRIPT` by themselves).
@@ -226,7 +248,7 @@ impl Client {
     /// [`ErrorKind::Redis`](crate::ErrorKind) when it cannot be read (for example `CONFIG`
     /// disabled).
     pub async fn maxmemory_policy(&self) -> Result<String> {
-        ops::maxmemory_policy(&mut self.conn()).await
+        server::maxmemory_policy(&mut self.conn()).await
     }
 
     /// Checks Redis, the scripts and the eviction policy (for readiness probes), within
@@ -242,7 +264,7 @@ impl Client {
         };
         let check = async {
             let mut conn = self.conn();
-            if let Err(e) = ops::ping(&mut conn).await {
+            if let Err(e) = server::ping(&mut conn).await {
                 return not_ready(e.to_string());
             }
             let load = scripts::load_all(&mut conn).await;
@@ -270,7 +292,7 @@ impl Client {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn info(&self, section: &str) -> Result<String> {
-        ops::info(&mut self.conn(), section).await
+        server::info(&mut self.conn(), section).await
     }
 
     /// Whether this client talks to a Redis Cluster.
@@ -287,12 +309,27 @@ impl Client {
         self.inner.conn.clone()
     }
 
-    /// A `redis` client for pub/sub connections: subscribe to a queue's
-    /// [`QueueKeys::wake`](crate::QueueKeys) channel to hear "a task became due earlier"
-    /// (the message is its due time, epoch ms). On a cluster this is one seed node (a plain
-    /// `PUBLISH` reaches every node). Used by `dueq-server`'s long-poll claim.
-    pub fn pubsub_client(&self) -> &redis::Client {
-        &self.inner.pubsub
+    /// This client (same connection, same wake-up subscriptions) recording the claim path's
+    /// metrics ([`crate::due::metrics`]) into `recorder` instead of the process-wide one, so
+    /// that two servers in one process keep their numbers apart.
+    pub fn with_metrics_recorder(
+        &self,
+        recorder: Arc<dyn metrics::Recorder + Send + Sync>,
+    ) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            recorder: Some(recorder),
+        }
+    }
+
+    pub(crate) fn metrics_recorder(&self) -> Option<&dyn metrics::Recorder> {
+        self.recorder
+            .as_deref()
+            .map(|r| r as &dyn metrics::Recorder)
+    }
+
+    pub(crate) fn wake_hub(&self) -> &Arc<WakeHub> {
+        &self.inner.wake
     }
 
     pub(crate) async fn register(&self, name: &str) -> Result<()> {
@@ -303,7 +340,7 @@ impl Client {
             .map_err(|_| Error::protocol("queue registry lock poisoned"))?
             .contains(name);
         if !known {
-            ops::register_queue(&mut self.conn(), name).await?;
+            queues::register_queue(&mut self.conn(), name).await?;
             self.inner
                 .registered
                 .lock()

@@ -5,9 +5,13 @@ use std::sync::Arc;
 
 use super::Client;
 use crate::backoff::Backoff;
+use crate::due::DueClaimer;
 use crate::error::{Error, ErrorKind, Result};
+use crate::protocol::call::MAX_BATCH;
 use crate::protocol::keys::QueueKeys;
-use crate::protocol::ops::{self, ClaimTracking, EnqueueItem, MAX_BATCH, NackItem};
+use crate::protocol::leases::{self, ClaimTracking, NackItem};
+use crate::protocol::queues;
+use crate::protocol::tasks::{self, EnqueueItem};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, Due, Enqueued,
     LeaseToken, MAX_ATTEMPTS, MinuteStats, NackOutcome, QueueStats, RescheduleOutcome, Task,
@@ -202,7 +206,7 @@ impl Queue {
                     payload: &s.payload,
                 })
                 .collect();
-            out.extend(ops::enqueue(&mut conn, &self.keys, &items).await?);
+            out.extend(tasks::enqueue(&mut conn, &self.keys, &items).await?);
         }
         Ok(out)
     }
@@ -213,7 +217,7 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn get(&self, target: &TaskRef) -> Result<Option<Task>> {
-        ops::get(&mut self.client.conn(), &self.keys, target).await
+        tasks::get(&mut self.client.conn(), &self.keys, target).await
     }
 
     /// Cancels a scheduled task by id or key, atomically with respect to claims (DESIGN 2.7).
@@ -231,7 +235,7 @@ impl Queue {
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn cancel_report(&self, target: &TaskRef) -> Result<CancelReport> {
         let (outcome, id, now_ms) =
-            ops::cancel(&mut self.client.conn(), &self.keys, target).await?;
+            tasks::cancel(&mut self.client.conn(), &self.keys, target).await?;
         Ok(CancelReport {
             outcome,
             id,
@@ -244,7 +248,7 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for a due time past year 9999, [`ErrorKind::Redis`].
     pub async fn reschedule(&self, target: &TaskRef, due: Due) -> Result<RescheduleOutcome> {
-        ops::reschedule(&mut self.client.conn(), &self.keys, target, due).await
+        tasks::reschedule(&mut self.client.conn(), &self.keys, target, due).await
     }
 
     /// Counts and timings, in O(log n).
@@ -252,7 +256,7 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn stats(&self) -> Result<QueueStats> {
-        ops::stats(&mut self.client.conn(), &self.keys).await
+        queues::stats(&mut self.client.conn(), &self.keys).await
     }
 
     /// Per-minute activity of the last hour by the Redis clock: 60 entries, oldest first, the
@@ -264,7 +268,7 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn history(&self) -> Result<Vec<MinuteStats>> {
-        ops::history(&mut self.client.conn(), &self.keys).await
+        queues::history(&mut self.client.conn(), &self.keys).await
     }
 
     /// Stops handing out tasks of this queue (enqueue, cancel and the rest still work).
@@ -305,7 +309,7 @@ impl Queue {
     /// before its first task (a queue paused ahead of time must show up).
     async fn set_meta(&self, fields: &[(&str, String)]) -> Result<()> {
         self.client.register(self.name()).await?;
-        ops::configure(&mut self.client.conn(), &self.keys, fields).await
+        queues::configure(&mut self.client.conn(), &self.keys, fields).await
     }
 
     /// Claims up to `max` due tasks (1 to 1 000), each under a lease of its own `lease_ms`
@@ -331,7 +335,7 @@ impl Queue {
         if let Some(l) = lease_ms {
             validate_lease_ms(l)?;
         }
-        let r = ops::claim(
+        let r = leases::claim(
             &mut self.client.conn(),
             &self.keys,
             max,
@@ -368,7 +372,7 @@ impl Queue {
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(MAX_BATCH) {
-            out.extend(ops::ack(&mut conn, &self.keys, chunk).await?);
+            out.extend(leases::ack(&mut conn, &self.keys, chunk).await?);
         }
         Ok(out)
     }
@@ -394,7 +398,7 @@ impl Queue {
             permanent,
             error: cut_error(error),
         };
-        let v = ops::nack(
+        let v = leases::nack(
             &mut self.client.conn(),
             &self.keys,
             &[item],
@@ -407,7 +411,7 @@ impl Queue {
     }
 
     pub(crate) async fn nack_items(&self, items: &[NackItem<'_>]) -> Result<Vec<NackOutcome>> {
-        ops::nack(
+        leases::nack(
             &mut self.client.conn(),
             &self.keys,
             items,
@@ -428,7 +432,7 @@ impl Queue {
         lease_ms: u64,
     ) -> Result<Option<u64>> {
         validate_lease_ms(lease_ms)?;
-        let v = ops::extend(
+        let v = leases::extend(
             &mut self.client.conn(),
             &self.keys,
             &[(id, token, lease_ms)],
@@ -441,7 +445,7 @@ impl Queue {
         &self,
         items: &[(&TaskId, &LeaseToken, u64)],
     ) -> Result<Vec<Option<u64>>> {
-        ops::extend(&mut self.client.conn(), &self.keys, items).await
+        leases::extend(&mut self.client.conn(), &self.keys, items).await
     }
 
     /// Hands leases back unfinished: each task is due again at once (its old due time) and
@@ -453,7 +457,7 @@ impl Queue {
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(MAX_BATCH) {
-            out.extend(ops::release(&mut conn, &self.keys, chunk).await?);
+            out.extend(leases::release(&mut conn, &self.keys, chunk).await?);
         }
         Ok(out)
     }
@@ -464,7 +468,7 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn recover(&self) -> Result<RecoverReport> {
-        let r = ops::recover(
+        let r = leases::recover(
             &mut self.client.conn(),
             &self.keys,
             MAX_BATCH,
@@ -478,6 +482,12 @@ impl Queue {
             now_ms: r.now_ms,
             swept: r.swept,
         })
+    }
+
+    /// The component that waits until this queue's work is due and claims it: the one claim
+    /// path of workers, the HTTP long-poll and push delivery.
+    pub fn due_claimer(&self) -> DueClaimer {
+        DueClaimer::new(self.clone())
     }
 
     pub(crate) fn client(&self) -> &Client {

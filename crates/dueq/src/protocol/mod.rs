@@ -1,9 +1,24 @@
 //! The only code in dueq that talks to Redis.
 //!
-//! Everything above this module (client, worker, server, CLI) calls the typed functions of
-//! [`ops`]; nothing else issues Redis commands. Each state change is one Lua script call
-//! (one file per operation under `lua/`, each with a contract header), so every transition of
-//! DESIGN section 1 is atomic.
+//! Everything above this module (client, worker, server, CLI) calls the typed functions here;
+//! nothing else issues queue commands. Each state change is one Lua script call (one file per
+//! operation, each with a contract header), so every transition of DESIGN section 1 is atomic.
+//!
+//! One folder per resource, each holding its scripts and the Rust wrappers that call them
+//! (keys and arguments in, typed reply out):
+//!
+//! | module | operations |
+//! |---|---|
+//! | `tasks/` | enqueue, get, cancel, reschedule |
+//! | `leases/` | claim, ack, nack, extend, release, recover |
+//! | `dead/` | dead-letter list, retry, delete |
+//! | `queues/` | stats, history, settings (configure), the queue registry |
+//! | `webhook/` | push delivery target |
+//! | `server.rs` | `PING`, `INFO`, eviction policy (plain commands) |
+//!
+//! Shared: `lib.lua` (Lua helpers put in front of every script), `scripts.rs` (the registry),
+//! `call.rs` (argument and reply plumbing), `keys.rs` (every key name), `record.rs` (the task
+//! record), `conn.rs` (the connection).
 //!
 //! # Key layout (one queue `q`; every key carries the hash tag `{q}`)
 //!
@@ -12,7 +27,7 @@
 //! | `dueq:{q}:sched` | sorted set | scheduled task ids, score = due time (ms) |
 //! | `dueq:{q}:active` | sorted set | active task ids, score = lease deadline (ms) |
 //! | `dueq:{q}:leases` | hash | active task id → `"<lease token> <deadline ms>"` |
-//! | `dueq:{q}:tasks` | hash | task id → record (see `lua/lib.lua`) |
+//! | `dueq:{q}:tasks` | hash | task id → record (see `lib.lua`) |
 //! | `dueq:{q}:keys` | hash | business key → id of its live task |
 //! | `dueq:{q}:dead` | sorted set | dead-letter ids, score = when they died |
 //! | `dueq:{q}:done` | sorted set | succeeded ids kept by retention, score = finish time |
@@ -36,10 +51,14 @@
 //!   enqueue order (FIFO) by member.
 //! * "Now" is always the Redis server's `TIME`, read inside the script.
 
+pub(crate) mod call;
 pub(crate) mod conn;
+pub(crate) mod dead;
 pub mod keys;
-pub(crate) mod ops;
+pub(crate) mod leases;
+pub(crate) mod queues;
 pub mod record;
-pub(crate) mod reply;
 pub(crate) mod scripts;
+pub(crate) mod server;
+pub(crate) mod tasks;
 pub(crate) mod webhook;

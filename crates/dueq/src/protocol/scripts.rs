@@ -1,4 +1,6 @@
-//! The registry of Lua scripts: one `Script` per file in `lua/`, each with `lib.lua` in front.
+//! The registry of Lua scripts: one `Script` per operation file, which sits beside the Rust
+//! wrapper of its resource (`tasks/enqueue.lua` next to `tasks/mod.rs`), each with `lib.lua`
+//! (the shared helpers) in front.
 //!
 //! `redis::Script` runs `EVALSHA` and, on `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`),
 //! loads the script and retries once, so a flushed script cache heals by itself.
@@ -14,9 +16,9 @@ use crate::error::Result;
 macro_rules! scripts {
     ($($name:ident => $file:literal, $keys:literal;)*) => {
         $(
-            #[doc = concat!("`lua/", $file, "` with `lua/lib.lua` in front.")]
+            #[doc = concat!("`", $file, "` with `lib.lua` in front.")]
             pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-                Script::new(concat!(include_str!("lua/lib.lua"), include_str!(concat!("lua/", $file))))
+                Script::new(concat!(include_str!("lib.lua"), include_str!($file)))
             });
         )*
         /// Every script: (file name, script, number of KEYS the Rust side passes).
@@ -27,24 +29,24 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ENQUEUE => "enqueue.lua", 6;
-    CLAIM => "claim.lua", 10;
-    ACK => "ack.lua", 9;
-    NACK => "nack.lua", 10;
-    EXTEND => "extend.lua", 2;
-    RELEASE => "release.lua", 4;
-    RECOVER => "recover.lua", 11;
-    CANCEL => "cancel.lua", 7;
-    RESCHEDULE => "reschedule.lua", 5;
-    GET => "get.lua", 8;
-    STATS => "stats.lua", 6;
-    HISTORY => "history.lua", 1;
-    DEAD_LIST => "dead_list.lua", 3;
-    DEAD_RETRY => "dead_retry.lua", 5;
-    DEAD_DELETE => "dead_delete.lua", 3;
-    CONFIGURE => "configure.lua", 1;
-    WEBHOOK_SET => "webhook_set.lua", 1;
-    WEBHOOK_CLEAR => "webhook_clear.lua", 1;
+    ENQUEUE => "tasks/enqueue.lua", 6;
+    CLAIM => "leases/claim.lua", 10;
+    ACK => "leases/ack.lua", 9;
+    NACK => "leases/nack.lua", 10;
+    EXTEND => "leases/extend.lua", 2;
+    RELEASE => "leases/release.lua", 4;
+    RECOVER => "leases/recover.lua", 11;
+    CANCEL => "tasks/cancel.lua", 7;
+    RESCHEDULE => "tasks/reschedule.lua", 5;
+    GET => "tasks/get.lua", 8;
+    STATS => "queues/stats.lua", 6;
+    HISTORY => "queues/history.lua", 1;
+    DEAD_LIST => "dead/dead_list.lua", 3;
+    DEAD_RETRY => "dead/dead_retry.lua", 5;
+    DEAD_DELETE => "dead/dead_delete.lua", 3;
+    CONFIGURE => "queues/configure.lua", 1;
+    WEBHOOK_SET => "webhook/webhook_set.lua", 1;
+    WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1;
 }
 
 /// Loads every script into the server's script cache (`SCRIPT LOAD`; on a cluster the
@@ -64,22 +66,33 @@ mod tests {
     /// operation file must be registered.
     #[test]
     fn headers_match_registry() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol/lua");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol");
         let registered: Vec<_> = all().iter().map(|(f, _, _)| *f).collect();
+        let mut found = Vec::new();
         for entry in std::fs::read_dir(dir).unwrap() {
-            let name = entry.unwrap().file_name().into_string().unwrap();
-            if name == "lib.lua" {
+            let path = entry.unwrap().path();
+            if !path.is_dir() {
                 continue;
             }
+            for file in std::fs::read_dir(&path).unwrap() {
+                let name = file.unwrap().file_name().into_string().unwrap();
+                if name.ends_with(".lua") {
+                    let resource = path.file_name().unwrap().to_str().unwrap();
+                    found.push(format!("{resource}/{name}"));
+                }
+            }
+        }
+        for name in &found {
             assert!(
                 registered.contains(&name.as_str()),
                 "{name} is not registered"
             );
         }
+        assert_eq!(found.len(), registered.len(), "{found:?}");
         for (file, _, keys) in all() {
             let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
             let first = text.lines().next().unwrap();
-            let op = file.trim_end_matches(".lua");
+            let op = file.rsplit('/').next().unwrap().trim_end_matches(".lua");
             assert!(
                 first.starts_with(&format!("-- {op}: ")),
                 "{file}: bad first line"

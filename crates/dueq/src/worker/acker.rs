@@ -12,7 +12,8 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep};
 
 use super::{Counters, Outcome, QueueRt, Report, Shared};
-use crate::protocol::ops::{MAX_BATCH, NackItem};
+use crate::protocol::call::MAX_BATCH;
+use crate::protocol::leases::NackItem;
 use crate::task::{AckOutcome, LeaseToken, NackOutcome, TaskId};
 
 /// How long a report is retried while Redis is failing before it is given up (its lease

@@ -2,17 +2,16 @@
 //!
 //! Each duty has its own file and task:
 //!
-//! * [`claimer`]: per queue, claims due tasks in batches and sleeps until the next due time
-//!   (timer from the Redis clock, woken early by [`wake`] notifications, polling at most every
-//!   second as a fallback); also recovers expired leases when their deadline passes.
+//! * [`claimer`]: per queue, takes due tasks from the queue's [`DueClaimer`](crate::DueClaimer)
+//!   as slots free up and starts their handlers (the `DueClaimer` owns the wait: timer from
+//!   the Redis clock, wake-ups, fallback poll, lease recovery, lost-reply replay).
 //! * [`lease_keeper`]: per queue, extends the leases of handlers that run long.
 //! * [`acker`]: per queue, sends acks and nacks in batches.
-//! * [`wake`]: one pub/sub connection listening for "a task became due earlier".
 //!
 //! # Shutdown order
 //!
 //! [`WorkerHandle::shutdown`] (and the end of [`Worker::run_until`]):
-//! 1. claimers and the wake listener stop: no new task is claimed;
+//! 1. claimers stop: no new task is claimed;
 //! 2. running handlers get the grace period ([`WorkerBuilder::shutdown_grace_ms`]) to finish;
 //! 3. handlers still running are aborted and their leases handed back (`release`), so another
 //!    worker runs them at once instead of after the lease;
@@ -21,10 +20,8 @@
 
 mod acker;
 mod claimer;
-mod clock;
 mod handler;
 mod lease_keeper;
-mod wake;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,9 +36,9 @@ pub use handler::{HandlerFuture, Outcome};
 
 use crate::backoff::Backoff;
 use crate::client::{Client, Queue};
+use crate::due::clock::RedisClock;
 use crate::error::{Error, Result};
 use crate::task::{ClaimedTask, LeaseToken, TaskId};
-use clock::RedisClock;
 use handler::Handler;
 
 /// Builds a [`Worker`].
@@ -133,7 +130,6 @@ impl WorkerBuilder {
             queues.push((q, h));
         }
         Ok(Worker {
-            client: self.client,
             queues,
             concurrency: self.concurrency,
             lease_ms: self.lease_ms,
@@ -147,7 +143,6 @@ impl WorkerBuilder {
 /// Runs handlers for one or more queues. Build with [`Worker::builder`], then
 /// [`Worker::start`] or [`Worker::run_until`].
 pub struct Worker {
-    client: Client,
     queues: Vec<(Queue, Handler)>,
     concurrency: usize,
     lease_ms: Option<u64>,
@@ -244,10 +239,8 @@ impl QueueRt {
 /// What every duty of the worker shares.
 struct Shared {
     slots: Arc<Semaphore>,
-    clock: RedisClock,
+    clock: Arc<RedisClock>,
     counters: Counters,
-    lease_ms: Option<u64>,
-    poll: Duration,
     batch: usize,
     stop: watch::Receiver<bool>,
 }
@@ -298,11 +291,9 @@ impl Worker {
         let (stop_tx, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             slots: Arc::new(Semaphore::new(self.concurrency)),
-            clock: RedisClock::new(),
+            clock: Arc::new(RedisClock::new()),
             counters: Counters::default(),
-            lease_ms: self.lease_ms,
-            poll: Duration::from_millis(self.poll_ms),
-            batch: self.concurrency.min(crate::protocol::ops::MAX_BATCH),
+            batch: self.concurrency.min(crate::protocol::call::MAX_BATCH),
             stop: stop_rx,
         });
         let join = tokio::spawn(run(self, shared.clone()));
@@ -330,7 +321,6 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
     let mut claimers = Vec::new();
     let mut ackers = Vec::new();
     let mut keepers = Vec::new();
-    let mut wake_txs = Vec::new();
     let (keeper_stop_tx, keeper_stop_rx) = watch::channel(false);
     for (queue, handler) in worker.queues {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -340,13 +330,14 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
             running: Mutex::new(HashMap::new()),
             reports: tx,
         });
-        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
-        wake_txs.push((rt.queue.keys().wake.clone(), wake_tx));
-        claimers.push(tokio::spawn(claimer::run(
-            rt.clone(),
-            shared.clone(),
-            wake_rx,
-        )));
+        let due = rt
+            .queue
+            .due_claimer()
+            .lease_ms(worker.lease_ms)
+            .poll_ms(worker.poll_ms)
+            .notifications(worker.notifications)
+            .clock(shared.clock.clone());
+        claimers.push(tokio::spawn(claimer::run(rt.clone(), shared.clone(), due)));
         ackers.push(tokio::spawn(acker::run(rt.clone(), shared.clone(), rx)));
         keepers.push(tokio::spawn(lease_keeper::run(
             rt.clone(),
@@ -355,15 +346,7 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
         )));
         rts.push(rt);
     }
-    let waker = worker.notifications.then(|| {
-        tokio::spawn(wake::run(
-            worker.client.clone(),
-            wake_txs,
-            shared.stop.clone(),
-        ))
-    });
-
-    // 1. wait for the stop signal; claimers and the wake listener end by themselves on it
+    // 1. wait for the stop signal; claimers end by themselves on it
     let mut stop = shared.stop.clone();
     while !*stop.borrow_and_update() {
         if stop.changed().await.is_err() {
@@ -372,9 +355,6 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
     }
     for c in claimers {
         let _ = c.await;
-    }
-    if let Some(w) = waker {
-        w.abort();
     }
     // 2. grace period for running handlers
     let deadline = tokio::time::Instant::now() + grace;

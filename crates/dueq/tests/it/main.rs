@@ -14,5 +14,6 @@ mod cases_ownership;
 mod cases_redis;
 mod cases_scheduling;
 mod cluster;
+mod due;
 mod webhook;
 mod worker;

@@ -8,9 +8,9 @@
 
 use std::collections::HashMap;
 
+use super::call::{Args, run};
 use super::conn::Conn;
 use super::keys::{QueueKeys, WEBHOOKS_KEY};
-use super::ops::{Args, run};
 use super::scripts;
 use crate::error::{Error, Result};
 

@@ -1,8 +1,49 @@
-//! Reading script replies: a cursor over the flat arrays the Lua scripts return.
+//! The plumbing every script wrapper shares: [`run`] (keys and arguments in, a [`Reply`]
+//! cursor out), the [`Args`] builder, and the per-call task cap.
 
 use redis::Value;
 
+use super::conn::Conn;
 use crate::error::{Error, Result};
+
+/// Most tasks one script call handles (DESIGN 3: bounded work per call).
+pub(crate) const MAX_BATCH: usize = 1000;
+
+pub(crate) async fn run(
+    conn: &mut Conn,
+    name: &'static str,
+    script: &redis::Script,
+    keys: &[&str],
+    args: Vec<Vec<u8>>,
+) -> Result<Reply> {
+    let mut inv = script.prepare_invoke();
+    for k in keys {
+        inv.key(*k);
+    }
+    for a in args {
+        inv.arg(a);
+    }
+    let v: Value = inv.invoke_async(conn).await?;
+    Reply::new(name, v)
+}
+
+/// Argument list builder.
+#[derive(Default)]
+pub(crate) struct Args(pub(crate) Vec<Vec<u8>>);
+
+impl Args {
+    pub(crate) fn s(&mut self, v: impl AsRef<[u8]>) -> &mut Self {
+        self.0.push(v.as_ref().to_vec());
+        self
+    }
+    pub(crate) fn n(&mut self, v: impl std::fmt::Display) -> &mut Self {
+        self.0.push(v.to_string().into_bytes());
+        self
+    }
+    pub(crate) fn take(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.0)
+    }
+}
 
 /// A cursor over a script's array reply.
 pub(crate) struct Reply {

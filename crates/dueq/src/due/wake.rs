@@ -1,20 +1,22 @@
-//! The wake hub is responsible for waking long-poll claims the moment a task may have become
-//! due earlier than they planned: one pub/sub connection per server, subscribed to the
-//! `QueueKeys::wake` channel of each queue someone has recently waited on, fanned out to
-//! in-process [`Notify`]s. Writes made through this server notify directly as well.
+//! The wake hub is responsible for the "a task became due earlier" notifications of one
+//! [`Client`](crate::Client): one pub/sub connection, subscribed to the
+//! [`QueueKeys::wake`](crate::QueueKeys) channel of each queue a [`DueClaimer`](super::DueClaimer)
+//! waits on, fanned out to the claimers of that queue in this process (the message is the due
+//! time, epoch ms).
 //!
-//! Notifications are a shortcut, not a guarantee: a waiting claim also sleeps only until the
-//! next due time by the Redis clock and re-polls at least every second (DESIGN 2.6), so a lost
-//! message or a dropped connection delays nothing by more than that. After each
-//! (re)subscription every waiter looks once, so a wake-up sent while nobody listened is not lost.
+//! Notifications are a shortcut, not a guarantee: a claimer also sleeps only until the next
+//! due time by the Redis clock and looks at least every second (DESIGN 2.6, case C02), so a
+//! lost message or a dropped connection delays nothing by more than that. The connection is
+//! opened on first use and reopened after a pause when it drops; after each (re)subscription
+//! every claimer is told to look once (message `0`), so a wake-up sent while nobody listened
+//! is not lost.
 //!
-//! The table of channels holds the queues with recent waiters only: a channel nobody waits
-//! on is dropped (and unsubscribed) once it has been idle for [`IDLE`] (checked every
-//! [`SWEEP_EVERY`]), or sooner when the table is full (at most `max` channels,
-//! [`AppStateBuilder::wake_channels_max`](crate::AppStateBuilder::wake_channels_max)): then
-//! the least recently used ones without a waiter go, down to 90 %, in one pass. A channel
-//! with a waiting claim is never dropped; when every channel has one, a claim on a further
-//! queue falls back to polling.
+//! The table of channels is bounded (at most `max`,
+//! [`ClientBuilder::wake_channels_max`](crate::ClientBuilder::wake_channels_max)): a channel
+//! nobody waits on is dropped (and unsubscribed) once idle for [`IDLE`] (checked every
+//! [`SWEEP_EVERY`]), or sooner when the table is full: then the least recently used ones
+//! without a waiter go, down to 90 %, in one pass. A channel with a waiter is never dropped;
+//! when every channel has one, a claimer of a further queue falls back to polling.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use redis::aio::PubSubSink;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{broadcast, watch};
 
 /// A channel without a waiter for this long is dropped.
 const IDLE: Duration = Duration::from_secs(60);
@@ -33,11 +35,20 @@ const SWEEP_EVERY: Duration = Duration::from_secs(15);
 /// Most channels in one SUBSCRIBE or UNSUBSCRIBE command.
 const CHUNK: usize = 1000;
 
+/// Messages a slow claimer may fall behind by before it is told to look at once.
+const BACKLOG: usize = 64;
+
+/// Longest wait of a first listen for the connection (the fallback poll covers the rest).
+const CONNECT_WAIT: Duration = Duration::from_millis(500);
+
+/// Pause before reconnecting a dropped connection.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+
 /// One queue's wake channel.
 struct Channel {
-    /// Its waiters wait on this; each holds a clone, so a strong count above 1 means "in use".
-    notify: Arc<Notify>,
-    /// When a claim last waited on it (as far as the last look saw).
+    /// Its waiters hold receivers: a receiver count above 0 means "in use".
+    tx: broadcast::Sender<u64>,
+    /// When a claimer last waited on it (as far as the last look saw).
     used: Instant,
 }
 
@@ -61,7 +72,7 @@ impl HubState {
     fn sweep(&mut self, now: Instant, keep: usize) {
         let mut idle = Vec::new();
         for (name, c) in &mut self.channels {
-            if Arc::strong_count(&c.notify) > 1 {
+            if c.tx.receiver_count() > 0 {
                 c.used = now;
             } else {
                 idle.push((c.used, name.clone()));
@@ -87,34 +98,40 @@ impl HubState {
 }
 
 pub(crate) struct WakeHub {
-    client: dueq::Client,
+    pubsub: redis::Client,
     max: usize,
     state: Mutex<HubState>,
     /// Held while (un)subscribing, so that the commands reach Redis in the order decided.
     subscribing: tokio::sync::Mutex<()>,
     connected: watch::Sender<bool>,
-    stop: watch::Receiver<bool>,
 }
 
 impl WakeHub {
-    /// A hub of at most `max` channels (0: none, every waiting claim polls).
-    pub(crate) fn new(client: dueq::Client, max: usize, stop: watch::Receiver<bool>) -> Arc<Self> {
+    /// A hub of at most `max` channels (0: none, every claimer polls), connecting through
+    /// `pubsub` (on a cluster one seed node: a plain `PUBLISH` reaches every node).
+    pub(crate) fn new(pubsub: redis::Client, max: usize) -> Arc<Self> {
         Arc::new(Self {
-            client,
+            pubsub,
             max,
             state: Mutex::new(HubState::default()),
             subscribing: tokio::sync::Mutex::new(()),
             connected: watch::Sender::new(false),
-            stop,
         })
     }
 
-    fn notifier(&self, channel: &str) -> Option<Arc<Notify>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {
+        // Every update of the table is a single insert, remove or field write, so a panic
+        // while holding the lock cannot leave it half-updated: a poisoned lock is usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A receiver for `channel`, `None` when every channel the table can hold has a waiter.
+    fn receiver(&self, channel: &str) -> Option<broadcast::Receiver<u64>> {
         let now = Instant::now();
-        let mut st = self.state.lock().ok()?;
+        let mut st = self.lock();
         if let Some(c) = st.channels.get_mut(channel) {
             c.used = now;
-            return Some(c.notify.clone());
+            return Some(c.tx.subscribe());
         }
         if st.channels.len() >= self.max {
             st.sweep(now, self.max.saturating_sub((self.max / 10).max(1)));
@@ -122,45 +139,33 @@ impl WakeHub {
                 return None;
             }
         }
-        let notify = Arc::new(Notify::new());
-        st.channels.insert(
-            channel.to_owned(),
-            Channel {
-                notify: notify.clone(),
-                used: now,
-            },
-        );
-        Some(notify)
+        let (tx, rx) = broadcast::channel(BACKLOG);
+        st.channels
+            .insert(channel.to_owned(), Channel { tx, used: now });
+        Some(rx)
     }
 
-    /// Wakes the waiters of `channel` in this process (after a write through this server).
-    pub(crate) fn notify(&self, channel: &str) {
-        let n = self
-            .state
-            .lock()
-            .ok()
-            .and_then(|st| st.channels.get(channel).map(|c| c.notify.clone()));
-        if let Some(n) = n {
-            n.notify_waiters();
+    /// Hands `due` to the waiters of `channel` in this process.
+    fn notify(&self, channel: &str, due: u64) {
+        if let Some(c) = self.lock().channels.get(channel) {
+            let _ = c.tx.send(due);
         }
     }
 
-    /// The notifier for `channel`, subscribed on Redis when the connection is up (waits for
-    /// the connection at start-up up to 500 ms, and never past `deadline`). `None` when every
-    /// channel the table can hold has a waiter. Hold it only while waiting: a channel is
-    /// dropped once no claim has held its notifier for a while.
+    /// A receiver of `channel`'s wake-ups, subscribed on Redis when the connection is up
+    /// (at start-up it waits for the connection up to 500 ms). `None` when every channel the
+    /// table can hold has a waiter. Hold it only while waiting: a channel is dropped once no
+    /// claimer has held a receiver for a while.
     pub(crate) async fn listen(
         self: &Arc<Self>,
         channel: &str,
-        deadline: tokio::time::Instant,
-    ) -> Option<Arc<Notify>> {
-        let n = self.notifier(channel)?;
+    ) -> Option<broadcast::Receiver<u64>> {
+        let rx = self.receiver(channel)?;
         self.start();
         let mut connected = self.connected.subscribe();
-        let until = deadline.min(tokio::time::Instant::now() + Duration::from_millis(500));
-        let _ = tokio::time::timeout_at(until, connected.wait_for(|c| *c)).await;
+        let _ = tokio::time::timeout(CONNECT_WAIT, connected.wait_for(|c| *c)).await;
         self.sync(Some(channel)).await;
-        Some(n)
+        Some(rx)
     }
 
     /// Unsubscribes the dropped channels still subscribed, then subscribes `channel` if it
@@ -168,9 +173,7 @@ impl WakeHub {
     async fn sync(&self, channel: Option<&str>) {
         let _order = self.subscribing.lock().await;
         let (mut sink, gone, add) = {
-            let Ok(mut st) = self.state.lock() else {
-                return;
-            };
+            let mut st = self.lock();
             let Some(sink) = st.sink.clone() else { return };
             let dropped = std::mem::take(&mut st.dropped);
             let gone: Vec<String> = dropped
@@ -184,77 +187,85 @@ impl WakeHub {
         };
         for chunk in gone.chunks(CHUNK) {
             let r = tokio::time::timeout(Duration::from_secs(1), sink.unsubscribe(chunk)).await;
-            if let Ok(mut st) = self.state.lock() {
-                if let Ok(Ok(())) = r {
-                    for c in chunk {
-                        st.subscribed.remove(c);
-                    }
-                } else {
-                    // try again next time (a lost connection resets everything anyway)
-                    st.dropped.extend_from_slice(chunk);
+            let mut st = self.lock();
+            if let Ok(Ok(())) = r {
+                for c in chunk {
+                    st.subscribed.remove(c);
                 }
+            } else {
+                // try again next time (a lost connection resets everything anyway)
+                st.dropped.extend_from_slice(chunk);
             }
         }
         if let Some(c) = add {
             let r = tokio::time::timeout(Duration::from_secs(1), sink.subscribe(&c)).await;
-            if let Ok(Ok(())) = r
-                && let Ok(mut st) = self.state.lock()
-            {
-                st.subscribed.insert(c);
+            if let Ok(Ok(())) = r {
+                self.lock().subscribed.insert(c);
             }
         }
     }
 
-    /// Drops the channels idle for [`IDLE`] and unsubscribes them.
-    async fn sweep_idle(&self) {
-        if let Ok(mut st) = self.state.lock() {
-            st.sweep(Instant::now(), usize::MAX);
+    /// Drops `channel` from the table and unsubscribes it now when no claimer waits on it any
+    /// more (a stopped worker), instead of when it has been idle for [`IDLE`].
+    pub(crate) async fn release(&self, channel: &str) {
+        {
+            let mut st = self.lock();
+            let unused = st
+                .channels
+                .get(channel)
+                .is_some_and(|c| c.tx.receiver_count() == 0);
+            if !unused {
+                return;
+            }
+            st.channels.remove(channel);
+            st.dropped.push(channel.to_owned());
         }
         self.sync(None).await;
     }
 
+    /// Drops the channels idle for [`IDLE`] and unsubscribes them.
+    async fn sweep_idle(&self) {
+        self.lock().sweep(Instant::now(), usize::MAX);
+        self.sync(None).await;
+    }
+
     fn start(self: &Arc<Self>) {
-        let Ok(mut st) = self.state.lock() else {
-            return;
-        };
+        let mut st = self.lock();
         if st.started {
             return;
         }
         st.started = true;
-        let weak = Arc::downgrade(self);
-        let stop = self.stop.clone();
-        tokio::spawn(run(weak, stop));
+        tokio::spawn(run(Arc::downgrade(self)));
     }
 }
 
-async fn run(hub: Weak<WakeHub>, mut stop: watch::Receiver<bool>) {
+/// The connection loop; ends when the hub (its client) is gone.
+async fn run(hub: Weak<WakeHub>) {
     loop {
         let Some(h) = hub.upgrade() else { return };
-        let pubsub = h.client.pubsub_client().clone();
+        let pubsub = h.pubsub.clone();
         drop(h);
         if let Ok(ps) = pubsub.get_async_pubsub().await {
             let (mut sink, mut stream) = ps.split();
             let Some(h) = hub.upgrade() else { return };
             let order = h.subscribing.lock().await;
-            let channels: Vec<String> = h
-                .state
-                .lock()
-                .map(|mut st| {
-                    st.dropped.clear();
-                    st.channels.keys().cloned().collect()
-                })
-                .unwrap_or_default();
+            let channels: Vec<String> = {
+                let mut st = h.lock();
+                st.dropped.clear();
+                st.channels.keys().cloned().collect()
+            };
             let mut ok = true;
             for chunk in channels.chunks(CHUNK) {
                 ok &= sink.subscribe(chunk).await.is_ok();
             }
             if ok {
-                if let Ok(mut st) = h.state.lock() {
+                {
+                    let mut st = h.lock();
                     st.subscribed = channels.into_iter().collect();
                     st.sink = Some(sink);
                     // wake-ups sent while nobody listened: have every waiter look once
                     for c in st.channels.values() {
-                        c.notify.notify_waiters();
+                        let _ = c.tx.send(0);
                     }
                 }
                 h.connected.send_replace(true);
@@ -264,7 +275,6 @@ async fn run(hub: Weak<WakeHub>, mut stop: watch::Receiver<bool>) {
                 sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tokio::select! {
-                        _ = stop.changed() => return,
                         _ = sweep.tick() => {
                             let Some(h) = hub.upgrade() else { return };
                             // not inline: the stream keeps being read meanwhile
@@ -273,7 +283,9 @@ async fn run(hub: Weak<WakeHub>, mut stop: watch::Receiver<bool>) {
                         msg = stream.next() => {
                             let Some(msg) = msg else { break };
                             let Some(h) = hub.upgrade() else { return };
-                            h.notify(msg.get_channel_name());
+                            // anything but a number still means "look now"
+                            let due = msg.get_payload::<u64>().unwrap_or(0);
+                            h.notify(msg.get_channel_name(), due);
                         }
                     }
                 }
@@ -283,18 +295,14 @@ async fn run(hub: Weak<WakeHub>, mut stop: watch::Receiver<bool>) {
             }
             if let Some(h) = hub.upgrade() {
                 h.connected.send_replace(false);
-                if let Ok(mut st) = h.state.lock() {
-                    st.sink = None;
-                    st.subscribed.clear();
-                    st.dropped.clear();
-                }
+                let mut st = h.lock();
+                st.sink = None;
+                st.subscribed.clear();
+                st.dropped.clear();
             }
             tracing::debug!("wake-up connection lost; reconnecting");
         }
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-        }
+        tokio::time::sleep(RECONNECT_PAUSE).await;
     }
 }
 
@@ -308,7 +316,7 @@ mod tests {
             st.channels.insert(
                 (*n).to_owned(),
                 Channel {
-                    notify: Arc::new(Notify::new()),
+                    tx: broadcast::channel(1).0,
                     used,
                 },
             );
@@ -326,7 +334,7 @@ mod tests {
     fn idle_channels_without_waiters_are_dropped() {
         let t0 = Instant::now();
         let mut st = table(&["a", "b", "c"], t0);
-        let waiter = st.channels["a"].notify.clone();
+        let waiter = st.channels["a"].tx.subscribe();
         st.channels.get_mut("c").unwrap().used = t0 + Duration::from_secs(30);
 
         st.sweep(t0 + IDLE - Duration::from_millis(1), usize::MAX);
@@ -353,7 +361,7 @@ mod tests {
             st.channels.get_mut(n).unwrap().used = t0 + Duration::from_millis(i as u64);
         }
         // the oldest has a waiter: it stays, the next oldest go
-        let _waiter = st.channels["q0"].notify.clone();
+        let _waiter = st.channels["q0"].tx.subscribe();
         st.sweep(t0 + Duration::from_secs(1), 7);
         assert_eq!(
             names(&st),
@@ -363,7 +371,7 @@ mod tests {
         );
         // every channel in use: nothing can go
         let mut st = table(&["x", "y"], t0);
-        let _w: Vec<_> = st.channels.values().map(|c| c.notify.clone()).collect();
+        let _w: Vec<_> = st.channels.values().map(|c| c.tx.subscribe()).collect();
         st.sweep(t0 + IDLE * 2, 0);
         assert_eq!(names(&st), ["x", "y"]);
     }
@@ -371,27 +379,25 @@ mod tests {
     #[tokio::test]
     async fn the_table_never_exceeds_its_limit() {
         let server = dueq_testkit::RedisServer::start();
-        let client = dueq::Client::connect(&server.url()).await.unwrap();
-        let (_stop, stop_rx) = watch::channel(false);
-        let hub = WakeHub::new(client, 10, stop_rx);
+        let hub = WakeHub::new(redis::Client::open(server.url()).unwrap(), 10);
         let held: Vec<_> = (0..5)
-            .map(|i| hub.notifier(&format!("held{i}")).unwrap())
+            .map(|i| hub.receiver(&format!("held{i}")).unwrap())
             .collect();
         for i in 0..100 {
-            assert!(hub.notifier(&format!("q{i}")).is_some());
-            assert!(hub.state.lock().unwrap().channels.len() <= 10);
+            assert!(hub.receiver(&format!("q{i}")).is_some());
+            assert!(hub.lock().channels.len() <= 10);
         }
-        let st = hub.state.lock().unwrap();
+        let st = hub.lock();
         for i in 0..5 {
             assert!(st.channels.contains_key(&format!("held{i}")));
         }
         drop(st);
         // all ten in use: the eleventh queue polls
         let more: Vec<_> = (0..5)
-            .map(|i| hub.notifier(&format!("more{i}")).unwrap())
+            .map(|i| hub.receiver(&format!("more{i}")).unwrap())
             .collect();
-        assert!(hub.notifier("one-too-many").is_none());
+        assert!(hub.receiver("one-too-many").is_none());
         drop((held, more));
-        assert!(hub.notifier("one-too-many").is_some());
+        assert!(hub.receiver("one-too-many").is_some());
     }
 }

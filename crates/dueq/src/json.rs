@@ -2,8 +2,8 @@
 //! bytes of the JSON value the client sent (exactly as sent, so it round-trips byte for byte),
 //! and shown as that JSON value when its bytes are JSON, else as a string (lossy UTF-8).
 //!
-//! It lives here, not in `dueq`, because the library treats payloads as opaque bytes; the
-//! JSON view belongs to the HTTP API, and `dueq-cli` calls these functions to print the same.
+//! The library itself treats payloads as opaque bytes; this is the JSON view that the HTTP API
+//! (`dueq-server`) and the CLI's `--json` output share, so both show a payload the same way.
 
 use serde_json::Value;
 use serde_json::value::RawValue;

@@ -1,0 +1,397 @@
+//! The one claim path: waiting until work is due, then claiming it.
+//!
+//! [`DueClaimer`] is the only code that decides when a queue is asked for work. The Rust
+//! [`Worker`](crate::Worker), the HTTP long-poll claim of `dueq serve` and push delivery all
+//! take tasks through it, so a rule about handing out work (a rate limit, a priority, a
+//! schedule) is written once, here. It owns:
+//!
+//! * the timer to the next due time, by the Redis clock ([`clock`]): the claim script returns
+//!   the server's time and the earliest due time, and the claimer sleeps for their difference;
+//! * the wake-up subscription ([`wake`]): one pub/sub connection per [`Client`], shared by all
+//!   its claimers, with a bounded table of queues; an earlier task ends the sleep at once;
+//! * the fallback poll (at most every second) for lost notifications (DESIGN 2.6, case C02);
+//! * lease recovery of its queue ([`recovery`]): when a lease deadline passes, or a claim saw a
+//!   lease without a deadline entry, it recovers before claiming;
+//! * replay of a lost claim reply: a claim whose reply never arrived is asked for again by id
+//!   on the next call, so its tasks are not stuck until their leases expire (case C01);
+//! * the lateness and hand-out metrics ([`metrics`]) of every task it hands out.
+//!
+//! Its answer to "no work" is [`DueClaimer::next_look_at`]: the instant the next claim can
+//! find some. [`DueClaimer::ready`] sleeps until then (or until a wake-up says sooner), so no
+//! caller computes a sleep. [`DueClaimer::plan_next_look`] is the single function that
+//! decides that instant: a limiter that must hold work back until a slot opens hooks in there.
+//!
+//! Rejected alternative: Redis blocking commands (`BZPOPMIN`), which fire on the server's
+//! `hz` tick (100 ms by default) and cannot express "due at T".
+
+pub(crate) mod clock;
+pub mod metrics;
+pub(crate) mod recovery;
+pub(crate) mod wake;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::{Instant, sleep_until};
+
+use crate::client::{Claim, Queue};
+use crate::error::{ErrorKind, Result};
+use crate::protocol::leases::ClaimTracking;
+use crate::task::ClaimedTask;
+use clock::RedisClock;
+use recovery::LeaseRecovery;
+
+pub use recovery::{DEFAULT_RECOVER_INTERVAL_MS, LeaseRecoverer};
+
+/// Longest pause after a failed Redis call, growing from 10 ms (so a failing Redis is not
+/// hammered, and a healthy one is asked again soon).
+const MAX_ERROR_PAUSE: Duration = Duration::from_secs(1);
+const FIRST_ERROR_PAUSE: Duration = Duration::from_millis(10);
+/// Lost claim replies remembered for recovery; older ones are left to lease expiry.
+const MAX_LOST_CLAIMS: usize = 16;
+/// Lost claims resumed per call, so one call stays within its task cap.
+const MAX_RESUME_PER_CALL: usize = 2;
+/// Default and largest fallback poll, ms (DESIGN 2.6).
+pub const MAX_POLL_MS: u64 = 1_000;
+
+/// Waits until work of one queue is due, then claims it. Build with [`Queue::due_claimer`].
+///
+/// Use it as a loop: [`claim`](Self::claim) (which may hand out nothing), then
+/// [`ready`](Self::ready) to sleep until the next claim can find work; or
+/// [`claim_within`](Self::claim_within) for a long-poll. Not shared: one per consumer loop.
+pub struct DueClaimer {
+    queue: Queue,
+    lease_ms: Option<u64>,
+    poll: Duration,
+    clock: Arc<RedisClock>,
+    wake: Wake,
+    recovery: LeaseRecovery,
+    tracking: Tracking,
+    next_look: Instant,
+    error_pause: Duration,
+}
+
+/// The wake-up subscription of one claimer.
+enum Wake {
+    /// Not subscribed yet: the first [`DueClaimer::ready`] subscribes.
+    Pending,
+    Listening(broadcast::Receiver<u64>),
+    /// Notifications off, the table full, or the hub gone: the timer and fallback poll work.
+    Off,
+}
+
+impl std::fmt::Debug for DueClaimer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DueClaimer")
+            .field("queue", &self.queue.name())
+            .field("lease_ms", &self.lease_ms)
+            .field("poll", &self.poll)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DueClaimer {
+    pub(crate) fn new(queue: Queue) -> Self {
+        let poll = Duration::from_millis(MAX_POLL_MS);
+        Self {
+            queue,
+            lease_ms: None,
+            poll,
+            clock: Arc::new(RedisClock::new()),
+            wake: Wake::Pending,
+            recovery: LeaseRecovery::new(poll),
+            tracking: Tracking::new(),
+            next_look: Instant::now(),
+            error_pause: FIRST_ERROR_PAUSE,
+        }
+    }
+
+    /// The lease every claimed task gets, overriding each task's own `lease_ms`. Default:
+    /// the task's. A lease out of range makes [`claim`](Self::claim) fail with
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) (nothing claimed).
+    pub fn lease_ms(mut self, lease_ms: Option<u64>) -> Self {
+        self.lease_ms = lease_ms;
+        self
+    }
+
+    /// Longest sleep before asking Redis again (the fallback for lost notifications), ms.
+    /// Default and most 1 000; lower values cost more idle Redis calls.
+    pub fn poll_ms(mut self, ms: u64) -> Self {
+        self.poll = Duration::from_millis(ms.clamp(1, MAX_POLL_MS));
+        self.recovery = LeaseRecovery::new(self.poll);
+        self
+    }
+
+    /// Whether to listen for wake-up notifications. Default `true`. Without them an idle
+    /// claimer still finds an earlier task by its fallback poll.
+    pub fn notifications(mut self, on: bool) -> Self {
+        self.wake = if on { Wake::Pending } else { Wake::Off };
+        self
+    }
+
+    /// Shares the Redis clock reading with other duties of a worker (its lease keeper).
+    pub(crate) fn clock(mut self, clock: Arc<RedisClock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The queue it claims from.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Claims up to `max` due tasks (0 to 1 000; 0 only recovers and learns the timing),
+    /// recovering expired leases first when one is due. Returns at once; tasks of an earlier
+    /// call whose reply was lost may come first and make the list longer than `max`.
+    ///
+    /// Every task handed out is counted and its lateness recorded ([`metrics`]), with
+    /// `started_at_ms` set to the Redis time of the hand-out.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails: the error is for logging; the
+    /// next look is pushed back by a growing pause (10 ms to 1 s), so calling
+    /// [`ready`](Self::ready) and then `claim` again is the right loop.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a claim dropped in flight may have leased tasks, which then come back
+    /// only when their leases expire.
+    pub async fn claim(&mut self, max: usize) -> Result<Vec<ClaimedTask>> {
+        let mut recovered = false;
+        if self.recovery.due(&self.clock) {
+            self.recover().await?;
+            recovered = true;
+        }
+        let mut tasks = self.claim_once(max).await?;
+        // The claim saw an expired lease: recover it now and claim what it made due, instead
+        // of answering "nothing" (an HTTP claim with `wait_ms` 0 would never see it).
+        if !recovered && tasks.len() < max && self.recovery.due(&self.clock) {
+            let n = self.recover().await?;
+            if n > 0 {
+                tasks.extend(self.claim_once(max - tasks.len()).await?);
+            }
+        }
+        Ok(tasks)
+    }
+
+    /// One recover call; returns how many tasks it moved (to scheduled or dead).
+    async fn recover(&mut self) -> Result<u64> {
+        match self.queue.recover().await {
+            Ok(r) => {
+                self.clock.update(r.now_ms, Instant::now());
+                self.recovery.recovered(&r, self.queue.name());
+                Ok(r.recovered + r.dead)
+            }
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    /// One claim call with lost-reply tracking; plans the next look, records the metrics.
+    async fn claim_once(&mut self, max: usize) -> Result<Vec<ClaimedTask>> {
+        let id = self.tracking.next_id();
+        let sent = Instant::now();
+        let result = self
+            .queue
+            .claim_tracked(max, self.lease_ms, self.tracking.ids(&id))
+            .await;
+        let claim = match result {
+            Ok(c) => c,
+            Err(e) => {
+                // Bad input wrote nothing; anything else may have run with its reply lost.
+                if e.kind() != ErrorKind::InvalidInput {
+                    self.tracking.lost(id);
+                }
+                return Err(self.failed(e));
+            }
+        };
+        self.tracking.arrived(id, !claim.tasks.is_empty());
+        self.error_pause = FIRST_ERROR_PAUSE;
+        self.clock.update(claim.now_ms, Instant::now());
+        self.recovery.saw_claim(&claim);
+        self.next_look = self.plan_next_look(max, &claim);
+        let mut tasks = claim.tasks;
+        let since_sent = sent.elapsed().as_millis() as u64;
+        for t in &mut tasks {
+            // Redis time at hand-out, from above: the claim's Redis time plus everything since
+            // the claim was sent (the script's own time, the reply, decoding).
+            t.started_at_ms = t.claimed_at_ms.saturating_add(since_sent);
+        }
+        metrics::handed_out(self.queue.client(), self.queue.name(), &tasks);
+        Ok(tasks)
+    }
+
+    /// When the next claim can find work, after the claim that asked for `max` and got
+    /// `claim`: at once after a full batch or when an orphaned lease waits to be swept, else
+    /// the earliest of the next due time (when it asked for tasks and the queue is not
+    /// paused), the next lease deadline (to recover it), and the fallback poll.
+    ///
+    /// This is the one place that turns a claim's answer into a sleep: a limit that holds
+    /// work back (a rate limit's next free slot) belongs here.
+    fn plan_next_look(&self, max: usize, claim: &Claim) -> Instant {
+        let now = Instant::now();
+        if (max > 0 && claim.tasks.len() >= max) || self.recovery.sweep_waiting() {
+            return now;
+        }
+        let mut at = now + self.poll;
+        if max > 0
+            && !claim.paused
+            && let Some(due) = claim.next_due_at_ms
+        {
+            at = at.min(self.clock.instant_of(due));
+        }
+        if let Some(d) = self.recovery.next_deadline_ms() {
+            at = at.min(self.clock.instant_of(d.saturating_add(1)));
+        }
+        at
+    }
+
+    /// The instant the next [`claim`](Self::claim) can find work (see
+    /// [`ready`](Self::ready)); after a failed call, the end of the error pause.
+    pub fn next_look_at(&self) -> Instant {
+        self.next_look
+    }
+
+    /// Sleeps until [`next_look_at`](Self::next_look_at), or less when a wake-up says a task
+    /// became due sooner. The first call subscribes to the queue's wake channel and returns
+    /// at once (so the caller looks again with the subscription in place and misses nothing).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a wake-up received before the cancel has already moved the next look.
+    pub async fn ready(&mut self) {
+        if matches!(self.wake, Wake::Pending) {
+            let hub = self.queue.client().wake_hub();
+            self.wake = match hub.listen(&self.queue.keys().wake).await {
+                Some(rx) => Wake::Listening(rx),
+                None => Wake::Off,
+            };
+            return;
+        }
+        loop {
+            if self.next_look <= Instant::now() {
+                return;
+            }
+            let msg = async {
+                match &mut self.wake {
+                    Wake::Listening(rx) => rx.recv().await,
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = sleep_until(self.next_look) => return,
+                msg = msg => match msg {
+                    Ok(due) => {
+                        let at = self.clock.instant_of(due);
+                        if at <= Instant::now() {
+                            return;
+                        }
+                        self.next_look = self.next_look.min(at);
+                    }
+                    // messages were dropped: one of them may have been due now
+                    Err(RecvError::Lagged(_)) => return,
+                    // the hub is gone: the timer and fallback poll still work
+                    Err(RecvError::Closed) => self.wake = Wake::Off,
+                },
+            }
+        }
+    }
+
+    /// A long-poll: claims up to `max` tasks, waiting until `deadline` for the first one;
+    /// returns an empty list at the deadline or when `stop` completes (checked only while
+    /// waiting, so a claim in flight is never dropped).
+    ///
+    /// # Errors
+    /// The first failed Redis call, as [`claim`](Self::claim).
+    pub async fn claim_within(
+        &mut self,
+        max: usize,
+        deadline: Instant,
+        stop: impl Future<Output = ()>,
+    ) -> Result<Vec<ClaimedTask>> {
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            let tasks = self.claim(max).await?;
+            if !tasks.is_empty() || Instant::now() >= deadline {
+                return Ok(tasks);
+            }
+            tokio::select! {
+                () = self.ready() => {}
+                () = sleep_until(deadline) => {}
+                () = &mut stop => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    /// Ends the wake-up subscription at once when no other claimer of the client waits on
+    /// this queue (a long-lived consumer that stops; otherwise an unused channel is dropped
+    /// after a minute).
+    pub async fn close(mut self) {
+        if let Wake::Listening(rx) = std::mem::replace(&mut self.wake, Wake::Off) {
+            drop(rx);
+            let hub = self.queue.client().wake_hub();
+            hub.release(&self.queue.keys().wake).await;
+        }
+    }
+
+    /// Pushes the next look back by the error pause (which doubles, up to 1 s) and passes
+    /// the error on.
+    fn failed(&mut self, e: crate::Error) -> crate::Error {
+        self.next_look = Instant::now() + self.error_pause;
+        self.error_pause = (self.error_pause * 2).min(MAX_ERROR_PAUSE);
+        e
+    }
+}
+
+/// Claim ids for lost-reply recovery (see `protocol/leases/claim.lua`): each call has an id; a
+/// call whose reply arrived is forgotten by the next one, and a call whose reply was lost is
+/// asked for again.
+struct Tracking {
+    claimer_id: u64,
+    calls: u64,
+    last_claim: String,
+    lost: Vec<String>,
+}
+
+impl Tracking {
+    fn new() -> Self {
+        Self {
+            claimer_id: rand::random(),
+            calls: 0,
+            last_claim: String::new(),
+            lost: Vec::new(),
+        }
+    }
+
+    /// A fresh id for the next call.
+    fn next_id(&mut self) -> String {
+        self.calls += 1;
+        format!("{:016x}-{}", self.claimer_id, self.calls)
+    }
+
+    /// What call `id` sends: itself, the last call to forget, a few lost calls to resume.
+    fn ids<'a>(&'a self, id: &'a str) -> ClaimTracking<'a> {
+        ClaimTracking {
+            id,
+            forget: &self.last_claim,
+            resume: &self.lost[..self.lost.len().min(MAX_RESUME_PER_CALL)],
+        }
+    }
+
+    /// The call `id` failed: its reply may be lost, ask for its tasks again.
+    fn lost(&mut self, id: String) {
+        if self.lost.len() == MAX_LOST_CLAIMS {
+            self.lost.remove(0);
+        }
+        self.lost.push(id);
+    }
+
+    /// The reply of call `id` arrived; only a call that handed something out left a record
+    /// to forget next time.
+    fn arrived(&mut self, id: String, handed_out: bool) {
+        let n = self.lost.len().min(MAX_RESUME_PER_CALL);
+        self.lost.drain(..n);
+        self.last_claim = if handed_out { id } else { String::new() };
+    }
+}

@@ -1,0 +1,240 @@
+//! The claim protocol: claim due tasks under a lease, then ack, nack, extend or release
+//! them (fencing by lease token), and recover expired leases.
+
+use super::call::{Args, MAX_BATCH, run};
+use super::conn::Conn;
+use super::keys::QueueKeys;
+use super::record::Record;
+use super::scripts;
+use crate::error::Result;
+use crate::task::{AckOutcome, ClaimedTask, LeaseToken, NackOutcome, TaskId};
+
+/// What a claim returns besides the tasks: the Redis clock and what to wait for next.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClaimReply {
+    pub now_ms: u64,
+    pub paused: bool,
+    pub next_due_ms: Option<u64>,
+    pub next_deadline_ms: Option<u64>,
+    pub orphans: bool,
+    pub tasks: Vec<ClaimedTask>,
+}
+
+/// Claim ids a caller uses to recover from lost replies (see `claim.lua`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ClaimTracking<'a> {
+    /// This call's id ('' = untracked).
+    pub id: &'a str,
+    /// The previous call whose reply arrived.
+    pub forget: &'a str,
+    /// Calls whose replies were lost.
+    pub resume: &'a [String],
+}
+
+pub(crate) async fn claim(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    max: usize,
+    lease_override_ms: u64,
+    tracking: ClaimTracking<'_>,
+) -> Result<ClaimReply> {
+    let mut a = Args::default();
+    a.n(max.min(MAX_BATCH))
+        .n(lease_override_ms)
+        .s(tracking.id)
+        .s(tracking.forget)
+        .n(tracking.resume.len());
+    for r in tracking.resume {
+        a.s(r);
+    }
+    let keys = [
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors, &k.dead, &k.stats,
+        &k.hist,
+    ]
+    .map(String::as_str);
+    let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
+    let now_ms = r.u64()?;
+    let mut reply = ClaimReply {
+        now_ms,
+        paused: r.i64()? == 1,
+        next_due_ms: r.opt_u64()?,
+        next_deadline_ms: r.opt_u64()?,
+        orphans: r.i64()? == 1,
+        tasks: Vec::new(),
+    };
+    while r.remaining() > 0 {
+        let id = TaskId::from_redis(r.string()?);
+        let lease_token = LeaseToken::new(r.string()?);
+        let due_at_ms = r.u64()?;
+        let lease_expires_at_ms = r.u64()?;
+        let rec = Record::decode(r.bytes()?)?;
+        let last_error = r.opt_string()?;
+        let attempt = rec.attempt.saturating_add(1);
+        reply.tasks.push(ClaimedTask {
+            id,
+            key: rec.key,
+            payload: rec.payload,
+            attempt,
+            max_attempts: rec.max_attempts,
+            due_at_ms,
+            lease_token,
+            lease_expires_at_ms,
+            claimed_at_ms: now_ms,
+            started_at_ms: now_ms,
+            last_error,
+        });
+    }
+    Ok(reply)
+}
+
+pub(crate) async fn ack(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    items: &[(TaskId, LeaseToken)],
+) -> Result<Vec<AckOutcome>> {
+    let mut a = Args::default();
+    a.n(items.len());
+    for (id, token) in items {
+        a.s(id.as_str()).s(token.as_str());
+    }
+    let keys = [
+        &k.active, &k.leases, &k.tasks, &k.keys, &k.done, &k.stats, &k.meta, &k.errors, &k.hist,
+    ]
+    .map(String::as_str);
+    let mut r = run(conn, "ack", &scripts::ACK, &keys, a.take()).await?;
+    r.u64()?;
+    let mut out = Vec::with_capacity(items.len());
+    for _ in items {
+        out.push(match r.i64()? {
+            1 => AckOutcome::Acked,
+            _ => AckOutcome::LeaseLost,
+        });
+    }
+    Ok(out)
+}
+
+/// One failed attempt to report.
+pub(crate) struct NackItem<'a> {
+    pub id: &'a TaskId,
+    pub token: &'a LeaseToken,
+    /// `None`: the backoff table decides by attempt.
+    pub retry_in_ms: Option<u64>,
+    pub permanent: bool,
+    pub error: &'a str,
+}
+
+pub(crate) async fn nack(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    items: &[NackItem<'_>],
+    backoff_ms: &[u64],
+) -> Result<Vec<NackOutcome>> {
+    let mut a = Args::default();
+    a.s(&k.wake).n(backoff_ms.len());
+    for d in backoff_ms {
+        a.n(d);
+    }
+    a.n(items.len());
+    for it in items {
+        a.s(it.id.as_str())
+            .s(it.token.as_str())
+            .n(it.retry_in_ms.map_or(-1, |d| d.min(i64::MAX as u64) as i64))
+            .s(if it.permanent { "1" } else { "0" })
+            .s(it.error);
+    }
+    let keys = [
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.errors,
+        &k.hist,
+    ]
+    .map(String::as_str);
+    let mut r = run(conn, "nack", &scripts::NACK, &keys, a.take()).await?;
+    r.u64()?;
+    let mut out = Vec::with_capacity(items.len());
+    for _ in items {
+        let code = r.i64()?;
+        let due_at_ms = r.u64()?;
+        out.push(match code {
+            1 => NackOutcome::Rescheduled { due_at_ms },
+            2 => NackOutcome::Dead,
+            _ => NackOutcome::LeaseLost,
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) async fn extend(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    items: &[(&TaskId, &LeaseToken, u64)],
+) -> Result<Vec<Option<u64>>> {
+    let mut a = Args::default();
+    a.n(items.len());
+    for (id, token, lease_ms) in items {
+        a.s(id.as_str()).s(token.as_str()).n(lease_ms);
+    }
+    let keys = [&k.active, &k.leases].map(String::as_str);
+    let mut r = run(conn, "extend", &scripts::EXTEND, &keys, a.take()).await?;
+    r.u64()?;
+    let mut out = Vec::with_capacity(items.len());
+    for _ in items {
+        let d = r.u64()?;
+        out.push((d > 0).then_some(d));
+    }
+    Ok(out)
+}
+
+pub(crate) async fn release(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    items: &[(TaskId, LeaseToken)],
+) -> Result<Vec<bool>> {
+    let mut a = Args::default();
+    a.s(&k.wake).n(items.len());
+    for (id, token) in items {
+        a.s(id.as_str()).s(token.as_str());
+    }
+    let keys = [&k.sched, &k.active, &k.leases, &k.tasks].map(String::as_str);
+    let mut r = run(conn, "release", &scripts::RELEASE, &keys, a.take()).await?;
+    r.u64()?;
+    let mut out = Vec::with_capacity(items.len());
+    for _ in items {
+        out.push(r.i64()? == 1);
+    }
+    Ok(out)
+}
+
+/// What a recover pass did.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RecoverReply {
+    pub now_ms: u64,
+    pub recovered: u64,
+    pub dead: u64,
+    pub next_deadline_ms: Option<u64>,
+    pub swept: bool,
+}
+
+pub(crate) async fn recover(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    max: usize,
+    backoff_ms: &[u64],
+) -> Result<RecoverReply> {
+    let mut a = Args::default();
+    a.s(&k.wake).n(max.min(MAX_BATCH)).n(backoff_ms.len());
+    for d in backoff_ms {
+        a.n(d);
+    }
+    let keys = [
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.claims,
+        &k.errors, &k.hist,
+    ]
+    .map(String::as_str);
+    let mut r = run(conn, "recover", &scripts::RECOVER, &keys, a.take()).await?;
+    Ok(RecoverReply {
+        now_ms: r.u64()?,
+        recovered: r.u64()?,
+        dead: r.u64()?,
+        next_deadline_ms: r.opt_u64()?,
+        swept: r.i64()? == 1,
+    })
+}

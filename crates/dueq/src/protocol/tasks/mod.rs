@@ -1,0 +1,185 @@
+//! Tasks by id or business key: enqueue (single and batch), get, cancel, reschedule.
+
+use super::call::{Args, run};
+use super::conn::Conn;
+use super::keys::QueueKeys;
+use super::record::{self, Record};
+use super::scripts;
+use crate::error::{Error, Result};
+use crate::task::{
+    CancelOutcome, Due, EnqueueOutcome, Enqueued, OnConflict, RescheduleOutcome, Task, TaskId,
+    TaskRef, TaskState,
+};
+
+/// A validated task ready for the enqueue script.
+pub(crate) struct EnqueueItem<'a> {
+    pub key: Option<&'a str>,
+    pub on_conflict: OnConflict,
+    pub due: Due,
+    pub max_attempts: u32,
+    pub lease_ms: u64,
+    pub payload: &'a [u8],
+}
+
+pub(crate) async fn enqueue(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    items: &[EnqueueItem<'_>],
+) -> Result<Vec<Enqueued>> {
+    let mut a = Args::default();
+    a.s(&k.wake).n(items.len());
+    for it in items {
+        let (kind, value) = it.due.parts()?;
+        let mode = match (it.on_conflict, kind) {
+            (OnConflict::Replace, "delay") => "rd",
+            (OnConflict::Replace, _) => "ra",
+            (_, "delay") => "kd",
+            _ => "ka",
+        };
+        let key = it.key.unwrap_or("");
+        a.s(key).s(mode).n(value).0.push(record::spec(
+            it.max_attempts,
+            it.lease_ms,
+            key,
+            it.payload,
+        ));
+    }
+    let keys = [&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases].map(String::as_str);
+    let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
+    let status = r.string()?;
+    let _now = r.u64()?;
+    if status == "bad_due" {
+        // unreachable from this client (delays are capped before sending), kept for safety
+        let index = r.u64()?;
+        return Err(Error::invalid(format!(
+            "task {} of the slice: due time lands past year 9999",
+            index.saturating_sub(1)
+        )));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    while r.remaining() > 0 {
+        let code = r.i64()?;
+        let id = TaskId::from_redis(r.string()?);
+        let due_at_ms = r.u64()?;
+        let outcome = match code {
+            1 => EnqueueOutcome::Created,
+            0 => EnqueueOutcome::Existing,
+            2 => EnqueueOutcome::Replaced,
+            -1 => EnqueueOutcome::InProgress,
+            c => return Err(Error::protocol(format!("enqueue: unknown code {c}"))),
+        };
+        out.push(Enqueued {
+            id,
+            due_at_ms,
+            outcome,
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) async fn cancel(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    target: &TaskRef,
+) -> Result<(CancelOutcome, Option<TaskId>, u64)> {
+    let (by, value) = target.parts();
+    let mut a = Args::default();
+    a.s(by).s(value);
+    let keys = [
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats, &k.errors,
+    ]
+    .map(String::as_str);
+    let mut r = run(conn, "cancel", &scripts::CANCEL, &keys, a.take()).await?;
+    let now_ms = r.u64()?;
+    let outcome = match r.string()?.as_str() {
+        "cancelled" => CancelOutcome::Cancelled,
+        "in_progress" => CancelOutcome::InProgress,
+        "not_found" => CancelOutcome::NotFound,
+        o => return Err(Error::protocol(format!("cancel: unknown outcome {o}"))),
+    };
+    let id = r.string()?;
+    Ok((
+        outcome,
+        (!id.is_empty()).then(|| TaskId::from_redis(id)),
+        now_ms,
+    ))
+}
+
+pub(crate) async fn reschedule(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    target: &TaskRef,
+    due: Due,
+) -> Result<RescheduleOutcome> {
+    let (by, value) = target.parts();
+    let (kind, due_value) = due.parts()?;
+    let mut a = Args::default();
+    a.s(&k.wake).s(by).s(value).s(kind).n(due_value);
+    let keys = [&k.sched, &k.active, &k.leases, &k.tasks, &k.keys].map(String::as_str);
+    let mut r = run(conn, "reschedule", &scripts::RESCHEDULE, &keys, a.take()).await?;
+    r.u64()?;
+    let outcome = r.string()?;
+    r.string()?;
+    let due_at_ms = r.u64()?;
+    match outcome.as_str() {
+        "rescheduled" => Ok(RescheduleOutcome::Rescheduled { due_at_ms }),
+        "in_progress" => Ok(RescheduleOutcome::InProgress),
+        "not_found" => Ok(RescheduleOutcome::NotFound),
+        "bad_due" => Err(Error::invalid("due time lands past year 9999")),
+        o => Err(Error::protocol(format!("reschedule: unknown outcome {o}"))),
+    }
+}
+
+pub(super) fn task_from(
+    id: TaskId,
+    state: TaskState,
+    rec: Record,
+    score: u64,
+    last_error: Option<String>,
+) -> Task {
+    let active = state == TaskState::Active;
+    Task {
+        id,
+        key: rec.key,
+        state,
+        due_at_ms: if state == TaskState::Scheduled {
+            score
+        } else {
+            rec.due_at_ms
+        },
+        attempt: rec.attempt.saturating_add(u32::from(active)),
+        max_attempts: rec.max_attempts,
+        lease_ms: rec.lease_ms,
+        payload: rec.payload,
+        last_error,
+        created_at_ms: rec.created_at_ms,
+        state_at_ms: (state != TaskState::Scheduled && score > 0).then_some(score),
+    }
+}
+
+pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Result<Option<Task>> {
+    let (by, value) = target.parts();
+    let mut a = Args::default();
+    a.s(by).s(value);
+    let keys = [
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done, &k.errors,
+    ]
+    .map(String::as_str);
+    let mut r = run(conn, "get", &scripts::GET, &keys, a.take()).await?;
+    r.u64()?;
+    if r.remaining() == 0 {
+        return Ok(None);
+    }
+    let id = TaskId::from_redis(r.string()?);
+    let state = match r.string()?.as_str() {
+        "scheduled" => TaskState::Scheduled,
+        "active" => TaskState::Active,
+        "dead" => TaskState::Dead,
+        "succeeded" => TaskState::Succeeded,
+        s => return Err(Error::protocol(format!("get: unknown state {s}"))),
+    };
+    let rec = Record::decode(r.bytes()?)?;
+    let score = r.u64()?;
+    let last_error = r.opt_string()?;
+    Ok(Some(task_from(id, state, rec, score, last_error)))
+}
