@@ -195,8 +195,8 @@ impl AppState {
         self.inner.recover_interval_ms
     }
 
-    /// Starts shutting down: waiting claims return what they have (usually nothing) at once. [`serve`](crate::serve) calls this when its
-    /// shutdown future completes.
+    /// Starts shutting down: waiting claims return what they have (usually nothing) at once.
+    /// [`serve`](crate::serve) calls this when its shutdown future completes.
     pub fn begin_shutdown(&self) {
         self.inner.shutdown.send_replace(true);
     }

@@ -411,9 +411,11 @@ pub struct ClaimedTask {
     pub lease_expires_at_ms: u64,
     /// Redis time of the claim, epoch ms. Never earlier than `due_at_ms`.
     pub claimed_at_ms: u64,
-    /// Redis time when the handler started, epoch ms: in a [`Worker`](crate::Worker), the
-    /// claim time plus the time elapsed locally since the claim reply (so never before
-    /// `due_at_ms`); elsewhere equal to `claimed_at_ms`.
+    /// Redis time when the handler started, epoch ms: the claim time plus the time elapsed
+    /// locally since the claim was sent, up to the hand-out by the
+    /// [`DueClaimer`](crate::DueClaimer) and, in a [`Worker`](crate::Worker), up to the
+    /// handler start (so never before `due_at_ms`); from [`Queue::claim`](crate::Queue::claim)
+    /// equal to `claimed_at_ms`.
     pub started_at_ms: u64,
     /// The last failure's text, if an earlier attempt failed.
     pub last_error: Option<String>,

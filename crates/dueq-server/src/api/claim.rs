@@ -166,7 +166,10 @@ pub async fn claim(
         )));
     }
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
-    let mut due = q.due_claimer().lease_ms(body.lease_ms);
+    let mut due = q
+        .due_claimer()
+        .lease_ms(body.lease_ms)
+        .replay_lost_replies(false);
     let mut shutdown = st.shutdown_rx();
     let stop = async move {
         let _ = shutdown.wait_for(|s| *s).await;

@@ -1,5 +1,5 @@
-//! What the claim path records through the [`metrics`](https://docs.rs/metrics) facade, with
-//! the names of DESIGN 4.4, for every task a [`DueClaimer`](super::DueClaimer) hands out (to a
+//! What the claim path records through the [`metrics`](https://docs.rs/metrics) facade
+//! (the lateness histogram is DESIGN 4.4's; the hand-out counter is an addition), for every task a [`DueClaimer`](super::DueClaimer) hands out (to a
 //! Rust worker's handler, an HTTP long-poll, or a push delivery alike):
 //!
 //! | name | kind | labels | value |

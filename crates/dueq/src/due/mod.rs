@@ -71,7 +71,11 @@ pub struct DueClaimer {
     recovery: LeaseRecovery,
     tracking: Tracking,
     next_look: Instant,
+    /// End of the pause after a failed call: wake-ups do not cut it short.
+    pause_until: Instant,
     error_pause: Duration,
+    /// Whether claims are tracked for lost-reply replay.
+    replay: bool,
 }
 
 /// The wake-up subscription of one claimer.
@@ -105,7 +109,9 @@ impl DueClaimer {
             recovery: LeaseRecovery::new(poll),
             tracking: Tracking::new(),
             next_look: Instant::now(),
+            pause_until: Instant::now(),
             error_pause: FIRST_ERROR_PAUSE,
+            replay: true,
         }
     }
 
@@ -132,6 +138,15 @@ impl DueClaimer {
         self
     }
 
+    /// Whether each claim leaves a record in Redis so that a reply lost on the way is handed
+    /// out again by this claimer's next call. Default `true`. Turn it off for a claimer that
+    /// makes one call and is gone (an HTTP claim): its record could never be asked for, and
+    /// would wait for the hourly clean-up.
+    pub fn replay_lost_replies(mut self, on: bool) -> Self {
+        self.replay = on;
+        self
+    }
+
     /// Shares the Redis clock reading with other duties of a worker (its lease keeper).
     pub(crate) fn clock(mut self, clock: Arc<RedisClock>) -> Self {
         self.clock = clock;
@@ -148,7 +163,8 @@ impl DueClaimer {
     /// call whose reply was lost may come first and make the list longer than `max`.
     ///
     /// Every task handed out is counted and its lateness recorded ([`metrics`]), with
-    /// `started_at_ms` set to the Redis time of the hand-out.
+    /// `started_at_ms` set to the Redis time of the hand-out (a consumer that starts the
+    /// handler later adds the delay; the worker does).
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
@@ -167,11 +183,19 @@ impl DueClaimer {
         }
         let mut tasks = self.claim_once(max).await?;
         // The claim saw an expired lease: recover it now and claim what it made due, instead
-        // of answering "nothing" (an HTTP claim with `wait_ms` 0 would never see it).
+        // of answering "nothing" (an HTTP claim with `wait_ms` 0 would never see it). Tasks
+        // already claimed are handed out even when this fails (the failure only delays).
         if !recovered && tasks.len() < max && self.recovery.due(&self.clock) {
-            let n = self.recover().await?;
-            if n > 0 {
-                tasks.extend(self.claim_once(max - tasks.len()).await?);
+            let more = match self.recover().await {
+                Ok(n) if n > 0 => self.claim_once(max - tasks.len()).await,
+                Ok(_) => Ok(Vec::new()),
+                Err(e) => Err(e),
+            };
+            match more {
+                Ok(more) => tasks.extend(more),
+                Err(e) if tasks.is_empty() => return Err(e),
+                Err(e) => tracing::warn!(queue = self.queue.name(), error = %e,
+                    "recovering expired leases after a claim failed; retrying after a pause"),
             }
         }
         Ok(tasks)
@@ -191,23 +215,31 @@ impl DueClaimer {
 
     /// One claim call with lost-reply tracking; plans the next look, records the metrics.
     async fn claim_once(&mut self, max: usize) -> Result<Vec<ClaimedTask>> {
-        let id = self.tracking.next_id();
+        let id = if self.replay {
+            self.tracking.next_id()
+        } else {
+            String::new()
+        };
         let sent = Instant::now();
-        let result = self
-            .queue
-            .claim_tracked(max, self.lease_ms, self.tracking.ids(&id))
-            .await;
+        let ids = if self.replay {
+            self.tracking.ids(&id)
+        } else {
+            ClaimTracking::default()
+        };
+        let result = self.queue.claim_tracked(max, self.lease_ms, ids).await;
         let claim = match result {
             Ok(c) => c,
             Err(e) => {
                 // Bad input wrote nothing; anything else may have run with its reply lost.
-                if e.kind() != ErrorKind::InvalidInput {
+                if self.replay && e.kind() != ErrorKind::InvalidInput {
                     self.tracking.lost(id);
                 }
                 return Err(self.failed(e));
             }
         };
-        self.tracking.arrived(id, !claim.tasks.is_empty());
+        if self.replay {
+            self.tracking.arrived(id, !claim.tasks.is_empty());
+        }
         self.error_pause = FIRST_ERROR_PAUSE;
         self.clock.update(claim.now_ms, Instant::now());
         self.recovery.saw_claim(&claim);
@@ -255,15 +287,17 @@ impl DueClaimer {
     }
 
     /// Sleeps until [`next_look_at`](Self::next_look_at), or less when a wake-up says a task
-    /// became due sooner. The first call subscribes to the queue's wake channel and returns
-    /// at once (so the caller looks again with the subscription in place and misses nothing).
+    /// became due sooner (never less than the pause after a failed call). The first call
+    /// starts the subscription to the queue's wake channel (in the background; once it is in
+    /// effect a wake-up says "look") and returns at once, so the caller looks again and
+    /// misses nothing enqueued before.
     ///
     /// # Cancel safety
     /// Cancel safe: a wake-up received before the cancel has already moved the next look.
     pub async fn ready(&mut self) {
         if matches!(self.wake, Wake::Pending) {
             let hub = self.queue.client().wake_hub();
-            self.wake = match hub.listen(&self.queue.keys().wake).await {
+            self.wake = match hub.listen(&self.queue.keys().wake) {
                 Some(rx) => Wake::Listening(rx),
                 None => Wake::Off,
             };
@@ -283,7 +317,7 @@ impl DueClaimer {
                 _ = sleep_until(self.next_look) => return,
                 msg = msg => match msg {
                     Ok(due) => {
-                        let at = self.clock.instant_of(due);
+                        let at = self.clock.instant_of(due).max(self.pause_until);
                         if at <= Instant::now() {
                             return;
                         }
@@ -327,11 +361,11 @@ impl DueClaimer {
     /// Ends the wake-up subscription at once when no other claimer of the client waits on
     /// this queue (a long-lived consumer that stops; otherwise an unused channel is dropped
     /// after a minute).
-    pub async fn close(mut self) {
+    pub fn close(mut self) {
         if let Wake::Listening(rx) = std::mem::replace(&mut self.wake, Wake::Off) {
             drop(rx);
             let hub = self.queue.client().wake_hub();
-            hub.release(&self.queue.keys().wake).await;
+            hub.release(&self.queue.keys().wake);
         }
     }
 
@@ -339,6 +373,7 @@ impl DueClaimer {
     /// the error on.
     fn failed(&mut self, e: crate::Error) -> crate::Error {
         self.next_look = Instant::now() + self.error_pause;
+        self.pause_until = self.next_look;
         self.error_pause = (self.error_pause * 2).min(MAX_ERROR_PAUSE);
         e
     }

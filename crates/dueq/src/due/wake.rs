@@ -38,8 +38,8 @@ const CHUNK: usize = 1000;
 /// Messages a slow claimer may fall behind by before it is told to look at once.
 const BACKLOG: usize = 64;
 
-/// Longest wait of a first listen for the connection (the fallback poll covers the rest).
-const CONNECT_WAIT: Duration = Duration::from_millis(500);
+/// Longest wait for one (UN)SUBSCRIBE command.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Pause before reconnecting a dropped connection.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
@@ -152,25 +152,24 @@ impl WakeHub {
         }
     }
 
-    /// A receiver of `channel`'s wake-ups, subscribed on Redis when the connection is up
-    /// (at start-up it waits for the connection up to 500 ms). `None` when every channel the
-    /// table can hold has a waiter. Hold it only while waiting: a channel is dropped once no
-    /// claimer has held a receiver for a while.
-    pub(crate) async fn listen(
-        self: &Arc<Self>,
-        channel: &str,
-    ) -> Option<broadcast::Receiver<u64>> {
+    /// A receiver of `channel`'s wake-ups, or `None` when every channel the table can hold
+    /// has a waiter. Never waits: the subscription is made in the background (the connection
+    /// opened first if need be), and once it is in effect the receiver gets a `0` ("look
+    /// once"), so a task enqueued between the caller's last claim and the subscription is
+    /// not missed. A claimer holds its receiver as long as it may wait; a channel is dropped
+    /// once no claimer has held one for a while.
+    pub(crate) fn listen(self: &Arc<Self>, channel: &str) -> Option<broadcast::Receiver<u64>> {
         let rx = self.receiver(channel)?;
         self.start();
-        let mut connected = self.connected.subscribe();
-        let _ = tokio::time::timeout(CONNECT_WAIT, connected.wait_for(|c| *c)).await;
-        self.sync(Some(channel)).await;
+        let hub = self.clone();
+        tokio::spawn(async move { hub.sync().await });
         Some(rx)
     }
 
-    /// Unsubscribes the dropped channels still subscribed, then subscribes `channel` if it
-    /// is in the table and not subscribed yet.
-    async fn sync(&self, channel: Option<&str>) {
+    /// Unsubscribes the dropped channels still subscribed, then subscribes every channel of
+    /// the table not subscribed yet (new ones, and ones whose subscribe failed before) and
+    /// has their waiters look once.
+    async fn sync(&self) {
         let _order = self.subscribing.lock().await;
         let (mut sink, gone, add) = {
             let mut st = self.lock();
@@ -180,13 +179,16 @@ impl WakeHub {
                 .into_iter()
                 .filter(|c| !st.channels.contains_key(c) && st.subscribed.contains(c))
                 .collect();
-            let add = channel
-                .filter(|c| st.channels.contains_key(*c) && !st.subscribed.contains(*c))
-                .map(str::to_owned);
+            let add: Vec<String> = st
+                .channels
+                .keys()
+                .filter(|c| !st.subscribed.contains(*c))
+                .cloned()
+                .collect();
             (sink, gone, add)
         };
         for chunk in gone.chunks(CHUNK) {
-            let r = tokio::time::timeout(Duration::from_secs(1), sink.unsubscribe(chunk)).await;
+            let r = tokio::time::timeout(COMMAND_TIMEOUT, sink.unsubscribe(chunk)).await;
             let mut st = self.lock();
             if let Ok(Ok(())) = r {
                 for c in chunk {
@@ -197,17 +199,26 @@ impl WakeHub {
                 st.dropped.extend_from_slice(chunk);
             }
         }
-        if let Some(c) = add {
-            let r = tokio::time::timeout(Duration::from_secs(1), sink.subscribe(&c)).await;
+        for chunk in add.chunks(CHUNK) {
+            let r = tokio::time::timeout(COMMAND_TIMEOUT, sink.subscribe(chunk)).await;
             if let Ok(Ok(())) = r {
-                self.lock().subscribed.insert(c);
+                let mut st = self.lock();
+                for c in chunk {
+                    if let Some(ch) = st.channels.get(c) {
+                        let _ = ch.tx.send(0);
+                    }
+                    st.subscribed.insert(c.clone());
+                }
             }
+            // on failure the channels stay unsubscribed: the next sync (at the latest the
+            // sweep tick) tries again; meanwhile their claimers poll
         }
     }
 
-    /// Drops `channel` from the table and unsubscribes it now when no claimer waits on it any
-    /// more (a stopped worker), instead of when it has been idle for [`IDLE`].
-    pub(crate) async fn release(&self, channel: &str) {
+    /// Drops `channel` from the table and unsubscribes it (in the background) when no
+    /// claimer waits on it any more (a stopped worker), instead of when it has been idle for
+    /// [`IDLE`].
+    pub(crate) fn release(self: &Arc<Self>, channel: &str) {
         {
             let mut st = self.lock();
             let unused = st
@@ -220,13 +231,14 @@ impl WakeHub {
             st.channels.remove(channel);
             st.dropped.push(channel.to_owned());
         }
-        self.sync(None).await;
+        let hub = self.clone();
+        tokio::spawn(async move { hub.sync().await });
     }
 
     /// Drops the channels idle for [`IDLE`] and unsubscribes them.
     async fn sweep_idle(&self) {
         self.lock().sweep(Instant::now(), usize::MAX);
-        self.sync(None).await;
+        self.sync().await;
     }
 
     fn start(self: &Arc<Self>) {
@@ -239,7 +251,8 @@ impl WakeHub {
     }
 }
 
-/// The connection loop; ends when the hub (its client) is gone.
+/// The connection loop; ends when the hub (its client) is gone. A connection whose
+/// subscriptions fail is dropped and made anew after a pause.
 async fn run(hub: Weak<WakeHub>) {
     loop {
         let Some(h) = hub.upgrade() else { return };
@@ -256,7 +269,8 @@ async fn run(hub: Weak<WakeHub>) {
             };
             let mut ok = true;
             for chunk in channels.chunks(CHUNK) {
-                ok &= sink.subscribe(chunk).await.is_ok();
+                let r = tokio::time::timeout(COMMAND_TIMEOUT, sink.subscribe(chunk)).await;
+                ok &= matches!(r, Ok(Ok(())));
             }
             if ok {
                 {

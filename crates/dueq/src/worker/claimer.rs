@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
 
 use super::{Counters, Outcome, QueueRt, Report, Running, Shared};
 use crate::due::DueClaimer;
@@ -20,7 +21,7 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaim
     let mut stop = shared.stop.clone();
     loop {
         if *stop.borrow() {
-            due.close().await;
+            due.close();
             return;
         }
         let mut slots: Vec<OwnedSemaphorePermit> = Vec::new();
@@ -33,13 +34,14 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaim
         let want = slots.len();
         match due.claim(want).await {
             Ok(tasks) => {
+                let handed_out = Instant::now();
                 Counters::add(&shared.counters.claimed, tasks.len() as u64);
                 let mut extra = Vec::new();
                 for task in tasks {
                     // At most `want` new tasks come back, but tasks of a lost claim may add
                     // to them.
                     match slots.pop() {
-                        Some(slot) => start(&rt, task, slot),
+                        Some(slot) => start(&rt, task, slot, handed_out),
                         None => extra.push((task.id, task.lease_token)),
                     }
                 }
@@ -66,7 +68,12 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaim
 }
 
 /// Runs one claimed task's handler on its own tokio task, holding one slot.
-fn start(rt: &Arc<QueueRt>, task: ClaimedTask, slot: OwnedSemaphorePermit) {
+fn start(
+    rt: &Arc<QueueRt>,
+    mut task: ClaimedTask,
+    slot: OwnedSemaphorePermit,
+    handed_out: Instant,
+) {
     let id = task.id.clone();
     rt.running().insert(
         id.clone(),
@@ -80,6 +87,10 @@ fn start(rt: &Arc<QueueRt>, task: ClaimedTask, slot: OwnedSemaphorePermit) {
     let rt2 = rt.clone();
     let id2 = id.clone();
     let handle = tokio::spawn(async move {
+        // Redis time at handler start: the hand-out's estimate plus the wait for this task
+        task.started_at_ms = task
+            .started_at_ms
+            .saturating_add(handed_out.elapsed().as_millis() as u64);
         let token = task.lease_token.clone();
         let fut = (rt2.handler)(task);
         let outcome = AssertUnwindSafe(fut)
