@@ -9,6 +9,7 @@
 
 mod support;
 
+mod acks;
 mod auth;
 mod cases;
 mod claim;
