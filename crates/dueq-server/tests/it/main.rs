@@ -23,5 +23,6 @@ mod queues;
 mod recover;
 mod tasks;
 mod timeouts;
+mod transport;
 mod wake;
 mod webhook;
