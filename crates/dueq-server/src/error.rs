@@ -113,6 +113,7 @@ impl From<dueq::Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let unauthorized = self.status == StatusCode::UNAUTHORIZED;
+        let too_large = self.status == StatusCode::PAYLOAD_TOO_LARGE;
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code.to_owned(),
@@ -123,6 +124,13 @@ impl IntoResponse for ApiError {
         if unauthorized {
             res.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if too_large {
+            // The rest of the body was not read, so the server closes the connection after
+            // this answer; saying so lets a keep-alive client open a new one for its next
+            // request instead of failing it.
+            res.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         res
     }

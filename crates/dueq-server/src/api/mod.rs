@@ -2,9 +2,10 @@
 //! description (`utoipa-axum`), so a route cannot exist without being documented.
 //!
 //! Routes are grouped by the layers they need: single-task `/v1` routes (body limit = payload
-//! limit + 64 KiB), the batch route (its own limit), both behind the token check; and the
+//! limit + 64 KiB), the batch routes (their own limit), both behind the token check; and the
 //! open operational routes.
 
+pub mod acks;
 pub mod claim;
 pub mod dead;
 pub mod queues;
@@ -49,9 +50,13 @@ pub(crate) fn claim_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(claim::claim))
 }
 
-/// The batch route.
+/// The batch routes (up to 1000 items a request).
 pub(crate) fn batch_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(tasks::enqueue_batch))
+    OpenApiRouter::new()
+        .routes(routes!(tasks::enqueue_batch))
+        .routes(routes!(acks::acks))
+        .routes(routes!(acks::nacks))
+        .routes(routes!(acks::releases))
 }
 
 /// Open operational routes.

@@ -9,6 +9,7 @@
 
 mod support;
 
+mod acks;
 mod auth;
 mod cases;
 mod claim;
@@ -22,5 +23,6 @@ mod queues;
 mod recover;
 mod tasks;
 mod timeouts;
+mod transport;
 mod wake;
 mod webhook;

@@ -410,6 +410,35 @@ impl Queue {
             .ok_or_else(|| Error::protocol("nack: empty reply"))
     }
 
+    /// Fails the current attempt of many claimed tasks, one script call per 1 000; one
+    /// outcome per task, in order (a stale token refuses only its own task). Each item is
+    /// `(id, lease_token, error, retry_in_ms, permanent)` with the meaning of [`Queue::nack`]:
+    /// `error` is kept as `last_error` (cut to 4 KiB), `retry_in_ms` `None` uses the queue's
+    /// backoff, `permanent` sends the task straight to the dead-letter queue.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn nack_batch(
+        &self,
+        items: &[(&TaskId, &LeaseToken, &str, Option<u64>, bool)],
+    ) -> Result<Vec<NackOutcome>> {
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(MAX_BATCH) {
+            let batch: Vec<NackItem<'_>> = chunk
+                .iter()
+                .map(|&(id, token, error, retry_in_ms, permanent)| NackItem {
+                    id,
+                    token,
+                    retry_in_ms,
+                    permanent,
+                    error: cut_error(error),
+                })
+                .collect();
+            out.extend(self.nack_items(&batch).await?);
+        }
+        Ok(out)
+    }
+
     pub(crate) async fn nack_items(&self, items: &[NackItem<'_>]) -> Result<Vec<NackOutcome>> {
         leases::nack(
             &mut self.client.conn(),

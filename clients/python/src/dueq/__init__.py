@@ -1,0 +1,65 @@
+"""dueq: the client and workers for a dueq server's HTTP API (``dueq serve``).
+
+>>> from dueq import Client
+>>> orders = Client("http://127.0.0.1:7878", token=None).queue("orders")  # doctest: +SKIP
+>>> orders.enqueue({"order": 42}, key="order:42:cancel", delay_ms=30 * 60_000)  # doctest: +SKIP
+
+See the README for workers (:class:`Worker`, :class:`AsyncWorker`) and webhooks.
+"""
+
+from .aio import AsyncWorker
+from .client import MAX_BATCH, Client, Queue
+from .errors import DueqError
+from .models import (
+    AckOutcome,
+    CancelOutcome,
+    ClaimedTask,
+    DeadOutcome,
+    DeadPage,
+    DeadTask,
+    Enqueued,
+    NackOutcome,
+    NackResult,
+    QueueStats,
+    ReleaseOutcome,
+    RescheduleOutcome,
+    Rescheduled,
+    Task,
+    TaskSpec,
+)
+from .outcome import Fail, Retry
+from .webhook import SIGNATURE_HEADER, sign, verify_signature
+from .worker import Worker, WorkerStats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AckOutcome",
+    "AsyncWorker",
+    "CancelOutcome",
+    "ClaimedTask",
+    "Client",
+    "DeadOutcome",
+    "DeadPage",
+    "DeadTask",
+    "DueqError",
+    "Enqueued",
+    "Fail",
+    "MAX_BATCH",
+    "NackOutcome",
+    "NackResult",
+    "Queue",
+    "QueueStats",
+    "ReleaseOutcome",
+    "RescheduleOutcome",
+    "Rescheduled",
+    "Retry",
+    "SIGNATURE_HEADER",
+    "Task",
+    "TaskSpec",
+    "Worker",
+    "WorkerStats",
+    "__version__",
+    "sign",
+    "verify_signature",
+]

@@ -1,0 +1,124 @@
+"""The client's calls against a live server: outcomes as values, errors as DueqError."""
+
+from __future__ import annotations
+
+import pytest
+
+import dueq
+from dueq import (
+    AckOutcome,
+    CancelOutcome,
+    DeadOutcome,
+    DueqError,
+    NackOutcome,
+    ReleaseOutcome,
+    RescheduleOutcome,
+    TaskSpec,
+)
+
+
+def test_enqueue_get_cancel_by_key(queue: dueq.Queue) -> None:
+    e = queue.enqueue({"order": 42}, key="order:42/cancel ü", delay_ms=60_000)
+    assert e.created and e.id
+    again = queue.enqueue({"order": 43}, key="order:42/cancel ü", delay_ms=60_000)
+    assert (again.id, again.created) == (e.id, False)
+    t = queue.get(key="order:42/cancel ü")
+    assert t is not None
+    assert (t.id, t.state, t.payload, t.attempt) == (e.id, "scheduled", {"order": 42}, 0)
+    assert queue.get(e.id) == t
+    assert queue.cancel(key="order:42/cancel ü") is CancelOutcome.CANCELLED
+    assert queue.cancel(key="order:42/cancel ü") == "not_found"
+    assert queue.get(key="order:42/cancel ü") is None
+    assert queue.get("000000000000") is None
+
+
+def test_reschedule_and_in_progress(queue: dueq.Queue) -> None:
+    e = queue.enqueue("x", delay_ms=3_600_000)
+    r = queue.reschedule(e.id, delay_ms=0)
+    assert r.outcome is RescheduleOutcome.RESCHEDULED and r.due_at_ms is not None
+    assert r.due_at_ms < e.due_at_ms
+    [t] = queue.claim(max=10)
+    assert t.id == e.id and t.payload == "x" and t.attempt == 1
+    assert queue.cancel(e.id) is CancelOutcome.IN_PROGRESS
+    assert queue.reschedule(e.id, delay_ms=5).outcome is RescheduleOutcome.IN_PROGRESS
+    assert queue.ack(t) is AckOutcome.ACKED
+    assert queue.reschedule(e.id, delay_ms=5).outcome is RescheduleOutcome.NOT_FOUND
+
+
+def test_batch_stats_and_answers(queue: dueq.Queue) -> None:
+    out = queue.enqueue_batch([TaskSpec(i) for i in range(5)] + [{"payload": 5, "key": "k"}])
+    assert all(isinstance(x, dueq.Enqueued) and x.created for x in out)
+    tasks = queue.claim(max=10)
+    assert [t.payload for t in tasks] == [0, 1, 2, 3, 4, 5]
+    acks = queue.ack_batch([tasks[0], (tasks[1].id, "stale"), tasks[2]])
+    assert acks == [AckOutcome.ACKED, AckOutcome.LEASE_LOST, AckOutcome.ACKED]
+    n = queue.nack_batch([(tasks[3], "boom", 60_000, False), (tasks[4], "bad", None, True)])
+    assert [x.outcome for x in n] == [NackOutcome.RESCHEDULED, NackOutcome.DEAD]
+    assert n[0].due_at_ms is not None and n[1].due_at_ms is None
+    assert queue.release_batch([tasks[5]]) == [ReleaseOutcome.RELEASED]
+    assert queue.extend(tasks[1], 60_000) is not None
+    assert queue.extend(tasks[0], 60_000) is None  # acked: lease gone
+    s = queue.stats()
+    assert s is not None
+    assert (s.scheduled, s.active, s.dead, s.succeeded_total) == (2, 1, 1, 2)
+    assert any(q.queue == queue.name for q in queue.client.queues())
+    t3 = queue.get(tasks[3].id)
+    assert t3 is not None and t3.last_error == "boom"
+
+
+def test_dead_letters(queue: dueq.Queue) -> None:
+    e = queue.enqueue("d", key="dk")
+    [t] = queue.claim()
+    assert queue.nack(t, "gone", permanent=True).outcome is NackOutcome.DEAD
+    page = queue.dead_list()
+    assert page.total == 1 and page.tasks[0].task.id == e.id
+    assert page.tasks[0].task.last_error == "gone" and page.tasks[0].died_at_ms > 0
+    queue.enqueue("live", key="dk")
+    assert queue.dead_retry(e.id) is DeadOutcome.CONFLICT
+    assert queue.dead_delete(e.id) is DeadOutcome.DELETED
+    assert queue.dead_delete(e.id) is DeadOutcome.NOT_FOUND
+    assert queue.dead_retry(e.id) is DeadOutcome.NOT_FOUND
+
+
+def test_pause_resume_and_unknown_queue(client: dueq.Client, queue: dueq.Queue) -> None:
+    assert queue.stats() is None
+    assert queue.pause() is True
+    queue.enqueue(1)
+    assert queue.claim(max=5) == []
+    assert queue.resume() is False
+    assert len(queue.claim(max=5)) == 1
+
+
+def test_errors_carry_the_api_code(server, queue: dueq.Queue) -> None:
+    with pytest.raises(DueqError) as e:
+        queue.enqueue(1, delay_ms=1, due_at_ms=1)
+    assert (e.value.status, e.value.code) == (400, "invalid_input")
+    with pytest.raises(DueqError) as e:
+        queue.client.queue("bad name").enqueue(1)
+    assert e.value.code == "invalid_input"
+    with pytest.raises(DueqError) as e:
+        queue.enqueue_batch([])
+    assert e.value.code == "invalid_input"
+    with pytest.raises(DueqError) as e:
+        queue.enqueue("x" * (2 << 20))
+    assert (e.value.status, e.value.code) == (413, "payload_too_large")
+    queue.enqueue("after 413: the connection still works")
+    noauth = dueq.Client(server.url, token="wrong").queue(queue.name)
+    with pytest.raises(DueqError) as e:
+        noauth.stats()
+    assert (e.value.status, e.value.code) == (401, "unauthorized")
+    down = dueq.Client("http://127.0.0.1:9", timeout_s=2).queue("q")
+    with pytest.raises(DueqError) as e:
+        down.enqueue(1)
+    assert (e.value.status, e.value.code) == (0, "connection_failed")
+
+
+def test_long_poll_returns_when_a_task_is_enqueued(client: dueq.Client, queue: dueq.Queue) -> None:
+    import threading
+
+    got = []
+    t = threading.Thread(target=lambda: got.extend(queue.claim(max=1, wait_ms=10_000)))
+    t.start()
+    queue.enqueue("wake", delay_ms=200)
+    t.join(15)
+    assert [x.payload for x in got] == ["wake"]

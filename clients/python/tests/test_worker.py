@@ -1,0 +1,219 @@
+"""The threaded and asyncio workers against a live server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dueq
+from dueq import AsyncWorker, Fail, Retry, Worker
+
+from conftest import wait_until
+
+
+def in_thread(w) -> threading.Thread:
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    return t
+
+
+def test_worker_runs_acks_nacks_and_keeps_the_concurrency_limit(queue: dueq.Queue) -> None:
+    queue.enqueue_batch([{"payload": {"n": i}} for i in range(40)])
+    queue.enqueue("raise", max_attempts=3)
+    queue.enqueue("retry")
+    queue.enqueue("fail")
+    lock = threading.Lock()
+    running, peak, seen = [0], [0], []
+
+    def handle(task: dueq.ClaimedTask):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            seen.append(task.payload)
+        try:
+            time.sleep(0.01)  # some work, so that handlers overlap
+            if task.payload == "raise":
+                raise ValueError("no such order")
+            if task.payload == "retry":
+                return Retry(in_ms=3_600_000, error="later")
+            if task.payload == "fail":
+                return Fail("refunded")
+            return None
+        finally:
+            with lock:
+                running[0] -= 1
+
+    w = Worker(queue.client, queue, handle, concurrency=4, claim_max=10, poll_ms=200, handle_signals=False)
+    t = in_thread(w)
+    try:
+        wait_until(lambda: w.stats.acked == 40 and w.stats.dead == 1 and w.stats.retried >= 2,
+                   what="all answered")  # fmt: skip
+    finally:
+        w.stop()
+        t.join(30)
+    assert not t.is_alive()
+    assert peak[0] <= 4 and peak[0] >= 2, peak
+    assert w.stats.lease_lost == 0
+    s = queue.stats()
+    assert s is not None and s.succeeded_total == 40 and s.dead == 1 and s.active == 0
+    page = queue.dead_list()
+    assert page.tasks[0].task.last_error == "refunded"
+
+
+def test_a_handler_exception_is_the_last_error(queue: dueq.Queue) -> None:
+    e = queue.enqueue("x", max_attempts=5)
+
+    def handle(task):
+        raise KeyError("order 42")
+
+    w = Worker(queue.client, queue, handle, poll_ms=200, handle_signals=False)
+    t = in_thread(w)
+    try:
+        task = wait_until(lambda: (lambda g: g if g and g.last_error else None)(queue.get(e.id)))
+    finally:
+        w.stop()
+        t.join(30)
+    assert task.last_error.startswith("KeyError: 'order 42' (at ")
+    assert "in handle" in task.last_error
+
+
+def test_long_handlers_keep_their_lease(queue: dueq.Queue) -> None:
+    e = queue.enqueue("slow")
+    done = threading.Event()
+
+    def handle(task):
+        # the handler's own work outlasts its 1 s lease three times over
+        time.sleep(3)
+        done.set()
+
+    w = Worker(queue.client, queue, handle, lease_ms=1000, poll_ms=200, handle_signals=False)
+    t = in_thread(w)
+    try:
+        wait_until(lambda: w.stats.acked == 1, timeout_s=15, what="ack")
+    finally:
+        w.stop()
+        t.join(30)
+    assert w.stats.lease_lost == 0 and w.stats.claimed == 1
+    assert queue.get(e.id) is None
+
+
+def test_stop_hands_back_what_did_not_run(queue: dueq.Queue) -> None:
+    queue.enqueue_batch([{"payload": i} for i in range(3)])
+    gate = threading.Event()
+    started = []
+
+    def handle(task):
+        started.append(task.id)
+        gate.wait(20)
+
+    w = Worker(queue.client, queue, handle, concurrency=3, claim_max=3, poll_ms=200,
+               grace_s=0.5, handle_signals=False)  # fmt: skip
+    t = in_thread(w)
+    wait_until(lambda: len(started) == 3, what="3 handlers running")
+    w.stop()
+    t.join(30)
+    gate.set()
+    assert not t.is_alive()
+    # the three were still running after the grace period: handed back, attempt not counted
+    assert w.stats.released == 3 and w.stats.acked == 0
+    again = queue.claim(max=10)
+    assert sorted(x.id for x in again) == sorted(started)
+    assert {x.attempt for x in again} == {1}
+
+
+WORKER_SCRIPT = r"""
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+import dueq
+client = dueq.Client(sys.argv[2], token=sys.argv[3])
+gate = threading.Event()
+def handle(task):
+    print("started", task.id, flush=True)
+    gate.wait(60)
+w = dueq.Worker(client, sys.argv[4], handle, concurrency=1, claim_max=1, poll_ms=200, grace_s=0.2)
+stats = w.run()
+print("stopped", stats.released, flush=True)
+"""
+
+
+def test_sigterm_stops_gracefully(server, queue: dueq.Queue) -> None:
+    e = queue.enqueue("held")
+    src = str(Path(dueq.__file__).resolve().parents[1])
+    p = subprocess.Popen(
+        [sys.executable, "-c", WORKER_SCRIPT, src, server.url, server.token, queue.name],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line.split() == ["started", e.id], line
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0
+    assert out.split() == ["stopped", "1"], out
+    t = queue.get(e.id)
+    assert t is not None and t.state == "scheduled" and t.attempt == 0
+
+
+def test_async_worker(queue: dueq.Queue) -> None:
+    queue.enqueue_batch([{"payload": i} for i in range(30)])
+    queue.enqueue("boom")
+    peak, running = [0], [0]
+
+    async def handle(task):
+        running[0] += 1
+        peak[0] = max(peak[0], running[0])
+        try:
+            await asyncio.sleep(0.01)
+            if task.payload == "boom":
+                return Retry(in_ms=3_600_000, error="later")
+        finally:
+            running[0] -= 1
+
+    async def main():
+        w = AsyncWorker(queue.client, queue, handle, concurrency=5, claim_max=10, poll_ms=200)
+        run = asyncio.ensure_future(w.run())
+        deadline = time.monotonic() + 10
+        while not (w.stats.acked == 30 and w.stats.retried == 1):
+            assert time.monotonic() < deadline, w.stats
+            await asyncio.sleep(0.02)
+        w.stop()
+        return await asyncio.wait_for(run, 30)
+
+    stats = asyncio.run(main())
+    assert stats.lease_lost == 0 and 2 <= peak[0] <= 5, (stats, peak)
+    s = queue.stats()
+    assert s is not None and s.succeeded_total == 30 and s.scheduled == 1
+
+
+def test_async_worker_stop_releases_running_tasks(queue: dueq.Queue) -> None:
+    e = queue.enqueue("held")
+    started = []
+
+    async def handle(task):
+        started.append(task.id)
+        await asyncio.sleep(60)
+
+    async def main():
+        w = AsyncWorker(queue.client, queue, handle, poll_ms=200, grace_s=0.2, handle_signals=False)
+        run = asyncio.ensure_future(w.run())
+        deadline = time.monotonic() + 10
+        while not started:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        w.stop()
+        return await asyncio.wait_for(run, 30)
+
+    stats = asyncio.run(main())
+    assert stats.released == 1
+    t = queue.get(e.id)
+    assert t is not None and t.state == "scheduled" and t.attempt == 0

@@ -1,0 +1,13 @@
+// dueq: the client and worker for a dueq server's HTTP API (`dueq serve`). See README.md.
+
+export { Client, Queue, MAX_BATCH } from "./client.js";
+export type { ClientOptions } from "./client.js";
+export { DueqError } from "./errors.js";
+export { Worker, retry, fail } from "./worker.js";
+export type { Fail, Handler, Retry, WorkerOptions, WorkerStats } from "./worker.js";
+export { SIGNATURE_HEADER, sign, signatureHeader, verifySignature, verifyWebhook } from "./webhook.js";
+export type { RawBody, RequestHeaders, Secret, VerifyOptions } from "./webhook.js";
+export type * from "./types.js";
+
+/** This client's version (the server's). */
+export const VERSION = "0.1.0";

@@ -1,0 +1,114 @@
+// What the API answers (DESIGN 4.2), as types. Field names are the API's (snake_case), so
+// the JSON of `examples/curl.md` and these types read the same. Times are integer ms;
+// `*_at_ms` are Unix epoch ms by the Redis server's clock.
+
+/** A task by id (a string or `{ id }`) or by live business key (`{ key }`). */
+export type TaskRef = string | { id: string } | { key: string };
+
+/** One task to enqueue. Give at most one of `delay_ms` and `due_at_ms` (neither: due now). */
+export interface TaskSpec {
+  /** Any JSON value (default `null`). */
+  payload?: unknown;
+  /** Business key, 1 to 512 bytes of UTF-8, unique among the queue's live tasks (not `.` or `..`). */
+  key?: string;
+  delay_ms?: number;
+  due_at_ms?: number;
+  /** With a live `key`: `keep` (default: return the live task) or `replace`. */
+  on_conflict?: "keep" | "replace";
+  /** Attempts before the dead-letter queue, 1 to 65535 (default 5). */
+  max_attempts?: number;
+  /** Lease of a claim, ms (default 30000). */
+  lease_ms?: number;
+}
+
+/** Options of `enqueue` (a `TaskSpec` without the payload). */
+export type EnqueueOptions = Omit<TaskSpec, "payload">;
+
+export interface Enqueued {
+  id: string;
+  due_at_ms: number;
+  /** `false`: the key was live; the existing task (kept or replaced). */
+  created: boolean;
+}
+
+export type TaskState = "scheduled" | "active" | "succeeded" | "dead";
+
+export interface Task {
+  id: string;
+  key: string | null;
+  state: TaskState;
+  due_at_ms: number;
+  attempt: number;
+  max_attempts: number;
+  payload: unknown;
+  last_error: string | null;
+  created_at_ms: number;
+}
+
+export interface DeadTask extends Task {
+  died_at_ms: number;
+}
+
+export interface DeadPage {
+  total: number;
+  /** Newest first. */
+  tasks: DeadTask[];
+}
+
+/** A task handed out by a claim: run it, then ack, nack or extend it. */
+export interface ClaimedTask {
+  id: string;
+  key: string | null;
+  payload: unknown;
+  /** This attempt, 1-based. */
+  attempt: number;
+  due_at_ms: number;
+  lease_token: string;
+  lease_expires_at_ms: number;
+}
+
+export interface QueueStats {
+  queue: string;
+  /** Tasks waiting (due ones and retries included). */
+  scheduled: number;
+  /** Of those, due now. */
+  due: number;
+  active: number;
+  dead: number;
+  succeeded_total: number;
+  failed_total: number;
+  next_due_at_ms: number | null;
+  oldest_due_age_ms: number;
+  paused: boolean;
+}
+
+export type CancelOutcome = "cancelled" | "in_progress" | "not_found";
+export type RescheduleOutcome = "rescheduled" | "in_progress" | "not_found";
+export type AckOutcome = "acked" | "lease_lost";
+export type NackOutcome = "rescheduled" | "dead" | "lease_lost";
+export type ReleaseOutcome = "released" | "lease_lost";
+export type DeadOutcome = "retried" | "deleted" | "not_found" | "conflict";
+
+export interface Rescheduled {
+  outcome: RescheduleOutcome;
+  /** Set when `outcome` is `rescheduled`. */
+  due_at_ms?: number;
+}
+
+export interface NackResult {
+  outcome: NackOutcome;
+  /** The next attempt's due time, when `outcome` is `rescheduled`. */
+  due_at_ms?: number;
+}
+
+/** A failed attempt to report: `error` is kept as the task's `last_error`. */
+export interface NackOptions {
+  error?: string;
+  /** Retry after this many ms (default: the queue's backoff). */
+  retry_in_ms?: number;
+  /** Straight to the dead-letter queue. */
+  permanent?: boolean;
+}
+
+/** A claimed task or its `{ id, lease_token }`. */
+export type Lease = Pick<ClaimedTask, "id" | "lease_token">;

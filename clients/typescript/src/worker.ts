@@ -1,0 +1,284 @@
+// `Worker`: runs an async handler for every task of a queue, at most `concurrency` at once.
+//
+// Duties: the claim loop long-polls for as many tasks as there are free slots (at most
+// `claimMax`); each handler's answer is queued and the acker sends everything queued since
+// its last request in one `/acks` and one `/nacks` request; the lease keeper extends the
+// lease of a handler that has run for a third of `leaseMs`.
+//
+// Shutdown order (`stop()`, or SIGTERM / SIGINT while `run()` runs with `handleSignals`):
+// 1. the long-poll in flight finishes (at most `pollMs`) and nothing more is claimed;
+// 2. running handlers get `graceMs` to finish; their answers are sent;
+// 3. the leases of handlers still running then are handed back (`/releases`: due again at
+//    once, the attempt not counted); what those handlers report later is dropped;
+// 4. the acker sends what is left; `run()` resolves with the counts.
+
+import type { Client, Queue } from "./client.js";
+import { DueqError } from "./errors.js";
+import type { ClaimedTask, NackOptions } from "./types.js";
+
+/** Fail this attempt and run the task again in `inMs` (default: the queue's backoff). */
+export interface Retry {
+  readonly kind: "retry";
+  readonly inMs?: number;
+  readonly error: string;
+}
+
+/** Fail for good: straight to the dead-letter queue. */
+export interface Fail {
+  readonly kind: "fail";
+  readonly error: string;
+}
+
+export function retry(inMs?: number, error = "retry requested"): Retry {
+  return { kind: "retry", inMs, error };
+}
+
+export function fail(error = "failed permanently"): Fail {
+  return { kind: "fail", error };
+}
+
+/**
+ * A handler resolves to nothing (or anything but `retry()` / `fail()`) for success: the task
+ * is acknowledged. It throws to fail the attempt with the error's text as `last_error` (the
+ * queue's backoff decides when it runs again; the dead-letter queue after `max_attempts`).
+ */
+export type Handler = (task: ClaimedTask) => Promise<unknown> | unknown;
+
+export interface WorkerOptions {
+  /** Handlers running at once. Default 16. */
+  concurrency?: number;
+  /** Most tasks per claim, 1 to 1000. Default 100. */
+  claimMax?: number;
+  /** How long one claim waits for work, ms (also the longest wait for `stop()`). Default 5000. */
+  pollMs?: number;
+  /** The lease asked for each claim, ms; extended for handlers running longer than a third of it. Default 30000. */
+  leaseMs?: number;
+  /** How long `stop()` lets running handlers finish, ms. Default 30000. */
+  graceMs?: number;
+  /** Stop on SIGTERM and SIGINT while `run()` runs. Default true. */
+  handleSignals?: boolean;
+  /** Called with failures of the worker itself (claims, acks); default `console.warn`. */
+  onError?: (e: unknown) => void;
+}
+
+export interface WorkerStats {
+  claimed: number;
+  acked: number;
+  retried: number;
+  dead: number;
+  released: number;
+  /** Answers refused because the lease was no longer current. */
+  lease_lost: number;
+}
+
+type Verdict = { kind: "ack" } | ({ kind: "nack" } & NackOptions);
+
+interface Running {
+  task: ClaimedTask;
+  extendedAt: number;
+  done: Promise<void>;
+}
+
+const key = (t: ClaimedTask) => `${t.id}\u0000${t.lease_token}`;
+
+export class Worker {
+  readonly queue: Queue;
+  readonly stats: WorkerStats = { claimed: 0, acked: 0, retried: 0, dead: 0, released: 0, lease_lost: 0 };
+  readonly #handler: Handler;
+  readonly #o: Required<Omit<WorkerOptions, "onError">> & Pick<WorkerOptions, "onError">;
+  #stopping = false;
+  #wakeStop: () => void = () => {};
+  #stopped: Promise<void>;
+  #running = new Map<string, Running>();
+  #abandoned = new Set<string>();
+  #pending: Array<[ClaimedTask, Verdict]> = [];
+  #slotFreed: (() => void) | null = null;
+  #reported: (() => void) | null = null;
+
+  constructor(client: Client, queue: string | Queue, handler: Handler, options: WorkerOptions = {}) {
+    this.queue = typeof queue === "string" ? client.queue(queue) : queue;
+    this.#handler = handler;
+    this.#o = {
+      concurrency: options.concurrency ?? 16,
+      claimMax: options.claimMax ?? 100,
+      pollMs: options.pollMs ?? 5000,
+      leaseMs: options.leaseMs ?? 30_000,
+      graceMs: options.graceMs ?? 30_000,
+      handleSignals: options.handleSignals ?? true,
+      onError: options.onError,
+    };
+    if (this.#o.concurrency < 1) throw new RangeError("concurrency must be at least 1");
+    if (this.#o.claimMax < 1 || this.#o.claimMax > 1000) throw new RangeError("claimMax must be 1 to 1000");
+    if (this.#o.pollMs < 0 || this.#o.pollMs > 60_000) throw new RangeError("pollMs must be 0 to 60000");
+    this.#stopped = new Promise((resolve) => (this.#wakeStop = resolve));
+  }
+
+  /** Begins the shutdown; `run()` resolves once it is done. */
+  stop(): void {
+    this.#stopping = true;
+    this.#wakeStop();
+  }
+
+  #warn(e: unknown): void {
+    (this.#o.onError ?? ((x: unknown) => console.warn("dueq:", x)))(e);
+  }
+
+  /** Works the queue until `stop()` (or SIGTERM / SIGINT); resolves with the counts. */
+  async run(): Promise<WorkerStats> {
+    const onSignal = () => this.stop();
+    if (this.#o.handleSignals) {
+      process.on("SIGTERM", onSignal);
+      process.on("SIGINT", onSignal);
+    }
+    const acker = this.#ackLoop();
+    const keeper = setInterval(() => void this.#extendDue(), Math.max(50, Math.min(this.#o.leaseMs / 6, 1000)));
+    try {
+      await this.#claimLoop();
+    } finally {
+      await this.#shutdown();
+      clearInterval(keeper);
+      this.#reported?.();
+      await acker;
+      if (this.#o.handleSignals) {
+        process.off("SIGTERM", onSignal);
+        process.off("SIGINT", onSignal);
+      }
+    }
+    return this.stats;
+  }
+
+  async #claimLoop(): Promise<void> {
+    let backoff = 100;
+    while (!this.#stopping) {
+      const free = this.#o.concurrency - this.#running.size;
+      if (free <= 0) {
+        await Promise.race([new Promise<void>((r) => (this.#slotFreed = r)), this.#stopped]);
+        continue;
+      }
+      let tasks: ClaimedTask[];
+      try {
+        tasks = await this.queue.claim({ max: Math.min(free, this.#o.claimMax), wait_ms: this.#o.pollMs, lease_ms: this.#o.leaseMs });
+        backoff = 100;
+      } catch (e) {
+        this.#warn(e);
+        await Promise.race([sleep(backoff), this.#stopped]);
+        backoff = Math.min(backoff * 2, 5000);
+        continue;
+      }
+      this.stats.claimed += tasks.length;
+      if (this.#stopping) {
+        await this.#release(tasks);
+        return;
+      }
+      const now = Date.now();
+      for (const t of tasks) this.#running.set(key(t), { task: t, extendedAt: now, done: this.#runOne(t) });
+    }
+  }
+
+  async #runOne(task: ClaimedTask): Promise<void> {
+    await Promise.resolve(); // registered in #running before the handler starts
+    let v: Verdict;
+    try {
+      const r = (await this.#handler(task)) as Retry | Fail | null | undefined;
+      const kind = r && typeof r === "object" ? (r as { kind?: unknown }).kind : undefined;
+      if (kind === "retry") v = { kind: "nack", error: (r as Retry).error, retry_in_ms: (r as Retry).inMs };
+      else if (kind === "fail") v = { kind: "nack", error: (r as Fail).error, permanent: true };
+      else v = { kind: "ack" };
+    } catch (e) {
+      v = { kind: "nack", error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+    }
+    const k = key(task);
+    this.#running.delete(k);
+    this.#slotFreed?.();
+    if (!this.#abandoned.has(k)) {
+      this.#pending.push([task, v]);
+      this.#reported?.();
+    }
+  }
+
+  async #ackLoop(): Promise<void> {
+    for (;;) {
+      if (this.#pending.length === 0) {
+        if (this.#stopping && this.#running.size === 0 && this.#shutdownDone) return;
+        await new Promise<void>((r) => (this.#reported = r));
+        this.#reported = null;
+        continue;
+      }
+      const batch = this.#pending.splice(0, 1000);
+      await this.#send(batch);
+    }
+  }
+
+  #shutdownDone = false;
+
+  async #send(batch: Array<[ClaimedTask, Verdict]>): Promise<void> {
+    let acks = batch.filter(([, v]) => v.kind === "ack").map(([t]) => t);
+    let nacks = batch.flatMap(([t, v]) => (v.kind === "nack" ? [{ task: t, error: v.error, retry_in_ms: v.retry_in_ms, permanent: v.permanent }] : []));
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        if (acks.length) {
+          for (const o of await this.queue.ackBatch(acks)) o === "acked" ? this.stats.acked++ : this.stats.lease_lost++;
+          acks = [];
+        }
+        if (nacks.length) {
+          for (const r of await this.queue.nackBatch(nacks)) {
+            if (r.outcome === "rescheduled") this.stats.retried++;
+            else if (r.outcome === "dead") this.stats.dead++;
+            else this.stats.lease_lost++;
+          }
+          nacks = [];
+        }
+        return;
+      } catch (e) {
+        // sending again is safe: an answer that did land is refused as lease_lost
+        this.#warn(e);
+        await sleep(200 * (attempt + 1));
+      }
+    }
+    this.#warn(new Error(`gave up answering ${batch.length} tasks; their leases expire and they run again`));
+  }
+
+  async #extendDue(): Promise<void> {
+    const now = Date.now();
+    for (const r of this.#running.values()) {
+      if (now - r.extendedAt < this.#o.leaseMs / 3) continue;
+      r.extendedAt = now;
+      try {
+        if ((await this.queue.extend(r.task, this.#o.leaseMs)) === null) r.extendedAt = Infinity;
+      } catch (e) {
+        this.#warn(e);
+      }
+    }
+  }
+
+  async #release(tasks: ClaimedTask[]): Promise<void> {
+    if (!tasks.length) return;
+    for (const t of tasks) this.#abandoned.add(key(t));
+    try {
+      for (const o of await this.queue.releaseBatch(tasks)) o === "released" ? this.stats.released++ : this.stats.lease_lost++;
+    } catch (e) {
+      this.#warn(e instanceof DueqError ? e : new Error(String(e)));
+    }
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#stopping = true;
+    const running = [...this.#running.values()];
+    if (running.length) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(running.map((r) => r.done)),
+        new Promise<void>((r) => (timer = setTimeout(r, this.#o.graceMs))),
+      ]);
+      clearTimeout(timer);
+    }
+    const stuck = [...this.#running.values()].map((r) => r.task);
+    for (const t of stuck) this.#running.delete(key(t));
+    await this.#release(stuck);
+    this.#shutdownDone = true;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

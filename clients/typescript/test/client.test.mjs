@@ -1,0 +1,100 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { Client, DueqError, VERSION } from "../dist/index.js";
+import { fresh, startServer } from "./server.mjs";
+import { readFileSync } from "node:fs";
+
+let server, client;
+before(async () => {
+  server = await startServer();
+  client = new Client(server.url, { token: server.token });
+});
+after(() => server?.stop());
+
+test("enqueue, get and cancel by key; outcomes are values", async () => {
+  const q = client.queue(fresh());
+  const key = "order:42/cancel ü";
+  const e = await q.enqueue({ order: 42 }, { key, delay_ms: 60_000 });
+  assert.equal(e.created, true);
+  const again = await q.enqueue({ order: 43 }, { key, delay_ms: 60_000 });
+  assert.deepEqual([again.id, again.created], [e.id, false]);
+  const t = await q.get({ key });
+  assert.equal(t.id, e.id);
+  assert.deepEqual(t.payload, { order: 42 });
+  assert.equal(t.state, "scheduled");
+  assert.deepEqual(await q.get(e.id), t);
+  assert.equal(await q.cancel({ key }), "cancelled");
+  assert.equal(await q.cancel({ key }), "not_found");
+  assert.equal(await q.get({ key }), null);
+});
+
+test("reschedule, claim, in_progress, ack", async () => {
+  const q = client.queue(fresh());
+  const e = await q.enqueue("x", { delay_ms: 3_600_000 });
+  const r = await q.reschedule(e.id, { delay_ms: 0 });
+  assert.equal(r.outcome, "rescheduled");
+  assert.ok(r.due_at_ms < e.due_at_ms);
+  const [t] = await q.claim({ max: 10 });
+  assert.equal(t.id, e.id);
+  assert.equal(t.attempt, 1);
+  assert.equal(await q.cancel(e.id), "in_progress");
+  assert.equal((await q.reschedule(e.id, { delay_ms: 5 })).outcome, "in_progress");
+  assert.equal(await q.ack(t), "acked");
+  assert.equal((await q.reschedule(e.id, { delay_ms: 5 })).outcome, "not_found");
+});
+
+test("batches, stats, dead letters", async () => {
+  const q = client.queue(fresh());
+  assert.equal(await q.stats(), null);
+  const out = await q.enqueueBatch([0, 1, 2, 3, 4].map((payload) => ({ payload })).concat([{ payload: 5, key: "dk" }]));
+  assert.ok(out.every((x) => !(x instanceof DueqError) && x.created));
+  const ts = await q.claim({ max: 10 });
+  assert.deepEqual(ts.map((t) => t.payload), [0, 1, 2, 3, 4, 5]);
+  assert.deepEqual(await q.ackBatch([ts[0], { id: ts[1].id, lease_token: "stale" }, ts[2]]), ["acked", "lease_lost", "acked"]);
+  const n = await q.nackBatch([
+    { task: ts[3], error: "boom", retry_in_ms: 60_000 },
+    { task: ts[5], error: "bad", permanent: true },
+  ]);
+  assert.deepEqual(n.map((x) => x.outcome), ["rescheduled", "dead"]);
+  assert.equal(typeof n[0].due_at_ms, "number");
+  assert.deepEqual(await q.releaseBatch([ts[4]]), ["released"]);
+  assert.equal(typeof (await q.extend(ts[1], 60_000)), "number");
+  assert.equal(await q.extend(ts[0], 60_000), null);
+  const s = await q.stats();
+  assert.deepEqual([s.scheduled, s.active, s.dead, s.succeeded_total], [2, 1, 1, 2]);
+  assert.ok((await client.queues()).some((x) => x.queue === q.name));
+  const page = await q.deadList();
+  assert.equal(page.total, 1);
+  assert.equal(page.tasks[0].last_error, "bad");
+  await q.enqueue("live", { key: "dk" });
+  assert.equal(await q.deadRetry(ts[5].id), "conflict");
+  assert.equal(await q.deadDelete(ts[5].id), "deleted");
+  assert.equal(await q.deadDelete(ts[5].id), "not_found");
+  assert.equal(await q.pause(), true);
+  assert.equal(await q.resume(), false);
+});
+
+test("errors carry the API code", async () => {
+  const q = client.queue(fresh());
+  await assert.rejects(q.enqueue(1, { delay_ms: 1, due_at_ms: 1 }), (e) => e instanceof DueqError && e.status === 400 && e.code === "invalid_input");
+  await assert.rejects(client.queue("bad name").enqueue(1), (e) => e.code === "invalid_input");
+  await assert.rejects(q.enqueue("x".repeat(2 << 20)), (e) => e.status === 413 && e.code === "payload_too_large");
+  await q.enqueue("after a 413 the next request works");
+  await assert.rejects(new Client(server.url, { token: "wrong" }).queue(q.name).stats(), (e) => e.status === 401 && e.code === "unauthorized");
+  await assert.rejects(new Client("http://127.0.0.1:9", { timeoutMs: 2000 }).queue("q").enqueue(1), (e) => e.status === 0 && e.code === "connection_failed");
+});
+
+test("a long-poll claim returns when a task is enqueued", async () => {
+  const q = client.queue(fresh());
+  const claim = q.claim({ max: 1, wait_ms: 10_000 });
+  await q.enqueue("wake", { delay_ms: 200 });
+  assert.deepEqual((await claim).map((t) => t.payload), ["wake"]);
+});
+
+test("the version is the workspace version", () => {
+  const cargo = readFileSync(new URL("../../../Cargo.toml", import.meta.url), "utf8");
+  const v = /\[workspace\.package\][^[]*?\nversion = "([^"]+)"/.exec(cargo)[1];
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+  assert.equal(pkg.version, v);
+  assert.equal(VERSION, v);
+});

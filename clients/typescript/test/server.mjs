@@ -1,0 +1,76 @@
+// A live `dueq serve` for a test file: a free port on 127.0.0.1, a bearer token, its own
+// embedded redis-server in a temporary directory (never the shared 6379). The binary:
+// $DUEQ_BIN, else the one cargo built ($CARGO_TARGET_DIR or the workspace's target).
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { randomBytes, randomUUID } from "node:crypto";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const workspace = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+
+function binary() {
+  if (process.env.DUEQ_BIN) return process.env.DUEQ_BIN;
+  const target = process.env.CARGO_TARGET_DIR ?? join(workspace, "target");
+  for (const profile of ["debug", "release"]) {
+    const p = join(target, profile, "dueq");
+    if (existsSync(p)) return p;
+  }
+  throw new Error(`no dueq binary under ${target} (cargo build -p dueq-cli, or set DUEQ_BIN)`);
+}
+
+export async function startServer() {
+  const dir = mkdtempSync(join(tmpdir(), "dueq-node-"));
+  const token = "t-" + randomBytes(12).toString("hex");
+  const env = { ...process.env, DUEQ_TOKENS: token };
+  delete env.DUEQ_REDIS_URL;
+  const proc = spawn(binary(), ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data")], {
+    cwd: dir,
+    env,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let log = "";
+  proc.stderr.on("data", (d) => (log += d));
+  const deadline = Date.now() + 60_000;
+  let url;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error("dueq serve exited early:\n" + log);
+    if (Date.now() > deadline) throw new Error("dueq serve not ready in 60 s:\n" + log);
+    url ??= /listening on (http:\/\/[0-9.:]+)/.exec(log)?.[1];
+    if (url) {
+      try {
+        if ((await fetch(url + "/readyz")).ok) break;
+      } catch {}
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    token,
+    async stop() {
+      if (proc.exitCode === null) {
+        const exited = new Promise((r) => proc.once("exit", r));
+        proc.kill("SIGTERM");
+        const t = setTimeout(() => proc.kill("SIGKILL"), 30_000);
+        await exited;
+        clearTimeout(t);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A queue name of its own for each test. */
+export const fresh = () => "ts-" + randomUUID().slice(0, 12);
+
+/** Polls `cond` until it returns a truthy value (returned) or `timeoutMs` passes. */
+export async function waitUntil(cond, timeoutMs = 10_000, what = "condition") {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { after, before, test } from "node:test";
+import { Client, Worker, fail, retry } from "../dist/index.js";
+import { fresh, startServer, waitUntil } from "./server.mjs";
+
+let server, client;
+before(async () => {
+  server = await startServer();
+  client = new Client(server.url, { token: server.token });
+});
+after(() => server?.stop());
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+test("runs, acks, nacks and keeps the concurrency limit", async () => {
+  const q = client.queue(fresh());
+  await q.enqueueBatch(Array.from({ length: 40 }, (_, n) => ({ payload: { n } })));
+  await q.enqueue("throw");
+  await q.enqueue("retry");
+  await q.enqueue("fail");
+  let running = 0, peak = 0;
+  const w = new Worker(client, q, async (t) => {
+    running++;
+    peak = Math.max(peak, running);
+    try {
+      await sleep(10); // some work, so that handlers overlap
+      if (t.payload === "throw") throw new TypeError("no such order");
+      if (t.payload === "retry") return retry(3_600_000, "later");
+      if (t.payload === "fail") return fail("refunded");
+    } finally {
+      running--;
+    }
+  }, { concurrency: 4, claimMax: 10, pollMs: 200, handleSignals: false });
+  const run = w.run();
+  await waitUntil(() => w.stats.acked === 40 && w.stats.dead === 1 && w.stats.retried === 2, 10_000, "all answered");
+  w.stop();
+  const stats = await run;
+  assert.ok(peak >= 2 && peak <= 4, `peak ${peak}`);
+  assert.equal(stats.lease_lost, 0);
+  const s = await q.stats();
+  assert.deepEqual([s.succeeded_total, s.dead, s.active], [40, 1, 0]);
+  assert.equal((await q.deadList()).tasks[0].last_error, "refunded");
+});
+
+test("a thrown error is the task's last_error; long handlers keep their lease", async () => {
+  const q = client.queue(fresh());
+  const bad = await q.enqueue("bad");
+  const slow = await q.enqueue("slow");
+  const w = new Worker(client, q, async (t) => {
+    if (t.payload === "bad") throw new RangeError("order 42");
+    await sleep(3000); // the handler's own work: three times its 1 s lease
+  }, { leaseMs: 1000, pollMs: 200, handleSignals: false });
+  const run = w.run();
+  await waitUntil(() => w.stats.acked === 1 && w.stats.retried >= 1, 15_000, "both answered");
+  w.stop();
+  const stats = await run;
+  assert.equal(stats.lease_lost, 0);
+  assert.equal(await q.get(slow.id), null);
+  assert.equal((await q.get(bad.id)).last_error, "RangeError: order 42");
+});
+
+const SCRIPT = `
+import { Client, Worker } from ${JSON.stringify(new URL("../dist/index.js", import.meta.url).href)};
+const [url, token, queue] = process.argv.slice(1);
+const w = new Worker(new Client(url, { token }), queue, async (t) => {
+  console.log("started " + t.id);
+  await new Promise((r) => setTimeout(r, 60_000));
+}, { concurrency: 1, claimMax: 1, pollMs: 200, graceMs: 200 });
+const s = await w.run();
+console.log("stopped " + s.released);
+process.exit(0);
+`;
+
+test("SIGTERM stops gracefully and hands the lease back", async () => {
+  const q = client.queue(fresh());
+  const e = await q.enqueue("held");
+  const p = spawn(process.execPath, ["--input-type=module", "-e", SCRIPT, server.url, server.token, q.name], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  p.stdout.on("data", (d) => (out += d));
+  const exited = new Promise((r) => p.once("exit", r));
+  try {
+    await waitUntil(() => out.includes("started"), 15_000, "handler start");
+    assert.equal(out.trim(), `started ${e.id}`);
+    p.kill("SIGTERM");
+    assert.equal(await exited, 0);
+  } finally {
+    if (p.exitCode === null) p.kill("SIGKILL");
+  }
+  assert.match(out, /stopped 1\s*$/);
+  const t = await q.get(e.id);
+  assert.deepEqual([t.state, t.attempt], ["scheduled", 0]);
+});
