@@ -50,15 +50,19 @@
 //! The table and the row format (the contract for writers in other languages) are described
 //! in the crate README and in `migrations/0001_outbox.sql`.
 
+mod config;
 mod error;
 mod reconciler;
 mod relay;
+mod rows;
 mod schema;
 mod task;
+mod tombstones;
 
+pub use config::{RelayConfig, RelayReport};
 pub use error::{Error, Result};
 pub use reconciler::ReconcileReport;
-pub use relay::{CHANNEL, Relay, RelayConfig, RelayReport};
+pub use relay::{CHANNEL, Relay};
 pub use schema::migrate;
 pub use task::{
     MAX_DELAY_MS, MAX_PAYLOAD_BYTES, OutboxCancel, OutboxDue, OutboxEnqueued, OutboxStats,

@@ -22,7 +22,8 @@ use std::time::Instant;
 use sqlx::Row;
 
 use crate::error::Result;
-use crate::relay::{Found, OutRow, ROW_COLUMNS, Relay, Update, apply, lock, relay_mode};
+use crate::relay::Relay;
+use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
 use crate::task::to_i64;
 
 /// What one reconciler pass found and did.

@@ -1,5 +1,5 @@
 //! The relay: is responsible for carrying committed rows into Redis (enqueue, cancel,
-//! reschedule), removing the Redis tasks of rows deleted or finished by hand (tombstones), and
+//! reschedule), removing the Redis tasks of rows deleted or finished by hand (`tombstones.rs`), and
 //! writing what happened in Redis (succeeded, dead) back to the table.
 //!
 //! Every step takes a batch of rows with `FOR UPDATE SKIP LOCKED` in one PostgreSQL
@@ -22,137 +22,16 @@ use std::time::Duration;
 
 use dueq::{CancelOutcome, Queue, RescheduleOutcome, TaskId, TaskRef, TaskSpec, TaskState};
 use futures_util::future::join_all;
-use sqlx::postgres::{PgListener, PgRow};
-use sqlx::{PgPool, Postgres, Row, Transaction};
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
 
-use crate::error::{Error, Result};
+use crate::config::{RelayConfig, RelayReport};
+use crate::error::Result;
+use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
 use crate::task::{to_i64, to_u64};
 
 /// The channel the table's triggers notify.
 pub const CHANNEL: &str = "dueq_outbox";
-
-/// Settings of a [`Relay`] (and of its reconciler). Build with `RelayConfig::default()` and
-/// the setting methods.
-#[derive(Debug, Clone)]
-pub struct RelayConfig {
-    pub(crate) batch: usize,
-    pub(crate) poll_ms: u64,
-    pub(crate) recheck_ms: u64,
-    pub(crate) succeeded_retention: u64,
-    pub(crate) reconcile_interval_ms: u64,
-    pub(crate) horizon_ms: u64,
-    pub(crate) max_rows_per_pass: usize,
-    pub(crate) max_restores: i32,
-}
-
-impl Default for RelayConfig {
-    fn default() -> Self {
-        Self {
-            batch: 1_000,
-            poll_ms: 1_000,
-            recheck_ms: 1_000,
-            succeeded_retention: 10_000,
-            reconcile_interval_ms: 300_000,
-            horizon_ms: 3_600_000,
-            max_rows_per_pass: 100_000,
-            max_restores: 3,
-        }
-    }
-}
-
-impl RelayConfig {
-    /// Rows per batch (one PostgreSQL transaction, one Redis script call per queue for
-    /// enqueues), 1 to 1 000. Default 1 000.
-    pub fn batch(mut self, n: usize) -> Self {
-        self.batch = n.clamp(1, 1_000);
-        self
-    }
-
-    /// Fallback poll when no notification arrives, ms (at least 10). Default 1 000: a lost
-    /// `NOTIFY` delays a row by at most this.
-    pub fn poll_ms(mut self, ms: u64) -> Self {
-        self.poll_ms = ms.max(10);
-        self
-    }
-
-    /// Shortest time between two outcome lookups of one relayed row, ms. Default 1 000.
-    pub fn recheck_ms(mut self, ms: u64) -> Self {
-        self.recheck_ms = ms;
-        self
-    }
-
-    /// Succeeded tasks each served queue keeps in Redis so the relay can tell "acknowledged"
-    /// from "lost" (set on the queue's settings when the relay first meets the queue; 0 leaves
-    /// the queue's setting alone). Default 10 000. An acknowledged task pushed out of the
-    /// retention before the relay looked it up is taken for lost and run again (at most
-    /// `max_restores` times).
-    pub fn succeeded_retention(mut self, n: u64) -> Self {
-        self.succeeded_retention = n;
-        self
-    }
-
-    /// Time between two reconciler passes of [`Relay::run_until`], ms (at least 1 000).
-    /// Default 300 000 (5 minutes).
-    pub fn reconcile_interval_ms(mut self, ms: u64) -> Self {
-        self.reconcile_interval_ms = ms.max(1_000);
-        self
-    }
-
-    /// The reconciler checks relayed rows due before now plus this, ms. Default 3 600 000
-    /// (1 hour); keep it above the interval so a task lost in Redis is restored before it is
-    /// due.
-    pub fn horizon_ms(mut self, ms: u64) -> Self {
-        self.horizon_ms = ms;
-        self
-    }
-
-    /// Rows one reconciler pass looks at, at most (in batches of `batch`); the next pass goes
-    /// on from where this one stopped. Default 100 000.
-    pub fn max_rows_per_pass(mut self, n: usize) -> Self {
-        self.max_rows_per_pass = n.max(1);
-        self
-    }
-
-    /// Times the reconciler re-adds one row's task before giving up on it (the row is then
-    /// `dead` with a `last_error` saying so). Default 3.
-    pub fn max_restores(mut self, n: u32) -> Self {
-        self.max_restores = i32::try_from(n).unwrap_or(i32::MAX);
-        self
-    }
-}
-
-/// What one [`Relay::relay_once`] call did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RelayReport {
-    /// Rows enqueued into Redis.
-    pub enqueued: u64,
-    /// Cancels applied in Redis (whatever their outcome).
-    pub cancels: u64,
-    /// Reschedules applied in Redis.
-    pub reschedules: u64,
-    /// Rows Redis refused (now `rejected`).
-    pub rejected: u64,
-    /// Redis tasks removed for deleted or finished rows (tombstones).
-    pub removed: u64,
-    /// Rows found finished in Redis and written back (succeeded or dead).
-    pub finished: u64,
-    /// Whether a batch of rows to relay or of tombstones was full (more work is likely
-    /// waiting).
-    pub more: bool,
-}
-
-impl RelayReport {
-    fn add(&mut self, o: RelayReport) {
-        self.enqueued += o.enqueued;
-        self.cancels += o.cancels;
-        self.reschedules += o.reschedules;
-        self.rejected += o.rejected;
-        self.removed += o.removed;
-        self.finished += o.finished;
-        self.more |= o.more;
-    }
-}
 
 /// Moves committed outbox rows into Redis and writes outcomes back; also runs the reconciler
 /// ([`Relay::reconcile`]). Cheap to clone.
@@ -169,145 +48,6 @@ impl std::fmt::Debug for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Relay").field("cfg", &self.cfg).finish()
     }
-}
-
-/// A row update: the state a step decided, written back in one statement per batch.
-#[derive(Debug)]
-pub(crate) struct Update {
-    pub id: i64,
-    pub state: &'static str,
-    pub task_id: Option<String>,
-    pub last_error: Option<String>,
-    pub checked: bool,
-    pub restored: bool,
-}
-
-impl Update {
-    pub(crate) fn new(id: i64, state: &'static str) -> Self {
-        Self {
-            id,
-            state,
-            task_id: None,
-            last_error: None,
-            checked: false,
-            restored: false,
-        }
-    }
-}
-
-/// A row as the relay reads it.
-#[derive(Debug)]
-pub(crate) struct OutRow {
-    pub id: i64,
-    pub queue: String,
-    pub key: String,
-    pub payload: Vec<u8>,
-    pub due_at_ms: i64,
-    pub max_attempts: Option<i32>,
-    pub lease_ms: Option<i64>,
-    pub relay_op: Option<String>,
-    pub task_id: Option<String>,
-    pub restores: i32,
-    pub age_ms: i64,
-}
-
-/// The columns [`OutRow::from_row`] reads, in order.
-pub(crate) const ROW_COLUMNS: &str = "id, queue, key, payload, due_at_ms, max_attempts, lease_ms, \
-     relay_op, task_id, restores, \
-     dueq_outbox_now_ms() - (extract(epoch FROM created_at) * 1000)::bigint AS age_ms";
-
-impl OutRow {
-    pub(crate) fn from_row(r: &PgRow) -> Result<Self> {
-        Ok(Self {
-            id: r.try_get(0)?,
-            queue: r.try_get(1)?,
-            key: r.try_get(2)?,
-            payload: r.try_get(3)?,
-            due_at_ms: r.try_get(4)?,
-            max_attempts: r.try_get(5)?,
-            lease_ms: r.try_get(6)?,
-            relay_op: r.try_get(7)?,
-            task_id: r.try_get(8)?,
-            restores: r.try_get(9)?,
-            age_ms: r.try_get(10)?,
-        })
-    }
-
-    /// The row's live Redis task: by key, since the row is the one live row of its key (task
-    /// ids are not used here: a wiped Redis hands out the same ids again).
-    pub(crate) fn key_ref(&self) -> Result<TaskRef> {
-        Ok(TaskRef::key(self.key.clone())?)
-    }
-
-    /// The dueq task for this row, due at its stored (original) due time.
-    pub(crate) fn spec(&self) -> TaskSpec {
-        let mut s = TaskSpec::new(self.payload.clone())
-            .key(self.key.clone())
-            .due_at_ms(to_u64(self.due_at_ms));
-        if let Some(n) = self.max_attempts.and_then(|n| u32::try_from(n).ok()) {
-            s = s.max_attempts(n);
-        }
-        if let Some(l) = self.lease_ms {
-            s = s.lease_ms(to_u64(l));
-        }
-        s
-    }
-}
-
-/// Marks the transaction as the relay's, so the table's guard trigger leaves no tombstone
-/// for the state changes it writes.
-pub(crate) async fn relay_mode(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
-    sqlx::query("SELECT set_config('dueq.relay', 'on', true)")
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
-/// Writes a batch of [`Update`]s in one statement.
-pub(crate) async fn apply(tx: &mut Transaction<'_, Postgres>, updates: &[Update]) -> Result<()> {
-    if updates.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<i64> = updates.iter().map(|u| u.id).collect();
-    let states: Vec<&str> = updates.iter().map(|u| u.state).collect();
-    let task_ids: Vec<Option<&str>> = updates.iter().map(|u| u.task_id.as_deref()).collect();
-    let errors: Vec<Option<&str>> = updates.iter().map(|u| u.last_error.as_deref()).collect();
-    let checked: Vec<bool> = updates.iter().map(|u| u.checked).collect();
-    let restored: Vec<bool> = updates.iter().map(|u| u.restored).collect();
-    sqlx::query(
-        "UPDATE dueq_outbox AS o SET
-             state = u.state,
-             relay_op = NULL,
-             task_id = coalesce(u.task_id, o.task_id),
-             last_error = coalesce(u.last_error, o.last_error),
-             relayed_at = CASE WHEN o.state = 'pending' AND u.state = 'relayed'
-                               THEN clock_timestamp() ELSE o.relayed_at END,
-             finished_at = CASE WHEN u.state IN ('succeeded', 'dead', 'cancelled', 'rejected')
-                                THEN clock_timestamp() ELSE o.finished_at END,
-             checked_at_ms = CASE WHEN u.checked THEN dueq_outbox_now_ms() END,
-             restores = o.restores + CASE WHEN u.restored THEN 1 ELSE 0 END
-         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::bool[])
-              AS u(id, state, task_id, last_error, checked, restored)
-         WHERE o.id = u.id",
-    )
-    .bind(&ids)
-    .bind(&states)
-    .bind(&task_ids)
-    .bind(&errors)
-    .bind(&checked)
-    .bind(&restored)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// What a lookup by id says about a row's task.
-pub(crate) enum Found {
-    /// Scheduled or active, with this id.
-    Live(String),
-    Succeeded,
-    Dead(Option<String>),
-    Missing,
 }
 
 impl Relay {
@@ -511,82 +251,6 @@ impl Relay {
         Ok(u)
     }
 
-    /// Cancels, by id, the Redis tasks of rows that were deleted or finished by hand.
-    pub(crate) async fn sweep_tombstones(&self) -> Result<RelayReport> {
-        let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(
-            "SELECT id, queue, key, task_id FROM dueq_outbox_tombstones
-             WHERE retry_at_ms <= dueq_outbox_now_ms()
-             ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
-        )
-        .bind(to_i64(self.cfg.batch as u64))
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut report = RelayReport {
-            more: rows.len() >= self.cfg.batch,
-            ..RelayReport::default()
-        };
-        if rows.is_empty() {
-            return Ok(report);
-        }
-        let mut stones = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let id: i64 = r.try_get(0)?;
-            let queue: String = r.try_get(1)?;
-            let key: String = r.try_get(2)?;
-            let task: String = r.try_get(3)?;
-            stones.push((id, queue, key, task));
-        }
-        // Cancel by key, and only if the key's live task is the tombstone's task: after a
-        // wipe Redis reuses ids, and a newer row may own the key by now.
-        let results = join_all(stones.iter().map(|(_, queue, key, task)| async move {
-            let q = self.queue(queue).await?;
-            let target = TaskRef::key(key.clone())?;
-            match q.get(&target).await? {
-                Some(t) if t.id.as_str() == task => {
-                    Ok::<_, Error>(q.cancel(&TaskRef::Id(t.id)).await?)
-                }
-                _ => Ok(CancelOutcome::NotFound),
-            }
-        }))
-        .await;
-        let mut done = Vec::new();
-        let mut later = Vec::new();
-        for ((id, queue, _, _), res) in stones.iter().zip(results) {
-            match res {
-                Ok(CancelOutcome::Cancelled) => {
-                    report.removed += 1;
-                    metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.clone(),
-                        "direction" => "removed_from_redis")
-                    .increment(1);
-                    done.push(*id);
-                }
-                Ok(CancelOutcome::InProgress) => later.push(*id),
-                Ok(_) => done.push(*id),
-                Err(e) if e.is_retryable() => return Err(e),
-                // a malformed task id or queue: nothing in Redis can match it
-                Err(e) => {
-                    tracing::warn!(tombstone = id, error = %e, "dropping a tombstone");
-                    done.push(*id);
-                }
-            }
-        }
-        sqlx::query("DELETE FROM dueq_outbox_tombstones WHERE id = ANY($1)")
-            .bind(&done)
-            .execute(&mut *tx)
-            .await?;
-        // A running task cannot be cancelled; look again in a second (it may be retried).
-        sqlx::query(
-            "UPDATE dueq_outbox_tombstones SET retry_at_ms = dueq_outbox_now_ms() + 1000
-             WHERE id = ANY($1)",
-        )
-        .bind(&later)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(report)
-    }
-
     /// Looks up, in Redis, one batch of relayed rows that are due, and writes back those that
     /// finished.
     async fn track_batch(&self) -> Result<RelayReport> {
@@ -773,9 +437,4 @@ async fn recv(listener: &mut Option<PgListener>) -> Result<()> {
         }
         None => std::future::pending().await,
     }
-}
-
-/// Locks a mutex, recovering from poisoning (the maps hold plain handles, valid either way).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
