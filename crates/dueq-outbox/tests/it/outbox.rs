@@ -371,3 +371,47 @@ async fn the_relay_survives_lost_database_connections() {
     }
     relay.stop().await;
 }
+
+/// A reconciler pass looks at `max_rows_per_pass` rows at most and the next pass goes on from
+/// where it stopped, so a large table never holds either side for long.
+#[tokio::test]
+async fn reconciler_passes_are_bounded_and_resume_where_they_stopped() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default().batch(5).max_rows_per_pass(10));
+    let mut tx = env.db.pool.begin().await.unwrap();
+    for i in 0..25 {
+        let t = OutboxTask::new(format!("k{i}"), b"".to_vec()).delay_ms(60_000 + i);
+        enqueue_in_tx(&mut tx, "q", &t).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    env.relay_all(&relay).await;
+    let mut raw = env.redis.conn();
+    let _: () = redis::cmd("FLUSHALL").query(&mut raw).unwrap();
+    let mut restored = Vec::new();
+    loop {
+        let rep = relay.reconcile().await.unwrap();
+        assert!(rep.examined <= 10, "{rep:?}");
+        restored.push(rep.restored);
+        if rep.complete {
+            break;
+        }
+        assert!(restored.len() < 10, "passes never completed: {restored:?}");
+    }
+    assert_eq!(restored, vec![10, 10, 5]);
+    assert_eq!(
+        env.client
+            .queue("q")
+            .unwrap()
+            .stats()
+            .await
+            .unwrap()
+            .scheduled,
+        25
+    );
+    let rep = relay.reconcile().await.unwrap();
+    assert_eq!(
+        (rep.examined, rep.in_sync, rep.restored),
+        (10, 10, 0),
+        "{rep:?}"
+    );
+}
