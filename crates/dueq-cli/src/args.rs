@@ -56,6 +56,43 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Measure throughput, lateness, idle cost and memory (DESIGN section 6 workloads).
     Bench(BenchArgs),
+    /// PostgreSQL outbox: carry committed `dueq_outbox` rows into Redis, write outcomes back,
+    /// and reconcile both sides (at start and every --reconcile-interval-ms). Migrates the
+    /// table first. SIGINT/SIGTERM stop it.
+    Relay(RelayArgs),
+}
+
+/// `dueq relay`.
+#[derive(Debug, Args)]
+pub struct RelayArgs {
+    /// PostgreSQL URL of the database holding the outbox table (postgres://user@host/db).
+    #[arg(long, env = "DUEQ_POSTGRES_URL")]
+    pub postgres: String,
+    /// Run one reconciler pass, print its report and exit (no relaying).
+    #[arg(long)]
+    pub reconcile_once: bool,
+    /// Time between two reconciler passes, ms.
+    #[arg(long, default_value_t = 300_000)]
+    pub reconcile_interval_ms: u64,
+    /// The reconciler checks rows due before now plus this, ms.
+    #[arg(long, default_value_t = 3_600_000)]
+    pub horizon_ms: u64,
+    /// Rows one reconciler pass looks at, at most (the next pass goes on).
+    #[arg(long, default_value_t = 100_000)]
+    pub max_rows_per_pass: usize,
+    /// Fallback poll when no NOTIFY arrives, ms.
+    #[arg(long, default_value_t = 1_000)]
+    pub poll_ms: u64,
+    /// Rows per batch (1 to 1000).
+    #[arg(long, default_value_t = 1_000)]
+    pub batch: usize,
+    /// Succeeded tasks each served queue keeps in Redis so the relay can record completions
+    /// (0: leave the queue's setting alone).
+    #[arg(long, default_value_t = 10_000)]
+    pub succeeded_retention: u64,
+    /// Most PostgreSQL connections.
+    #[arg(long, default_value_t = 4)]
+    pub max_connections: u32,
 }
 
 /// A queue name.
@@ -261,7 +298,8 @@ pub struct ReplayArgs {
 /// `dueq bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W1, W2, W3, IDLE, W4, W5 (default: all).
+    /// Workloads to run, comma-separated: W1, W2, W3, IDLE, W4, W5, OUTBOX (default: all but
+    /// OUTBOX).
     #[arg(long, value_delimiter = ',')]
     pub workload: Vec<crate::bench::Workload>,
     /// Runs of each workload; the median is reported.
@@ -270,6 +308,9 @@ pub struct BenchArgs {
     /// Tiny sizes that only check the bench still works (for CI).
     #[arg(long)]
     pub smoke: bool,
+    /// PostgreSQL URL for the OUTBOX workload (its rows are deleted after each run).
+    #[arg(long, env = "DUEQ_POSTGRES_URL")]
+    pub postgres: Option<String>,
 }
 
 /// `dueq serve`.

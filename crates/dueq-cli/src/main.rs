@@ -70,6 +70,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Webhook(w) => cmd::webhook::run(&connect(redis).await?, w, json).await,
         Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
+        Command::Relay(a) => cmd::relay::run(connect(redis).await?, a, json).await,
         Command::Bench(a) => {
             let workloads = if a.workload.is_empty() {
                 bench::Workload::ALL.to_vec()
@@ -81,7 +82,15 @@ async fn run(cli: Cli) -> Result<()> {
             } else {
                 bench::Sizes::full()
             };
-            bench::run(redis, &workloads, a.runs, &sizes, json).await
+            bench::run(
+                redis,
+                &workloads,
+                a.runs,
+                &sizes,
+                json,
+                a.postgres.as_deref(),
+            )
+            .await
         }
     }
 }

@@ -12,6 +12,7 @@
 //! * lateness: handler start minus due time, both by the Redis clock (see
 //!   `ClaimedTask::started_at_ms`), in whole milliseconds.
 
+mod outbox;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -43,6 +44,8 @@ pub struct Sizes {
     pub w4: Vec<usize>,
     /// W5 tasks.
     pub w5: usize,
+    /// OUTBOX rows.
+    pub outbox: usize,
 }
 
 impl Sizes {
@@ -57,6 +60,7 @@ impl Sizes {
             idle: Duration::from_secs(10),
             w4: vec![10_000, 100_000, 1_000_000, 10_000_000],
             w5: 100_000,
+            outbox: 50_000,
         }
     }
 
@@ -71,6 +75,7 @@ impl Sizes {
             idle: Duration::from_secs(1),
             w4: vec![1_000, 10_000],
             w5: 2_000,
+            outbox: 500,
         }
     }
 }
@@ -203,6 +208,7 @@ pub async fn run(
     runs: usize,
     sizes: &Sizes,
     json_out: bool,
+    postgres: Option<&str>,
 ) -> Result<()> {
     if runs == 0 {
         bail!("--runs must be at least 1");
@@ -225,7 +231,7 @@ pub async fn run(
                 .map(str::to_owned)
                 .or_else(|| embedded.as_ref().map(|e| e.url().to_owned()))
                 .context("no Redis")?;
-            let figures = workloads::run(*w, &url, sizes, run).await;
+            let figures = workloads::run(*w, &url, sizes, run, postgres).await;
             if let Some(e) = embedded {
                 e.stop().await;
             }

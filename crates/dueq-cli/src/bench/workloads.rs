@@ -26,6 +26,9 @@ pub enum Workload {
     W4,
     /// Memory per pending task with a 100-byte payload.
     W5,
+    /// Timers through the PostgreSQL outbox and a relay (needs `--postgres`; not in the
+    /// default set).
+    Outbox,
 }
 
 impl Workload {
@@ -48,6 +51,7 @@ impl Workload {
             Workload::Idle => "IDLE",
             Workload::W4 => "W4",
             Workload::W5 => "W5",
+            Workload::Outbox => "OUTBOX",
         }
     }
 }
@@ -58,8 +62,9 @@ impl FromStr for Workload {
     fn from_str(s: &str) -> Result<Self, String> {
         Workload::ALL
             .into_iter()
+            .chain([Workload::Outbox])
             .find(|w| w.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5"))
+            .ok_or_else(|| format!("unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5, OUTBOX"))
     }
 }
 
@@ -140,7 +145,13 @@ fn future_specs(n: usize, delay_ms: u64) -> Vec<TaskSpec> {
 }
 
 /// Runs one workload once against `url`.
-pub async fn run(w: Workload, url: &str, sizes: &Sizes, run: usize) -> Result<Vec<Figure>> {
+pub async fn run(
+    w: Workload,
+    url: &str,
+    sizes: &Sizes,
+    run: usize,
+    postgres: Option<&str>,
+) -> Result<Vec<Figure>> {
     let client = Client::connect(url).await?;
     let probe = Probe {
         client: client.clone(),
@@ -165,6 +176,11 @@ pub async fn run(w: Workload, url: &str, sizes: &Sizes, run: usize) -> Result<Ve
             w4(url, &client, &queues).await
         }
         Workload::W5 => w5(&queue, &probe, sizes.w5).await,
+        Workload::Outbox => {
+            let pg =
+                anyhow::Context::context(postgres, "the OUTBOX workload needs --postgres URL")?;
+            super::outbox::run(&client, &probe, &queue_name, pg, sizes.outbox).await
+        }
     }
 }
 

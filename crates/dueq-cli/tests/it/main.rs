@@ -4,6 +4,7 @@
 
 mod bench;
 mod commands;
+mod relay;
 mod replay;
 mod serve;
 mod webhook;

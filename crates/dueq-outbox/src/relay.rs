@@ -1,0 +1,440 @@
+//! The relay: is responsible for carrying committed rows into Redis (enqueue, cancel,
+//! reschedule), removing the Redis tasks of rows deleted or finished by hand (`tombstones.rs`), and
+//! writing what happened in Redis (succeeded, dead) back to the table.
+//!
+//! Every step takes a batch of rows with `FOR UPDATE SKIP LOCKED` in one PostgreSQL
+//! transaction, does the Redis calls, writes the results with one `UPDATE ... FROM unnest()`
+//! and commits; several relays therefore take disjoint batches, and a relay that dies before
+//! its commit leaves the rows to be taken again (the Redis enqueue is idempotent by key, so
+//! a repeat finds the task it already made).
+//!
+//! How outcomes are learnt: no worker-side hook exists, so the relay looks the task up by id
+//! in Redis for relayed rows that are due (at most one lookup per row per `recheck_ms`). An
+//! acknowledged task leaves no record in Redis unless the queue retains succeeded tasks, so
+//! the relay sets the queues it serves to keep the newest `succeeded_retention` of them
+//! (default 10 000). A task found neither live nor retained is left `relayed` for the
+//! reconciler, which treats it as lost (see `reconciler.rs`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dueq::{CancelOutcome, Queue, RescheduleOutcome, TaskId, TaskRef, TaskSpec, TaskState};
+use futures_util::future::join_all;
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+
+use crate::config::{RelayConfig, RelayReport};
+use crate::error::Result;
+use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
+use crate::task::{to_i64, to_u64};
+
+/// The channel the table's triggers notify.
+pub const CHANNEL: &str = "dueq_outbox";
+
+/// Moves committed outbox rows into Redis and writes outcomes back; also runs the reconciler
+/// ([`Relay::reconcile`]). Cheap to clone.
+#[derive(Clone)]
+pub struct Relay {
+    pub(crate) pool: PgPool,
+    pub(crate) client: dueq::Client,
+    pub(crate) cfg: RelayConfig,
+    queues: Arc<Mutex<HashMap<String, Queue>>>,
+    pub(crate) cursor: Arc<Mutex<Option<(i64, i64)>>>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay").field("cfg", &self.cfg).finish()
+    }
+}
+
+impl Relay {
+    /// A relay over this pool (the database holding the outbox table, migrated) and this
+    /// Redis client.
+    pub fn new(pool: PgPool, client: dueq::Client, cfg: RelayConfig) -> Self {
+        Self {
+            pool,
+            client,
+            cfg,
+            queues: Arc::default(),
+            cursor: Arc::default(),
+        }
+    }
+
+    /// The PostgreSQL pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The queue handle for a name, setting its succeeded retention on first use.
+    pub(crate) async fn queue(&self, name: &str) -> Result<Queue> {
+        if let Some(q) = lock(&self.queues).get(name) {
+            return Ok(q.clone());
+        }
+        let q = self.client.queue(name)?;
+        if self.cfg.succeeded_retention > 0 {
+            q.configure(dueq::QueueSettings::default().succeeded_max(self.cfg.succeeded_retention))
+                .await?;
+        }
+        lock(&self.queues).insert(name.to_owned(), q.clone());
+        Ok(q)
+    }
+
+    /// Forgets the queue handles, so each queue's retention is set again on next use (Redis
+    /// may have lost its settings).
+    pub(crate) fn forget_queues(&self) {
+        lock(&self.queues).clear();
+    }
+
+    /// Looks up a row's task in Redis: live by key, else finished by its id (a task found by
+    /// id counts only if it carries the row's key: after a wipe Redis reuses ids).
+    pub(crate) async fn find(&self, row: &OutRow) -> Result<Found> {
+        let q = self.queue(&row.queue).await?;
+        if let Some(t) = q.get(&row.key_ref()?).await? {
+            return Ok(Found::Live(t.id.to_string()));
+        }
+        let Some(id) = &row.task_id else {
+            return Ok(Found::Missing);
+        };
+        let Ok(id) = TaskId::new(id.clone()) else {
+            return Ok(Found::Missing);
+        };
+        Ok(match q.get(&TaskRef::Id(id)).await? {
+            Some(t) if t.key.as_deref() == Some(row.key.as_str()) => match t.state {
+                TaskState::Succeeded => Found::Succeeded,
+                TaskState::Dead => Found::Dead(t.last_error),
+                _ => Found::Live(t.id.to_string()),
+            },
+            _ => Found::Missing,
+        })
+    }
+
+    /// One round of every relay duty: a batch of rows to carry into Redis, a batch of
+    /// tombstones, a batch of outcome lookups.
+    ///
+    /// # Errors
+    /// [`Error::Postgres`] or [`Error::Dueq`]; the failed batch's transaction is rolled back,
+    /// so its rows are taken again by the next call (nothing lost).
+    pub async fn relay_once(&self) -> Result<RelayReport> {
+        let mut r = self.relay_batch().await?;
+        r.add(self.sweep_tombstones().await?);
+        r.add(self.track_batch().await?);
+        Ok(r)
+    }
+
+    /// Carries one batch of rows with a pending `relay_op` into Redis.
+    async fn relay_batch(&self) -> Result<RelayReport> {
+        let mut tx = self.pool.begin().await?;
+        relay_mode(&mut tx).await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {ROW_COLUMNS} FROM dueq_outbox WHERE relay_op IS NOT NULL
+             ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(to_i64(self.cfg.batch as u64))
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut report = RelayReport {
+            more: rows.len() >= self.cfg.batch,
+            ..RelayReport::default()
+        };
+        if rows.is_empty() {
+            return Ok(report);
+        }
+        let rows = rows
+            .iter()
+            .map(OutRow::from_row)
+            .collect::<Result<Vec<_>>>()?;
+        let mut updates = Vec::with_capacity(rows.len());
+        // enqueues: one batch per queue, in row order
+        let mut by_queue: HashMap<&str, Vec<&OutRow>> = HashMap::new();
+        let mut others = Vec::new();
+        for r in &rows {
+            if r.relay_op.as_deref() == Some("enqueue") {
+                by_queue.entry(r.queue.as_str()).or_default().push(r);
+            } else {
+                others.push(r);
+            }
+        }
+        for (queue, group) in by_queue {
+            let q = self.queue(queue).await?;
+            let specs: Vec<TaskSpec> = group.iter().map(|r| r.spec()).collect();
+            match q.enqueue_batch(&specs).await {
+                Ok(done) => {
+                    for (r, e) in group.iter().zip(done) {
+                        let mut u = Update::new(r.id, "relayed");
+                        u.task_id = Some(e.id.to_string());
+                        updates.push(u);
+                        lag(queue, r.age_ms);
+                    }
+                    report.enqueued += specs.len() as u64;
+                }
+                Err(e) if e.is_retryable() => return Err(e.into()),
+                // One bad row refuses the whole batch: find it (them) one by one.
+                Err(_) => {
+                    for (r, s) in group.iter().zip(specs) {
+                        match q.enqueue(s).await {
+                            Ok(e) => {
+                                let mut u = Update::new(r.id, "relayed");
+                                u.task_id = Some(e.id.to_string());
+                                updates.push(u);
+                                report.enqueued += 1;
+                            }
+                            Err(e) if e.is_retryable() => return Err(e.into()),
+                            Err(e) => {
+                                tracing::warn!(row = r.id, queue, error = %e, "row refused by Redis");
+                                let mut u = Update::new(r.id, "rejected");
+                                u.last_error = Some(format!("refused by dueq: {e}"));
+                                updates.push(u);
+                                report.rejected += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            metrics::counter!("dueq_outbox_relayed_total", "queue" => queue.to_owned(), "op" => "enqueue")
+                .increment(group.len() as u64);
+        }
+        // cancels and reschedules: one call each, all in flight at once
+        let results = join_all(others.iter().map(|r| self.apply_op(r))).await;
+        for (r, res) in others.iter().zip(results) {
+            let u = res?;
+            if r.relay_op.as_deref() == Some("cancel") {
+                report.cancels += 1;
+            } else {
+                report.reschedules += 1;
+            }
+            metrics::counter!("dueq_outbox_relayed_total", "queue" => r.queue.clone(),
+                "op" => if r.relay_op.as_deref() == Some("cancel") { "cancel" } else { "reschedule" })
+            .increment(1);
+            updates.push(u);
+        }
+        apply(&mut tx, &updates).await?;
+        tx.commit().await?;
+        Ok(report)
+    }
+
+    /// Applies a row's cancel or reschedule in Redis; returns the row's new state.
+    async fn apply_op(&self, r: &OutRow) -> Result<Update> {
+        let q = self.queue(&r.queue).await?;
+        let target = r.key_ref()?;
+        if r.relay_op.as_deref() == Some("cancel") {
+            let mut u = match q.cancel(&target).await? {
+                CancelOutcome::Cancelled => Update::new(r.id, "cancelled"),
+                CancelOutcome::InProgress => {
+                    let mut u = Update::new(r.id, "relayed");
+                    u.last_error = Some("cancel came while a worker was running the task".into());
+                    u
+                }
+                _ => match self.find(r).await? {
+                    Found::Succeeded => Update::new(r.id, "succeeded"),
+                    Found::Dead(e) => {
+                        let mut u = Update::new(r.id, "dead");
+                        u.last_error = e;
+                        u
+                    }
+                    // Not live by key (the cancel just said so) and no record: it will not
+                    // run, which is what the cancel asked for.
+                    _ => Update::new(r.id, "cancelled"),
+                },
+            };
+            u.checked = false;
+            return Ok(u);
+        }
+        let due = dueq::Due::AtMs(to_u64(r.due_at_ms));
+        let mut u = Update::new(r.id, "relayed");
+        // Not found: finished or lost; outcome tracking and the reconciler decide.
+        if q.reschedule(&target, due).await? == RescheduleOutcome::InProgress {
+            u.last_error = Some("reschedule came while a worker was running the task".into());
+        }
+        Ok(u)
+    }
+
+    /// Looks up, in Redis, one batch of relayed rows that are due, and writes back those that
+    /// finished.
+    async fn track_batch(&self) -> Result<RelayReport> {
+        let mut tx = self.pool.begin().await?;
+        relay_mode(&mut tx).await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {ROW_COLUMNS} FROM dueq_outbox
+             WHERE state = 'relayed' AND relay_op IS NULL AND due_at_ms <= dueq_outbox_now_ms()
+               AND (checked_at_ms IS NULL OR checked_at_ms <= dueq_outbox_now_ms() - $2)
+             ORDER BY due_at_ms, id LIMIT $1 FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(to_i64(self.cfg.batch as u64))
+        .bind(to_i64(self.cfg.recheck_ms))
+        .fetch_all(&mut *tx)
+        .await?;
+        // A full batch does not set `more`: lookups are paced by `recheck_ms`, not repeated
+        // back to back.
+        let mut report = RelayReport::default();
+        if rows.is_empty() {
+            return Ok(report);
+        }
+        let rows = rows
+            .iter()
+            .map(OutRow::from_row)
+            .collect::<Result<Vec<_>>>()?;
+        let found = join_all(rows.iter().map(|r| self.find(r))).await;
+        let mut updates = Vec::with_capacity(rows.len());
+        for (r, f) in rows.iter().zip(found) {
+            let u = match f? {
+                Found::Succeeded => finished(r, "succeeded", None),
+                Found::Dead(e) => finished(r, "dead", e),
+                Found::Missing => {
+                    // Redis may have lost the queue's settings too (a wipe): set the
+                    // succeeded retention again on the next use.
+                    lock(&self.queues).remove(&r.queue);
+                    let mut u = Update::new(r.id, "relayed");
+                    u.checked = true;
+                    u
+                }
+                Found::Live(id) => {
+                    let mut u = Update::new(r.id, "relayed");
+                    u.task_id = Some(id);
+                    u.checked = true;
+                    u
+                }
+            };
+            if u.state != "relayed" {
+                report.finished += 1;
+            }
+            updates.push(u);
+        }
+        apply(&mut tx, &updates).await?;
+        tx.commit().await?;
+        Ok(report)
+    }
+
+    /// Runs the relay until `shutdown` completes: woken by `LISTEN dueq_outbox`, polling every
+    /// `poll_ms` as a fallback, running a reconciler pass at start and every
+    /// `reconcile_interval_ms`. PostgreSQL and Redis errors are logged and retried with
+    /// backoff (100 ms doubling to 10 s); rows are never lost, only delayed.
+    ///
+    /// # Errors
+    /// None at present: every failure is retried; the `Result` is kept for future settings
+    /// errors.
+    pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<()> {
+        tokio::pin!(shutdown);
+        let backoff = dueq::Backoff::new(100, 2.0, 10_000);
+        let mut failures = 0u32;
+        let mut listener: Option<PgListener> = None;
+        let interval = Duration::from_millis(self.cfg.reconcile_interval_ms);
+        let mut next_reconcile = tokio::time::Instant::now();
+        loop {
+            if listener.is_none() {
+                listener = match listen(&self.pool).await {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "LISTEN failed; polling until it works");
+                        None
+                    }
+                };
+            }
+            let mut more = false;
+            if tokio::time::Instant::now() >= next_reconcile {
+                match self.reconcile().await {
+                    Ok(rep) => {
+                        if rep.restored + rep.removed + rep.gave_up > 0 {
+                            tracing::warn!(?rep, "reconciler repaired Redis");
+                        } else {
+                            tracing::info!(?rep, "reconciler pass");
+                        }
+                        more |= !rep.complete;
+                        next_reconcile = tokio::time::Instant::now()
+                            + if rep.complete {
+                                interval
+                            } else {
+                                Duration::from_millis(self.cfg.poll_ms)
+                            };
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reconciler pass failed; retrying");
+                        next_reconcile = tokio::time::Instant::now()
+                            + Duration::from_millis(backoff.delay_ms(failures + 1));
+                    }
+                }
+            }
+            match self.relay_once().await {
+                Ok(r) => {
+                    failures = 0;
+                    more |= r.more;
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    let wait = Duration::from_millis(backoff.delay_ms(failures));
+                    tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "relay failed");
+                    tokio::select! {
+                        () = &mut shutdown => return Ok(()),
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                    continue;
+                }
+            }
+            if more {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let until = next_reconcile
+                .min(tokio::time::Instant::now() + Duration::from_millis(self.cfg.poll_ms));
+            tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                () = tokio::time::sleep_until(until) => {}
+                n = recv(&mut listener) => {
+                    if let Err(e) = n {
+                        tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                        listener = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether PostgreSQL answers (`SELECT 1`) and Redis is ready (see
+    /// [`dueq::Client::readiness`]); the first failure's text otherwise.
+    pub async fn readiness(&self) -> std::result::Result<(), String> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(|e| format!("postgres: {e}"))?;
+        let r = self.client.readiness().await;
+        if r.ready() {
+            Ok(())
+        } else {
+            Err(r.error.unwrap_or_else(|| "redis not ready".into()))
+        }
+    }
+}
+
+fn finished(r: &OutRow, state: &'static str, error: Option<String>) -> Update {
+    metrics::counter!("dueq_outbox_finished_total", "queue" => r.queue.clone(), "outcome" => state)
+        .increment(1);
+    let mut u = Update::new(r.id, state);
+    u.last_error = error;
+    u
+}
+
+fn lag(queue: &str, age_ms: i64) {
+    metrics::histogram!("dueq_outbox_relay_lag_seconds", "queue" => queue.to_owned())
+        .record(age_ms.max(0) as f64 / 1000.0);
+}
+
+async fn listen(pool: &PgPool) -> Result<PgListener> {
+    let mut l = PgListener::connect_with(pool).await?;
+    l.listen(CHANNEL).await?;
+    Ok(l)
+}
+
+/// Waits for a notification; never completes without a listener (the poll timer wakes).
+async fn recv(listener: &mut Option<PgListener>) -> Result<()> {
+    match listener {
+        Some(l) => {
+            l.recv().await?;
+            // fold a burst of notifications into one wake-up
+            while l.next_buffered().is_some() {}
+            Ok(())
+        }
+        None => std::future::pending().await,
+    }
+}

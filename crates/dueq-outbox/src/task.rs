@@ -1,0 +1,362 @@
+//! Writing timers in the application's transaction: [`enqueue_in_tx`], [`cancel_in_tx`],
+//! [`reschedule_in_tx`], and reading the table's counts ([`stats`]).
+//!
+//! These only touch PostgreSQL; the relay carries the change to Redis after the transaction
+//! commits, so a rolled-back transaction leaves nothing anywhere.
+
+use sqlx::{PgPool, Postgres, Row, Transaction};
+
+use crate::error::{Error, Result};
+
+/// Largest payload accepted, bytes: dueq's default payload limit (1 MiB), also a `CHECK` on
+/// the table so writers in other languages are held to it.
+pub const MAX_PAYLOAD_BYTES: usize = dueq::DEFAULT_PAYLOAD_LIMIT_BYTES;
+
+/// Longest delay accepted, ms (100 years, as dueq).
+pub const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3_600_000;
+
+/// A timer to write into the outbox: a business key (required: it is how rows and Redis tasks
+/// are matched), a payload, a due time and dueq's per-task options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxTask {
+    key: String,
+    payload: Vec<u8>,
+    due: OutboxDue,
+    max_attempts: Option<u32>,
+    lease_ms: Option<u64>,
+}
+
+/// When an outbox task is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutboxDue {
+    /// This many ms after the INSERT statement, by the **database** clock (the row must carry
+    /// an absolute time so the reconciler can restore it with its original due time).
+    DelayMs(u64),
+    /// At this Unix epoch ms.
+    AtMs(u64),
+}
+
+impl OutboxTask {
+    /// A task with this business key and payload, due now, dueq's default options.
+    pub fn new(key: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
+        Self {
+            key: key.into(),
+            payload: payload.into(),
+            due: OutboxDue::DelayMs(0),
+            max_attempts: None,
+            lease_ms: None,
+        }
+    }
+
+    /// Due this many ms after the row is written, by the database clock (0 to 100 years).
+    /// Default 0.
+    pub fn delay_ms(mut self, delay_ms: u64) -> Self {
+        self.due = OutboxDue::DelayMs(delay_ms);
+        self
+    }
+
+    /// Due at this Unix epoch ms (up to the end of year 9999).
+    pub fn due_at_ms(mut self, due_at_ms: u64) -> Self {
+        self.due = OutboxDue::AtMs(due_at_ms);
+        self
+    }
+
+    /// Attempts before the dead-letter queue, 1 to 65 535. Default: dueq's (5).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// Lease of a claim, 1 ms to about 49 days. Default: dueq's (30 000).
+    pub fn lease_ms(mut self, ms: u64) -> Self {
+        self.lease_ms = Some(ms);
+        self
+    }
+
+    /// The business key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Checks every field; the error names the first bad one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming `key`, `payload`, `delay_ms`, `due_at_ms`,
+    /// `max_attempts` or `lease_ms`.
+    pub fn validate(&self) -> Result<()> {
+        validate_key(&self.key)?;
+        if self.payload.len() > MAX_PAYLOAD_BYTES {
+            return Err(Error::invalid(
+                "payload",
+                format!(
+                    "{} bytes; the limit is {MAX_PAYLOAD_BYTES}",
+                    self.payload.len()
+                ),
+            ));
+        }
+        match self.due {
+            OutboxDue::DelayMs(d) if d > MAX_DELAY_MS => {
+                return Err(Error::invalid(
+                    "delay_ms",
+                    format!("must be at most {MAX_DELAY_MS} (100 years)"),
+                ));
+            }
+            OutboxDue::AtMs(t) if t > dueq::MAX_DUE_AT_MS => {
+                return Err(Error::invalid("due_at_ms", "past year 9999"));
+            }
+            _ => {}
+        }
+        if let Some(n) = self.max_attempts
+            && (n == 0 || n > dueq::MAX_ATTEMPTS)
+        {
+            return Err(Error::invalid(
+                "max_attempts",
+                format!("must be 1 to {}", dueq::MAX_ATTEMPTS),
+            ));
+        }
+        if let Some(l) = self.lease_ms {
+            dueq::validate_lease_ms(l).map_err(|e| Error::invalid("lease_ms", e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn validate_queue(queue: &str) -> Result<()> {
+    dueq::validate_queue_name(queue).map_err(|e| Error::invalid("queue", e.to_string()))
+}
+
+fn validate_key(key: &str) -> Result<()> {
+    dueq::validate_key(key).map_err(|e| Error::invalid("key", e.to_string()))
+}
+
+/// What [`enqueue_in_tx`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutboxEnqueued {
+    /// The row's id (new, or the live row that already holds the key).
+    pub row_id: i64,
+    /// Its due time, epoch ms.
+    pub due_at_ms: u64,
+    /// Whether a new row was written; `false` when the key was already live in this queue
+    /// (pending, relayed or cancelling): the existing row is kept unchanged, as dueq's
+    /// default enqueue keeps a live key (use [`reschedule_in_tx`] to move it).
+    pub created: bool,
+}
+
+/// Writes a timer in the caller's transaction: it reaches Redis (through the relay) only if
+/// the transaction commits, and never if it rolls back.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the bad field (nothing written), [`Error::Postgres`].
+pub async fn enqueue_in_tx(
+    tx: &mut Transaction<'_, Postgres>,
+    queue: &str,
+    task: &OutboxTask,
+) -> Result<OutboxEnqueued> {
+    validate_queue(queue)?;
+    task.validate()?;
+    let (due_at, delay) = match task.due {
+        OutboxDue::AtMs(t) => (Some(to_i64(t)), 0),
+        OutboxDue::DelayMs(d) => (None, to_i64(d)),
+    };
+    // ON CONFLICT on the partial unique index: a live row with this key is kept as it is.
+    let row = sqlx::query(
+        "INSERT INTO dueq_outbox (queue, key, payload, due_at_ms, max_attempts, lease_ms)
+         VALUES ($1, $2, $3, coalesce($4, dueq_outbox_now_ms() + $5), $6, $7)
+         ON CONFLICT (queue, key) WHERE state IN ('pending', 'relayed', 'cancelling')
+         DO NOTHING
+         RETURNING id, due_at_ms",
+    )
+    .bind(queue)
+    .bind(&task.key)
+    .bind(&task.payload)
+    .bind(due_at)
+    .bind(delay)
+    .bind(task.max_attempts.map(i64::from))
+    .bind(task.lease_ms.map(to_i64))
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some(r) = row {
+        return Ok(OutboxEnqueued {
+            row_id: r.try_get(0)?,
+            due_at_ms: to_u64(r.try_get(1)?),
+            created: true,
+        });
+    }
+    let r = sqlx::query(
+        "SELECT id, due_at_ms FROM dueq_outbox
+         WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed', 'cancelling')",
+    )
+    .bind(queue)
+    .bind(&task.key)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(OutboxEnqueued {
+        row_id: r.try_get(0)?,
+        due_at_ms: to_u64(r.try_get(1)?),
+        created: false,
+    })
+}
+
+/// What [`cancel_in_tx`] did to the live row of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutboxCancel {
+    /// The row had not reached Redis yet: it is `cancelled` and will never run.
+    Cancelled,
+    /// The row is in Redis: it is now `cancelling`, and the relay cancels the Redis task after
+    /// commit. If a worker is already running it, the row goes back to `relayed` and ends as
+    /// the run ends (its `last_error` says the cancel came too late).
+    Requested,
+    /// No live row with that key.
+    NotFound,
+}
+
+/// Cancels the live timer of `key` in the caller's transaction.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a bad queue or key, [`Error::Postgres`].
+pub async fn cancel_in_tx(
+    tx: &mut Transaction<'_, Postgres>,
+    queue: &str,
+    key: &str,
+) -> Result<OutboxCancel> {
+    validate_queue(queue)?;
+    validate_key(key)?;
+    // The CASE is evaluated on the latest row version: if a relay was moving the row into
+    // Redis, this UPDATE waits for it and then sees `relayed`.
+    let row = sqlx::query(
+        "UPDATE dueq_outbox SET
+             state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE 'cancelling' END,
+             relay_op = CASE WHEN state = 'pending' THEN NULL ELSE 'cancel' END,
+             finished_at = CASE WHEN state = 'pending' THEN clock_timestamp() END
+         WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed')
+         RETURNING state",
+    )
+    .bind(queue)
+    .bind(key)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(match row {
+        None => {
+            let cancelling: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM dueq_outbox
+                 WHERE queue = $1 AND key = $2 AND state = 'cancelling'",
+            )
+            .bind(queue)
+            .bind(key)
+            .fetch_optional(&mut **tx)
+            .await?;
+            if cancelling.is_some() {
+                OutboxCancel::Requested
+            } else {
+                OutboxCancel::NotFound
+            }
+        }
+        Some(r) if r.try_get::<String, _>(0)? == "cancelled" => OutboxCancel::Cancelled,
+        Some(_) => OutboxCancel::Requested,
+    })
+}
+
+/// Moves the due time of the live timer of `key` in the caller's transaction. Returns the
+/// new due time (epoch ms), or `None` when no row is pending or relayed under that key. The
+/// relay applies it in Redis after commit; if the task is already running there, the move
+/// has no effect on that run (the row's `last_error` says so).
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a bad queue, key or due time, [`Error::Postgres`].
+pub async fn reschedule_in_tx(
+    tx: &mut Transaction<'_, Postgres>,
+    queue: &str,
+    key: &str,
+    due: OutboxDue,
+) -> Result<Option<u64>> {
+    validate_queue(queue)?;
+    OutboxTask::new(key, Vec::new()).due(due).validate()?;
+    let (due_at, delay) = match due {
+        OutboxDue::AtMs(t) => (Some(to_i64(t)), 0),
+        OutboxDue::DelayMs(d) => (None, to_i64(d)),
+    };
+    let v: Option<i64> = sqlx::query_scalar(
+        "UPDATE dueq_outbox SET
+             due_at_ms = coalesce($3, dueq_outbox_now_ms() + $4),
+             relay_op = CASE WHEN state = 'pending' THEN 'enqueue' ELSE 'reschedule' END,
+             checked_at_ms = NULL
+         WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed')
+         RETURNING due_at_ms",
+    )
+    .bind(queue)
+    .bind(key)
+    .bind(due_at)
+    .bind(delay)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(v.map(to_u64))
+}
+
+impl OutboxTask {
+    fn due(mut self, due: OutboxDue) -> Self {
+        self.due = due;
+        self
+    }
+}
+
+/// Rows of one queue by state. `pending` counts rows committed but not yet in Redis: add it
+/// to Redis's `scheduled` for the number of timers waiting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutboxStats {
+    /// Waiting for the relay (not in Redis yet).
+    pub pending: u64,
+    /// In Redis, not finished.
+    pub relayed: u64,
+    /// Cancel requested, not yet applied in Redis.
+    pub cancelling: u64,
+    /// Finished: acknowledged.
+    pub succeeded: u64,
+    /// Finished: dead-lettered.
+    pub dead: u64,
+    /// Finished: cancelled.
+    pub cancelled: u64,
+    /// Refused by Redis; never ran.
+    pub rejected: u64,
+}
+
+/// Counts the rows of `queue` by state (a scan of the queue's rows: for dashboards and
+/// reports, not for every request).
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a bad queue name, [`Error::Postgres`].
+pub async fn stats(pool: &PgPool, queue: &str) -> Result<OutboxStats> {
+    validate_queue(queue)?;
+    let rows = sqlx::query("SELECT state, count(*) FROM dueq_outbox WHERE queue = $1 GROUP BY 1")
+        .bind(queue)
+        .fetch_all(pool)
+        .await?;
+    let mut s = OutboxStats::default();
+    for r in rows {
+        let n = to_u64(r.try_get(1)?);
+        match r.try_get::<String, _>(0)?.as_str() {
+            "pending" => s.pending = n,
+            "relayed" => s.relayed = n,
+            "cancelling" => s.cancelling = n,
+            "succeeded" => s.succeeded = n,
+            "dead" => s.dead = n,
+            "cancelled" => s.cancelled = n,
+            _ => s.rejected += n,
+        }
+    }
+    Ok(s)
+}
+
+/// `u64` → `i64` for a BIGINT column; every value here is validated to be far below
+/// `i64::MAX` (due times end in year 9999, ~2.5e14), so saturating never changes one.
+pub(crate) fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// BIGINT → `u64`; the table's CHECKs keep times and counts non-negative.
+pub(crate) fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
