@@ -279,14 +279,12 @@ pub async fn nacks(
         })
         .collect();
     let done = q.nack_batch(&items).await?;
-    let mut woke = false;
     let results = checked
         .iter()
         .zip(done)
         .map(|((id, token), o)| {
             let (outcome, due_at_ms) = match o {
                 NackOutcome::Rescheduled { due_at_ms } => {
-                    woke = true;
                     (NackItemOutcome::Rescheduled, Some(due_at_ms))
                 }
                 NackOutcome::Dead => (NackItemOutcome::Dead, None),
@@ -301,9 +299,6 @@ pub async fn nacks(
             NackResult { outcome, due_at_ms }
         })
         .collect();
-    if woke {
-        st.wake().notify(&q.keys().wake);
-    }
     Ok(Json(NacksResponse { results }))
 }
 
@@ -327,9 +322,6 @@ pub async fn releases(
     let q = st.queue(&queue)?;
     let items = leases("releases", &body.releases)?;
     let done = q.release(&items).await?;
-    if done.iter().any(|r| *r) {
-        st.wake().notify(&q.keys().wake);
-    }
     let results = items
         .iter()
         .zip(done)
