@@ -91,13 +91,15 @@ CREATE TRIGGER dueq_outbox_notify AFTER INSERT OR UPDATE ON dueq_outbox
 CREATE TRIGGER dueq_outbox_tombstone_notify AFTER INSERT ON dueq_outbox_tombstones
     FOR EACH ROW EXECUTE FUNCTION dueq_outbox_notify();
 
--- A row that is in Redis (relayed or cancelling) and is deleted, or set to a finished state by
--- anyone but the relay (which sets dueq.relay = 'on' in its transactions), leaves a tombstone
--- so its Redis task is removed before it runs (case C39). Also keeps updated_at current.
+-- A row that is in Redis (relayed or cancelling) and is deleted, or set to a finished state, by
+-- anyone but the relay (which sets dueq.relay = 'on' in its transactions; so may a cleanup
+-- that knows its Redis tasks are gone), leaves a tombstone so its Redis task is removed before
+-- it runs (case C39). Also keeps updated_at current.
 CREATE FUNCTION dueq_outbox_guard() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        IF OLD.task_id IS NOT NULL AND OLD.state IN ('relayed', 'cancelling') THEN
+        IF coalesce(current_setting('dueq.relay', true), '') <> 'on'
+           AND OLD.task_id IS NOT NULL AND OLD.state IN ('relayed', 'cancelling') THEN
             INSERT INTO dueq_outbox_tombstones (queue, key, task_id)
                 VALUES (OLD.queue, OLD.key, OLD.task_id);
         END IF;

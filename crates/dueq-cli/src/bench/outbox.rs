@@ -6,8 +6,10 @@
 //! transaction), `relayed_rows_per_s` (first commit to the last row in Redis), `lag_p50_ms` /
 //! `lag_p99_ms` / `lag_max_ms` (a transaction's commit returning to the producer to the
 //! relay's `relayed_at` stamp, written after Redis confirmed the enqueue; both are this
-//! host's wall clock), `redis_cpu_us_per_row`, and `direct_tasks_per_s` with `outbox_vs_direct`
-//! (the same keyed tasks through `enqueue_batch`, as W1 does).
+//! host's wall clock), `redis_cpu_us_per_row`; `relay_drain_rows_per_s` (the same number of
+//! rows committed beforehand, 1 000 per transaction, then drained by one relay: the relay's
+//! own ceiling); and `direct_tasks_per_s` with `outbox_vs_direct` (the same keyed tasks
+//! through `enqueue_batch`, as W1 does).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,6 +43,21 @@ fn fig(metric: &'static str, value: f64) -> Figure {
         metric,
         value,
     }
+}
+
+/// Deletes a run's rows without leaving tombstones (the bench's Redis is thrown away): a
+/// relay in a later run would otherwise spend its time cancelling them.
+async fn cleanup(pool: &sqlx::PgPool, queue: &str) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT set_config('dueq.relay', 'on', true)")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM dueq_outbox WHERE queue = $1")
+        .bind(queue)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Runs the workload once with `n` rows against the database at `postgres`.
@@ -136,10 +153,36 @@ pub async fn run(
             hist.record(u64::try_from(relayed - at).unwrap_or(0))?;
         }
     }
-    sqlx::query("DELETE FROM dueq_outbox WHERE queue = $1")
-        .bind(queue)
-        .execute(&pool)
+    cleanup(&pool, queue).await?;
+
+    // The relay alone: the rows committed first (1 000 per transaction, no relay running),
+    // then one relay drains them.
+    let backlog = format!("{queue}-backlog");
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
+        let mut tx = pool.begin().await?;
+        for j in chunk {
+            let t = OutboxTask::new(format!("bench:{j}"), payload.clone()).delay_ms(600_000);
+            enqueue_in_tx(&mut tx, &backlog, &t).await?;
+        }
+        tx.commit().await?;
+    }
+    let bq = client.queue(&backlog)?;
+    bq.configure(dueq::QueueSettings::default().succeeded_max(10_000))
         .await?;
+    let relay = Relay::new(pool.clone(), client.clone(), RelayConfig::default());
+    let (cpu2, t2) = (probe.cpu_s().await?, Instant::now());
+    loop {
+        let r = relay.relay_once().await?;
+        if !r.more {
+            break;
+        }
+    }
+    let drain_s = t2.elapsed().as_secs_f64().max(1e-9);
+    let cpu3 = probe.cpu_s().await?;
+    if bq.stats().await?.enqueued_total < n as u64 {
+        bail!("the backlog was not all relayed");
+    }
+    cleanup(&pool, &backlog).await?;
 
     // The same keyed tasks straight into Redis, as W1 does.
     let direct = client.queue(&format!("{queue}-direct"))?;
@@ -164,7 +207,13 @@ pub async fn run(
         fig("lag_p99_ms", hist.value_at_quantile(0.99) as f64),
         fig("lag_max_ms", hist.max() as f64),
         fig("redis_cpu_us_per_row", (cpu1 - cpu0) * 1e6 / n as f64),
+        fig("relay_drain_rows_per_s", n as f64 / drain_s),
+        fig(
+            "relay_drain_redis_cpu_us_per_row",
+            (cpu3 - cpu2) * 1e6 / n as f64,
+        ),
         fig("direct_tasks_per_s", direct_per_s),
         fig("outbox_vs_direct", relayed_per_s / direct_per_s),
+        fig("relay_drain_vs_direct", n as f64 / drain_s / direct_per_s),
     ])
 }
