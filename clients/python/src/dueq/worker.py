@@ -3,7 +3,8 @@
 Duties, one thread each (the handler pool has ``concurrency`` threads):
 
 * claimer (the thread that calls :meth:`Worker.run`): long-polls ``POST .../claim`` for up
-  to as many tasks as there are free handler slots, at most ``claim_max``;
+  to as many tasks as there are free handler slots, at most ``claim_max``; while tasks are
+  in hand it waits for half a batch of free slots, so claims stay batched under load;
 * handlers: run the handler and turn its answer into an ack or a nack (see
   :mod:`dueq.outcome`);
 * acker: sends what the handlers reported in batches (``/acks``, ``/nacks``): it takes
@@ -148,9 +149,16 @@ class Worker:
 
     def _claim_loop(self) -> None:
         backoff = 0.1
+        # claim in batches: while tasks are in hand, wait for half a batch of free slots
+        # rather than claiming one task per finished handler
+        low = max(1, min(self.claim_max, self.concurrency) // 2)
         while not self._stop.is_set():
             with self._lock:
-                while len(self._held) >= self.concurrency and not self._stop.is_set():
+                while (
+                    self._held
+                    and self.concurrency - len(self._held) < low
+                    and not self._stop.is_set()
+                ):
                     self._lock.wait(0.2)
                 free = self.concurrency - len(self._held)
             if self._stop.is_set():
