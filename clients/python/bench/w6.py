@@ -8,8 +8,9 @@ enqueue (1 000 per request).
 Each run starts a fresh ``dueq serve`` (own embedded redis-server, temporary directory, free
 port on 127.0.0.1), enqueues ``--tasks`` due tasks (W6e: timed), starts ``--procs`` worker
 processes, lets them connect, then signals all at once and times until the queue's
-``succeeded_total`` reaches the count. Reports tasks/s, Redis CPU per task (``INFO cpu``) and
-the server's CPU per task (``/proc/PID/stat``), per run and the median.
+``succeeded_total`` reaches the count. Reports tasks/s, Redis CPU per task (``INFO cpu``), the
+server's CPU per task (``/proc/PID/stat``) and the worker processes' (``getrusage``, their
+whole lives), per run and the median.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import resource
 import signal
 import socket
 import statistics
@@ -114,13 +116,14 @@ def _find(pattern: str, text: str):
     return m.group(1) if m else None
 
 
-def worker_proc(url: str, queue: str, concurrency: int, ready, go) -> None:
+def worker_proc(url: str, queue: str, concurrency: int, prefetch: int, ready, go) -> None:
     client = dueq.Client(url)
     q = client.queue(queue)
     q.stats()  # connection open before the start
     ready.release()
     go.wait()
-    w = dueq.Worker(client, q, lambda task: None, concurrency=concurrency, claim_max=100, poll_ms=1000)
+    w = dueq.Worker(client, q, lambda task: None, concurrency=concurrency, claim_max=100,
+                    poll_ms=1000, prefetch=prefetch)  # fmt: skip
     w.run()  # until SIGTERM
 
 
@@ -137,7 +140,7 @@ def one_run(args) -> dict:
         ctx = mp.get_context("fork")
         ready = ctx.Semaphore(0)
         go = ctx.Event()
-        procs = [ctx.Process(target=worker_proc, args=(s.url, "w6", args.concurrency, ready, go))
+        procs = [ctx.Process(target=worker_proc, args=(s.url, "w6", args.concurrency, args.prefetch, ready, go))
                  for _ in range(args.procs)]  # fmt: skip
         for p in procs:
             p.start()
@@ -153,15 +156,20 @@ def one_run(args) -> dict:
             time.sleep(0.005)
         drain_s = time.perf_counter() - t0
         redis1, serve1 = redis_cpu_s(s.redis), proc_cpu_s(s.proc.pid)
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         for p in procs:
             os.kill(p.pid, signal.SIGTERM)
         for p in procs:
             p.join(30)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # the worker processes' whole lives (start-up and the idle wait included)
+        workers_s = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         return {
             "enqueue_tasks_per_s": args.tasks / enqueue_s,
             "drain_tasks_per_s": args.tasks / drain_s,
             "redis_cpu_us_per_task": (redis1 - redis0) * 1e6 / args.tasks,
             "server_cpu_us_per_task": (serve1 - serve0) * 1e6 / args.tasks,
+            "workers_cpu_us_per_task": workers_s * 1e6 / args.tasks,
             "failed_total": st.failed_total,
         }
     finally:
@@ -174,7 +182,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--procs", type=int, default=8)
-    ap.add_argument("--concurrency", type=int, default=100, help="handler threads per process")
+    ap.add_argument("--concurrency", type=int, default=4, help="handler threads per process")
+    ap.add_argument("--prefetch", type=int, default=100, help="tasks claimed ahead per process")
     args = ap.parse_args()
     runs = []
     for i in range(args.runs):
@@ -183,7 +192,7 @@ def main() -> None:
         print(json.dumps({"run": i + 1, **{k: round(v, 2) for k, v in r.items()}}), flush=True)
     med = {k: round(statistics.median(r[k] for r in runs), 2) for k in runs[0]}
     print(json.dumps({"median": med, "runs": args.runs, "tasks": args.tasks, "procs": args.procs,
-                      "concurrency": args.concurrency}))  # fmt: skip
+                      "concurrency": args.concurrency, "prefetch": args.prefetch}))  # fmt: skip
 
 
 if __name__ == "__main__":
