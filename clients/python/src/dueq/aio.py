@@ -99,7 +99,7 @@ class AsyncWorker:
             self._stop.set()
         installed: List[int] = []
         if self.handle_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (int(signal.SIGTERM), int(signal.SIGINT)):
                 try:
                     self._loop.add_signal_handler(sig, self._stop.set)
                     installed.append(sig)

@@ -33,7 +33,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from .client import Client, Queue
 from .errors import DueqError
@@ -128,7 +128,7 @@ class Worker:
         self._keeper_done = threading.Event()
         self._lock = threading.Condition()
         self._held: Dict[Tuple[str, str], _Held] = {}
-        self._abandoned: set = set()
+        self._abandoned: Set[Tuple[str, str]] = set()
         self._work: "_queue.Queue[Optional[ClaimedTask]]" = _queue.Queue()
         self._results: "_queue.Queue[Optional[Tuple[ClaimedTask, Verdict]]]" = _queue.Queue()
 
@@ -334,7 +334,7 @@ class Worker:
     def _install_signals(self) -> List[Tuple[int, Any]]:
         if not self.handle_signals or threading.current_thread() is not threading.main_thread():
             return []
-        restore = []
+        restore: List[Tuple[int, Any]] = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             restore.append((sig, signal.getsignal(sig)))
             signal.signal(sig, lambda *_: self.stop())
