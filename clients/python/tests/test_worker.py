@@ -217,3 +217,29 @@ def test_async_worker_stop_releases_running_tasks(queue: dueq.Queue) -> None:
     assert stats.released == 1
     t = queue.get(e.id)
     assert t is not None and t.state == "scheduled" and t.attempt == 0
+
+
+def test_prefetch_claims_ahead_but_runs_at_most_concurrency(queue: dueq.Queue) -> None:
+    queue.enqueue_batch([{"payload": i} for i in range(60)])
+    lock = threading.Lock()
+    running, peak = [0], [0]
+
+    def handle(task):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.002)
+        with lock:
+            running[0] -= 1
+
+    w = Worker(queue.client, queue, handle, concurrency=2, prefetch=20, claim_max=20,
+               poll_ms=200, handle_signals=False)  # fmt: skip
+    t = in_thread(w)
+    try:
+        wait_until(lambda: w.stats.acked == 60, what="60 acked")
+    finally:
+        w.stop()
+        t.join(30)
+    assert 1 <= peak[0] <= 2, peak
+    # more was claimed at once than there are threads (claims of up to 20)
+    assert w.stats.claimed == 60 and w.stats.lease_lost == 0

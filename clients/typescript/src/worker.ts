@@ -1,7 +1,7 @@
 // `Worker`: runs an async handler for every task of a queue, at most `concurrency` at once.
 //
 // Duties: the claim loop long-polls for as many tasks as there are free slots (at most
-// `claimMax`); each handler's answer is queued and the acker sends everything queued since
+// `claimMax`; while tasks are in hand it waits for half a batch of free slots); each handler's answer is queued and the acker sends everything queued since
 // its last request in one `/acks` and one `/nacks` request; the lease keeper extends the
 // lease of a handler that has run for a third of `leaseMs`.
 //
@@ -149,9 +149,11 @@ export class Worker {
 
   async #claimLoop(): Promise<void> {
     let backoff = 100;
+    // claim in batches: while tasks are in hand, wait for half a batch of free slots
+    const low = Math.max(1, Math.floor(Math.min(this.#o.claimMax, this.#o.concurrency) / 2));
     while (!this.#stopping) {
       const free = this.#o.concurrency - this.#running.size;
-      if (free <= 0) {
+      if (this.#running.size > 0 && free < low) {
         await Promise.race([new Promise<void>((r) => (this.#slotFreed = r)), this.#stopped]);
         continue;
       }

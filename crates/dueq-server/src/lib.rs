@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
@@ -79,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         }));
     let (claim, _) = api::claim_routes().split_for_parts();
     let claim = claim
+        .layer(middleware::from_fn(empty_claim_body))
         .layer(DefaultBodyLimit::max(state.body_limit_bytes()))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
             time_limit(claim_limit, api_timeout, req, next)
@@ -113,6 +114,24 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .with_state(state)
+}
+
+/// A claim sent with no body and no `Content-Type` is read as `{}` (every field of a claim
+/// is optional), instead of the 415 that a JSON body without its content type gets.
+async fn empty_claim_body(mut req: Request, next: Next) -> Response {
+    use axum::body::{Body, HttpBody};
+    if !req.headers().contains_key(header::CONTENT_TYPE)
+        && req.body().size_hint().exact() == Some(0)
+    {
+        let h = req.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        h.remove(header::CONTENT_LENGTH);
+        *req.body_mut() = Body::from("{}");
+    }
+    next.run(req).await
 }
 
 /// Answers with `timed_out(limit)` (a 408) when the request (body included) takes longer

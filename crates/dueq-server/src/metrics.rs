@@ -3,14 +3,17 @@
 //! Two sources, on purpose:
 //! * **Queue-wide facts are read from Redis on each scrape** (`Queue::stats`): the counters
 //!   `dueq_tasks_enqueued_total`, `dueq_tasks_finished_total{outcome}` and
-//!   `dueq_lease_expired_total`, and the gauges `dueq_queue_tasks{state}` and
+//!   `dueq_lease_expired_total`, and the gauges `dueq_queue_tasks{state}` (states that do
+//!   not overlap, so `sum by (queue)` is the tasks held; `succeeded` counts the records kept
+//!   by retention, 0 without it), `dueq_queue_due_tasks` (the part of `scheduled` that is
+//!   due now, its own gauge so that it is not counted twice) and
 //!   `dueq_queue_oldest_due_age_seconds`. They then count every producer and worker (Rust
 //!   workers, the CLI, other servers), not only this process; with several servers, take
 //!   `max` over instances rather than `sum`. Counting in-process instead was rejected: it
 //!   would miss every task not touched by this server, and lease expiry happens inside Redis.
 //! * **Timings are observed in this process**, for tasks it hands out (HTTP claims and push
 //!   deliveries): `dueq_task_lateness_seconds` (hand-out minus due time, Redis clock;
-//!   buckets from 0.5 ms to 60 s) and `dueq_tasks_claimed_total` are recorded by the library's
+//!   buckets from 0.5 ms to 1 day, so a backlog hours late lands in a bucket of its own) and `dueq_tasks_claimed_total` are recorded by the library's
 //!   claim path ([`dueq::due::metrics`]) into this recorder; `dueq_task_duration_seconds`
 //!   (hand-out to ack/nack) is observed here.
 //!
@@ -90,7 +93,17 @@ impl Metrics {
                 "dueq_lease_expired_total",
                 "Leases that expired (from Redis)."
             );
-            describe_gauge!("dueq_queue_tasks", "Tasks per state now (from Redis).");
+            describe_gauge!(
+                "dueq_queue_tasks",
+                "Tasks per state now: scheduled, active, dead, succeeded (records kept by \
+                 retention); the states do not overlap. From Redis: the same on every server, \
+                 combine servers with max, not sum."
+            );
+            describe_gauge!(
+                "dueq_queue_due_tasks",
+                "Scheduled tasks that are due now (a part of state=scheduled). From Redis: \
+                 combine servers with max."
+            );
             describe_gauge!(
                 "dueq_queue_oldest_due_age_seconds",
                 Unit::Seconds,
@@ -181,13 +194,13 @@ impl Metrics {
                 .absolute(s.lease_expired_total);
             for (state, v) in [
                 ("scheduled", s.scheduled),
-                ("due", s.due),
                 ("active", s.active),
                 ("dead", s.dead),
                 ("succeeded", s.succeeded_kept),
             ] {
                 metrics::gauge!("dueq_queue_tasks", "queue" => q(), "state" => state).set(v as f64);
             }
+            metrics::gauge!("dueq_queue_due_tasks", "queue" => q()).set(s.due as f64);
             metrics::gauge!("dueq_queue_oldest_due_age_seconds", "queue" => q())
                 .set(s.oldest_due_age_ms as f64 / 1000.0);
         });

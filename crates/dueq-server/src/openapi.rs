@@ -6,11 +6,16 @@
 //! rather than in each annotation: the bearer security requirement and its 401 (the token
 //! middleware), 400/413/415 for an operation with a JSON body (the [`ApiJson`] extractor), and
 //! the formats of the path parameters `queue`, `id` and `key` (what the library accepts).
+//! On every operation: 403 (the Host and Origin checks) and 405 (the router's answer to another
+//! method); the open routes say `security: []` (`/metrics`: optional bearer). The closed sets
+//! of strings (outcomes, task states, error codes) are given as enums in [`ENUMS`], here
+//! rather than as Rust enums in the response types, which stay plain strings.
 //!
 //! [`ApiJson`]: crate::ApiJson
 
 use std::sync::OnceLock;
 
+use utoipa::openapi::Required;
 use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -29,6 +34,7 @@ use crate::api;
             milliseconds; errors are {\"error\": {\"code\", \"message\"}}. When tokens are \
             configured, every /v1 call needs Authorization: Bearer <token>."
     ),
+    servers((url = "/", description = "The server that serves this document")),
     modifiers(&Bearer)
 )]
 struct ApiDoc;
@@ -69,16 +75,111 @@ pub fn openapi() -> Doc {
                     Vec::<String>::new(),
                 )]);
                 add_layer_responses(op);
+                add_common_responses(op);
                 describe_path_params(op);
             }
         }
-        let (_, system) = api::system_routes().split_for_parts();
+        // every field of a claim is optional, so is its body (lib.rs reads none as `{}`)
+        if let Some(body) = v1
+            .paths
+            .paths
+            .get_mut("/v1/queues/{queue}/claim")
+            .and_then(|item| item.post.as_mut())
+            .and_then(|op| op.request_body.as_mut())
+        {
+            body.required = Some(Required::False);
+        }
+        let (_, mut system) = api::system_routes().split_for_parts();
+        for (path, item) in system.paths.paths.iter_mut() {
+            if let Some(op) = item.get.as_mut() {
+                // open routes; /metrics takes the bearer token when the server protects it
+                let mut open = vec![SecurityRequirement::default()];
+                if path == "/metrics" {
+                    open.push(SecurityRequirement::new("bearer", Vec::<String>::new()));
+                }
+                op.security = Some(if path == "/metrics" { open } else { Vec::new() });
+                add_common_responses(op);
+            }
+        }
         let mut doc = ApiDoc::openapi();
         doc.merge(v1);
         doc.merge(system);
+        add_enums(&mut doc);
         doc
     })
     .clone()
+}
+
+/// The closed sets of strings of the answers: (schema, property, values).
+pub const ENUMS: &[(&str, &str, &[&str])] = &[
+    (
+        "CancelResponse",
+        "outcome",
+        &["cancelled", "in_progress", "not_found"],
+    ),
+    ("AckResponse", "outcome", &["acked"]),
+    ("NackResponse", "outcome", &["rescheduled", "dead"]),
+    ("DeadOutcomeResponse", "outcome", &["retried", "deleted"]),
+    (
+        "TaskResponse",
+        "state",
+        &["scheduled", "active", "succeeded", "dead"],
+    ),
+    ("ErrorDetail", "code", ERROR_CODES),
+];
+
+/// Every `code` of an error body (see [`crate::ApiError`]).
+pub const ERROR_CODES: &[&str] = &[
+    "invalid_input",
+    "invalid_json",
+    "unauthorized",
+    "forbidden_host",
+    "forbidden_origin",
+    "not_found",
+    "method_not_allowed",
+    "request_timeout",
+    "conflict",
+    "in_progress",
+    "lease_lost",
+    "payload_too_large",
+    "unsupported_media_type",
+    "internal",
+    "redis_unavailable",
+    "not_replicated",
+];
+
+fn add_enums(doc: &mut Doc) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    for (schema, prop, values) in ENUMS {
+        let Some(RefOr::T(Schema::Object(obj))) = components.schemas.get_mut(*schema) else {
+            continue;
+        };
+        if let Some(RefOr::T(Schema::Object(p))) = obj.properties.get_mut(*prop) {
+            p.enum_values = Some(values.iter().map(|v| (*v).into()).collect());
+        }
+    }
+}
+
+/// 403 and 405, which any operation may answer (the Host / Origin checks, another method).
+fn add_common_responses(op: &mut Operation) {
+    for (status, description) in [
+        (
+            "403",
+            "`forbidden_host`: a loopback listener and a Host that is not a loopback name \
+             (DNS rebinding guard); `forbidden_origin`: a cross-origin write",
+        ),
+        (
+            "405",
+            "`method_not_allowed`: this path does not take this method",
+        ),
+    ] {
+        op.responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| RefOr::T(error_response(description)));
+    }
 }
 
 /// Adds the error answers of the layers around a `/v1` handler, unless it documents them.
@@ -115,6 +216,9 @@ fn error_response(description: &str) -> utoipa::openapi::Response {
         .build()
 }
 
+/// Queue names (DESIGN 3), except `.` and `..` (URL dot segments).
+pub const QUEUE_PATTERN: &str = r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,128}$";
+
 /// The accepted forms of the path parameters (anything else is answered 400).
 fn describe_path_params(op: &mut Operation) {
     for p in op.parameters.iter_mut().flatten() {
@@ -124,12 +228,12 @@ fn describe_path_params(op: &mut Operation) {
         let schema = ObjectBuilder::new().schema_type(Type::String);
         let schema = match p.name.as_str() {
             // DESIGN 3: queue names
-            "queue" => schema.pattern(Some("^[A-Za-z0-9_.-]{1,128}$")),
+            "queue" => schema.pattern(Some(QUEUE_PATTERN)),
             // `dueq::TaskId::new`: 1 to 64 printable ASCII characters, no spaces
             "id" => schema.pattern(Some("^[!-~]{1,64}$")),
             // business keys: 1 to 512 bytes of UTF-8, any characters (URL-encoded); a length
             // in characters cannot state the byte limit, so only the minimum is given
-            "key" => schema.min_length(Some(1)),
+            "key" => schema.min_length(Some(1)).pattern(Some(r"^(?!\.\.?$)")),
             _ => continue,
         };
         p.schema = Some(RefOr::T(Schema::Object(schema.build())));

@@ -99,7 +99,7 @@ class AsyncWorker:
             self._stop.set()
         installed: List[int] = []
         if self.handle_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (int(signal.SIGTERM), int(signal.SIGINT)):
                 try:
                     self._loop.add_signal_handler(sig, self._stop.set)
                     installed.append(sig)
@@ -119,9 +119,10 @@ class AsyncWorker:
     async def _claim_loop(self) -> None:
         assert self._stop is not None and self._freed is not None
         backoff = 0.1
+        low = max(1, min(self.claim_max, self.concurrency) // 2)  # see dueq.worker
         while not self._stop.is_set():
             free = self.concurrency - len(self._running)
-            if free <= 0:
+            if self._running and free < low:
                 self._freed.clear()
                 await _first(self._freed.wait(), self._stop.wait())
                 continue

@@ -55,7 +55,7 @@ pub struct DeadOutcomeResponse {
 }
 
 /// List dead tasks, newest first.
-#[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "dead",
+#[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "dead", operation_id = "list_dead",
     params(("queue" = String, Path, description = "Queue name"), DeadQuery),
     responses(
         (status = 200, description = "One page", body = DeadListResponse),
@@ -86,7 +86,7 @@ pub async fn list(
 }
 
 /// Schedule a dead task again, due now, attempts counted afresh.
-#[utoipa::path(post, path = "/v1/queues/{queue}/dead/{id}/retry", tag = "dead",
+#[utoipa::path(post, path = "/v1/queues/{queue}/dead/{id}/retry", tag = "dead", operation_id = "retry_dead",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     responses(
         (status = 200, description = "`retried`", body = DeadOutcomeResponse),
@@ -116,7 +116,7 @@ pub async fn retry(
 }
 
 /// Delete a dead task for good.
-#[utoipa::path(delete, path = "/v1/queues/{queue}/dead/{id}", tag = "dead",
+#[utoipa::path(delete, path = "/v1/queues/{queue}/dead/{id}", tag = "dead", operation_id = "delete_dead",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     responses(
         (status = 200, description = "`deleted`", body = DeadOutcomeResponse),

@@ -72,7 +72,7 @@ pub struct PauseResponse {
 }
 
 /// Statistics of every queue that has had a task.
-#[utoipa::path(get, path = "/v1/queues", tag = "queues",
+#[utoipa::path(get, path = "/v1/queues", tag = "queues", operation_id = "list_queues",
     responses(
         (status = 200, description = "All queues", body = QueuesResponse),
         (status = 401, description = "No or bad token", body = ErrorBody),
@@ -88,7 +88,7 @@ pub async fn list(State(st): State<AppState>) -> ApiResult<Json<QueuesResponse>>
 }
 
 /// Statistics of one queue.
-#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
+#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues", operation_id = "get_queue",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
         (status = 200, description = "The queue", body = StatsResponse),
@@ -117,7 +117,7 @@ pub async fn get(
 }
 
 /// Stop handing out tasks of this queue (enqueue, cancel and the rest still work).
-#[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues",
+#[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues", operation_id = "pause_queue",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
         (status = 200, description = "Paused", body = PauseResponse),
@@ -138,7 +138,7 @@ pub async fn pause(
 }
 
 /// Hand out tasks again after a pause.
-#[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "queues",
+#[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "queues", operation_id = "resume_queue",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
         (status = 200, description = "Resumed", body = PauseResponse),

@@ -48,8 +48,9 @@ pub struct EnqueueRequest {
     /// `dueq::MAX_DUE_AT_MS`).
     #[schema(maximum = 253402300799999_u64)]
     pub due_at_ms: Option<u64>,
-    /// Business key, 1 to 512 bytes of UTF-8, unique among the queue's live tasks.
-    #[schema(min_length = 1)]
+    /// Business key, 1 to 512 bytes of UTF-8, unique among the queue's live tasks; not `.`
+    /// or `..` (HTTP clients drop those from URLs as dot segments).
+    #[schema(min_length = 1, pattern = r"^(?!\.\.?$)")]
     pub key: Option<String>,
     /// What to do when `key` is live. Default `keep`.
     pub on_conflict: Option<OnConflictBody>,
@@ -200,6 +201,12 @@ fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
         s = s.due(d);
     }
     if let Some(k) = &r.key {
+        if k == "." || k == ".." {
+            return Err(ApiError::invalid(format!(
+                "key {k:?} is refused: HTTP clients remove . and .. from URLs (dot segments), \
+                 so the task could not be looked up or cancelled by key"
+            )));
+        }
         s = s.key(k.clone());
     }
     if let Some(OnConflictBody::Replace) = r.on_conflict {
@@ -229,7 +236,7 @@ fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
 }
 
 /// Enqueue one task.
-#[utoipa::path(post, path = "/v1/queues/{queue}/tasks", tag = "tasks",
+#[utoipa::path(post, path = "/v1/queues/{queue}/tasks", tag = "tasks", operation_id = "enqueue",
     params(("queue" = String, Path, description = "Queue name, [A-Za-z0-9_.-]{1,128}")),
     request_body = EnqueueRequest,
     responses(
@@ -258,7 +265,7 @@ pub async fn enqueue(
 }
 
 /// Enqueue up to 1000 tasks in one atomic call.
-#[utoipa::path(post, path = "/v1/queues/{queue}/tasks/batch", tag = "tasks",
+#[utoipa::path(post, path = "/v1/queues/{queue}/tasks/batch", tag = "tasks", operation_id = "enqueue_batch",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = BatchRequest,
     responses(
@@ -358,7 +365,7 @@ fn by_key(key: String) -> ApiResult<TaskRef> {
 }
 
 /// Look up a task by id.
-#[utoipa::path(get, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks",
+#[utoipa::path(get, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks", operation_id = "get_task",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     responses(
         (status = 200, description = "The task", body = TaskResponse),
@@ -375,7 +382,7 @@ pub async fn get_by_id(
 }
 
 /// Look up a live task by business key (URL-encoded).
-#[utoipa::path(get, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks",
+#[utoipa::path(get, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks", operation_id = "get_task_by_key",
     params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
     responses(
         (status = 200, description = "The task", body = TaskResponse),
@@ -392,7 +399,7 @@ pub async fn get_by_key(
 }
 
 /// Cancel a scheduled task by id.
-#[utoipa::path(delete, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks",
+#[utoipa::path(delete, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks", operation_id = "cancel_task",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     responses(
         (status = 200, description = "`cancelled`: it will never run", body = CancelResponse),
@@ -410,7 +417,7 @@ pub async fn cancel_by_id(
 }
 
 /// Cancel a scheduled task by business key (URL-encoded).
-#[utoipa::path(delete, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks",
+#[utoipa::path(delete, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks", operation_id = "cancel_task_by_key",
     params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
     responses(
         (status = 200, description = "`cancelled`: it will never run", body = CancelResponse),
@@ -428,7 +435,7 @@ pub async fn cancel_by_key(
 }
 
 /// Move the due time of a scheduled task, by id.
-#[utoipa::path(patch, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks",
+#[utoipa::path(patch, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks", operation_id = "reschedule_task",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     request_body = RescheduleRequest,
     responses(
@@ -448,7 +455,7 @@ pub async fn reschedule_by_id(
 }
 
 /// Move the due time of a scheduled task, by business key (URL-encoded).
-#[utoipa::path(patch, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks",
+#[utoipa::path(patch, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks", operation_id = "reschedule_task_by_key",
     params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
     request_body = RescheduleRequest,
     responses(

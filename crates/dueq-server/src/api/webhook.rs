@@ -89,7 +89,7 @@ pub struct WebhookDeleted {
 
 /// Set (or replace) the queue's push delivery target. Every running server starts POSTing
 /// its due tasks there within about a second.
-#[utoipa::path(put, path = "/v1/queues/{queue}/webhook", tag = "webhooks",
+#[utoipa::path(put, path = "/v1/queues/{queue}/webhook", tag = "webhooks", operation_id = "set_webhook",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = WebhookRequest,
     responses(
@@ -122,7 +122,7 @@ pub async fn set(
 
 /// The queue's push delivery target, without its secret (a password in the URL shown as
 /// `***`).
-#[utoipa::path(get, path = "/v1/queues/{queue}/webhook", tag = "webhooks",
+#[utoipa::path(get, path = "/v1/queues/{queue}/webhook", tag = "webhooks", operation_id = "get_webhook",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
         (status = 200, description = "The webhook", body = WebhookResponse),
@@ -146,7 +146,7 @@ pub async fn get(
 
 /// Remove the queue's push delivery target: servers stop delivering within about a second
 /// (deliveries in flight are aborted and their tasks handed back).
-#[utoipa::path(delete, path = "/v1/queues/{queue}/webhook", tag = "webhooks",
+#[utoipa::path(delete, path = "/v1/queues/{queue}/webhook", tag = "webhooks", operation_id = "delete_webhook",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
         (status = 200, description = "Removed", body = WebhookDeleted),

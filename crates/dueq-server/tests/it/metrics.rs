@@ -1,4 +1,5 @@
-//! `/metrics`: DESIGN 4.4 names, queue numbers from Redis, lateness buckets 0.5 ms to 60 s.
+//! `/metrics`: DESIGN 4.4 names, queue numbers from Redis, lateness buckets 0.5 ms to 1 day;
+//! `due` is its own gauge, so the states of `dueq_queue_tasks` add up.
 
 use axum::http::StatusCode;
 use serde_json::json;
@@ -70,6 +71,11 @@ async fn design_names_are_exported() {
         value(m, "dueq_queue_tasks", &[q, r#"state="scheduled""#]),
         Some(1.0)
     );
+    assert!(value(m, "dueq_queue_due_tasks", &[q]).is_some());
+    assert!(
+        !m.contains(r#"state="due""#),
+        "due is not a state of dueq_queue_tasks: {m}"
+    );
     assert!(value(m, "dueq_queue_oldest_due_age_seconds", &[q]).is_some());
     assert_eq!(
         value(m, "dueq_task_lateness_seconds_count", &[q]),
@@ -79,7 +85,7 @@ async fn design_names_are_exported() {
         value(m, "dueq_task_duration_seconds_count", &[q]),
         Some(1.0)
     );
-    for le in ["0.0005", "60"] {
+    for le in ["0.0005", "60", "3600", "86400"] {
         assert!(
             value(
                 m,

@@ -88,3 +88,132 @@ async fn document_matches_design_and_router() {
     assert_eq!(served.body, serde_json::to_value(&doc).unwrap());
     assert!(served.body["components"]["schemas"]["EnqueueRequest"].is_object());
 }
+
+/// What other people's tools need (issue 14): unique operation ids, `servers`, `security: []`
+/// on the open routes, 403 and 405 on every operation, enums for the closed string sets.
+#[test]
+fn document_is_fit_for_generators_and_validators() {
+    let doc = serde_json::to_value(dueq_server::openapi::openapi()).unwrap();
+    assert_eq!(doc["servers"][0]["url"], "/");
+    let mut ids = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str();
+            assert!(id.is_some(), "{method} {path}: no operationId");
+            ids.push(id.unwrap().to_owned());
+            for status in ["403", "405"] {
+                assert!(
+                    op["responses"][status].is_object(),
+                    "{method} {path}: no {status}"
+                );
+            }
+            let security = &op["security"];
+            if path.starts_with("/v1/") {
+                assert_eq!(security, &serde_json::json!([{"bearer": []}]), "{path}");
+            } else if path == "/metrics" {
+                assert_eq!(security, &serde_json::json!([{}, {"bearer": []}]), "{path}");
+            } else {
+                assert_eq!(security, &serde_json::json!([]), "{path}");
+            }
+        }
+    }
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "duplicate operation ids: {ids:?}");
+    for id in [
+        "list_queues",
+        "list_dead",
+        "get_queue",
+        "get_webhook",
+        "delete_dead",
+        "delete_webhook",
+    ] {
+        assert!(ids.iter().any(|i| i == id), "no {id}");
+    }
+    let schemas = &doc["components"]["schemas"];
+    for (schema, prop, values) in dueq_server::openapi::ENUMS {
+        assert_eq!(
+            schemas[*schema]["properties"][*prop]["enum"],
+            serde_json::json!(values),
+            "{schema}.{prop}"
+        );
+    }
+    assert_eq!(
+        schemas["CancelResponse"]["properties"]["outcome"]["enum"],
+        serde_json::json!(["cancelled", "in_progress", "not_found"])
+    );
+    let claim = &doc["paths"]["/v1/queues/{queue}/claim"]["post"];
+    assert_eq!(claim["requestBody"]["required"], false);
+}
+
+/// The queue-name pattern refuses `.` and `..` as the server does (regex checked by hand:
+/// the document's pattern uses a lookahead, which `regex` lacks).
+#[tokio::test]
+async fn dot_segments_are_refused_as_queue_names_and_keys() {
+    assert_eq!(
+        dueq_server::openapi::QUEUE_PATTERN,
+        r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,128}$"
+    );
+    let c = Ctx::new().await;
+    for q in ["%2E", "%2E%2E"] {
+        let r = c
+            .post(
+                &format!("/v1/queues/{q}/tasks"),
+                serde_json::json!({"payload": 1}),
+            )
+            .await;
+        crate::support::assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+    }
+    for key in [".", ".."] {
+        let r = c
+            .post(
+                "/v1/queues/q/tasks",
+                serde_json::json!({"payload": 1, "key": key}),
+            )
+            .await;
+        crate::support::assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+        let r = c
+            .post(
+                "/v1/queues/q/tasks/batch",
+                serde_json::json!({"tasks": [{"payload": 1}, {"key": key}]}),
+            )
+            .await;
+        crate::support::assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+        assert!(
+            r.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("task 1")
+        );
+    }
+    assert!(c.all_keys().is_empty(), "{:?}", c.all_keys());
+    // keys that merely contain dots are fine
+    c.enqueue("q", serde_json::json!({"key": "..."})).await;
+    c.enqueue("q", serde_json::json!({"key": "./a"})).await;
+}
+
+/// Every field of a claim is optional, so is its body.
+#[tokio::test]
+async fn a_claim_without_a_body_is_a_claim_of_one() {
+    let c = Ctx::new().await;
+    c.enqueue("q", serde_json::json!({"payload": 1})).await;
+    c.enqueue("q", serde_json::json!({"payload": 2})).await;
+    let r = c.raw(Method::POST, "/v1/queues/q/claim", None, false).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["tasks"].as_array().unwrap().len(), 1);
+    // a body still needs its content type
+    let r = c
+        .raw(
+            Method::POST,
+            "/v1/queues/q/claim",
+            Some(b"{}".to_vec()),
+            false,
+        )
+        .await;
+    crate::support::assert_error(
+        &r,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+    );
+}

@@ -22,9 +22,11 @@ pub const TASKS_CLAIMED_TOTAL: &str = "dueq_tasks_claimed_total";
 /// Histogram of hand-out minus due time in seconds, label `queue`.
 pub const TASK_LATENESS_SECONDS: &str = "dueq_task_lateness_seconds";
 
-/// Lateness buckets, seconds: 0.5 ms to 60 s.
+/// Lateness buckets, seconds: 0.5 ms to 1 day (a backlog hours late lands in a bucket of its
+/// own, not in `+Inf`).
 pub const LATENESS_BUCKETS_S: &[f64] = &[
-    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0,
 ];
 
 /// Records `tasks`, just handed out from `queue`.
