@@ -53,15 +53,15 @@ impl LeaseRecovery {
     /// Whether to recover before the next claim: a lease deadline has passed, or a sweep
     /// for orphaned leases is under way or due.
     pub(crate) fn due(&self, clock: &RedisClock) -> bool {
-        self.sweeping
-            || self.sweep_waiting()
-            || self.next_deadline_ms.is_some_and(|d| clock.now_ms() >= d)
+        self.sweep_waiting() || self.next_deadline_ms.is_some_and(|d| clock.now_ms() >= d)
     }
 
-    /// A claim saw an orphaned lease and the last sweep is a poll interval ago: look again
-    /// at once rather than after a sleep.
+    /// Look again at once rather than after a sleep: a sweep round for orphaned leases is
+    /// under way (its calls go back to back until it comes full circle, so an orphan whose
+    /// deadline passed is found within a few calls, not one call per poll interval), or a
+    /// claim saw an orphaned lease and the last sweep is a poll interval ago.
     pub(crate) fn sweep_waiting(&self) -> bool {
-        self.orphans && self.last_sweep.elapsed() >= self.poll
+        self.sweeping || (self.orphans && self.last_sweep.elapsed() >= self.poll)
     }
 
     /// The earliest deadline to recover at (Redis ms).
