@@ -433,3 +433,45 @@ async fn a_paused_queue_keeps_firing() {
     let stats = q.stats().await.unwrap();
     assert!(stats.scheduled >= 2 && stats.active == 0, "{stats:?}");
 }
+
+/// C30 on a local 3-master Redis Cluster: two workers on independent cluster clients fire an
+/// `every_ms` 500 schedule; one task per tick, on the grid, none skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c30_cluster_one_task_per_tick() {
+    let cluster = dueq_testkit::RedisCluster::start(3);
+    let url = cluster.urls().join(",");
+    let a = Client::connect(&url).await.unwrap();
+    let b = Client::connect(&url).await.unwrap();
+    let q = a.queue("cticks").unwrap();
+    q.set_schedule(&ScheduleSpec::new("half", b"h".to_vec()).every_ms(500))
+        .await
+        .unwrap();
+    let log: Log = Arc::default();
+    let wa = worker(&a, "cticks", &log, Duration::ZERO);
+    let wb = worker(&b, "cticks", &log, Duration::ZERO);
+    wait_until_async(DEADLINE, "six ticks fired", || async {
+        q.schedule("half").await.unwrap().unwrap().fired_total >= 6
+    })
+    .await;
+    q.pause_schedule("half").await.unwrap().unwrap();
+    let s = q.schedule("half").await.unwrap().unwrap();
+    wait_until_async(DEADLINE, "every fired task ran", || {
+        let log = log.clone();
+        async move {
+            let mut t = fire_times(&log, "half");
+            t.dedup();
+            t.len() as u64 >= s.fired_total
+        }
+    })
+    .await;
+    wa.shutdown().await.unwrap();
+    wb.shutdown().await.unwrap();
+    let mut times = fire_times(&log, "half");
+    times.dedup();
+    assert_eq!(times.len() as u64, s.fired_total);
+    assert_eq!(s.skipped_total, 0);
+    for w in times.windows(2) {
+        assert_eq!(w[1] - w[0], 500, "{times:?}");
+    }
+    assert_eq!(q.stats().await.unwrap().enqueued_total, s.fired_total);
+}
