@@ -49,6 +49,10 @@ pub enum Command {
     /// Push delivery: a URL that `dueq serve` POSTs each due task of a queue to (signed).
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Recurring schedules: a cron pattern or an interval that enqueues one task per tick
+    /// (fired by every running worker and server, each tick exactly once).
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Run COMMAND for each task of QUEUE: payload on stdin, exit 0 acknowledges, any other
     /// exit retries with backoff (then dead-letters). SIGINT/SIGTERM hand running tasks back.
     Work(WorkArgs),
@@ -206,6 +210,82 @@ pub enum DeadCommand {
     },
 }
 
+/// `dueq schedule set`: exactly one of `--cron` and `--every-ms`.
+#[derive(Debug, Args)]
+pub struct ScheduleSetArgs {
+    /// Queue name.
+    pub queue: String,
+    /// Schedule name ([A-Za-z0-9_.-]{1,128}).
+    pub name: String,
+    /// Cron pattern, 5 fields (minute first) or 6 (seconds first).
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// Fixed interval, ms (fire times are multiples of it since the Unix epoch).
+    #[arg(long)]
+    pub every_ms: Option<u64>,
+    /// IANA time zone of --cron (default UTC, never the host's TZ).
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// Payload of every task (the bytes given; JSON is shown as JSON).
+    #[arg(long, default_value = "null")]
+    pub payload: String,
+    /// Missed ticks: skip (counted) or fire-once (one task for the missed span).
+    #[arg(long, value_parser = ["skip", "fire-once"], default_value = "skip")]
+    pub misfire: String,
+    /// How late a tick may still fire, ms.
+    #[arg(long, default_value_t = dueq::DEFAULT_MISFIRE_GRACE_MS)]
+    pub misfire_grace_ms: u64,
+    /// While the previous tick's task is live: allow or skip.
+    #[arg(long, value_parser = ["allow", "skip"], default_value = "allow")]
+    pub overlap: String,
+    /// Attempts of each task.
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Lease of each task, ms.
+    #[arg(long)]
+    pub lease_ms: Option<u64>,
+}
+
+/// `dueq schedule ...`.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Create or replace a schedule (the same definition again changes nothing).
+    Set(ScheduleSetArgs),
+    /// Show a schedule with its next 5 fire times.
+    Get {
+        /// Queue name.
+        queue: String,
+        /// Schedule name.
+        name: String,
+    },
+    /// List a queue's schedules.
+    List {
+        /// Queue name.
+        queue: String,
+    },
+    /// Delete a schedule (tasks it enqueued stay).
+    Delete {
+        /// Queue name.
+        queue: String,
+        /// Schedule name.
+        name: String,
+    },
+    /// Pause a schedule (no tick fires or counts).
+    Pause {
+        /// Queue name.
+        queue: String,
+        /// Schedule name.
+        name: String,
+    },
+    /// Resume a schedule at its first tick after now.
+    Resume {
+        /// Queue name.
+        queue: String,
+        /// Schedule name.
+        name: String,
+    },
+}
+
 /// `dueq webhook ...`.
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
@@ -298,8 +378,8 @@ pub struct ReplayArgs {
 /// `dueq bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W1, W2, W3, IDLE, W4, W5, OUTBOX (default: all but
-    /// OUTBOX).
+    /// Workloads to run, comma-separated: W1, W2, W3, IDLE, W4, W5, W8, OUTBOX (default: all
+    /// but W8 and OUTBOX).
     #[arg(long, value_delimiter = ',')]
     pub workload: Vec<crate::bench::Workload>,
     /// Runs of each workload; the median is reported.

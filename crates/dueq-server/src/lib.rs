@@ -11,8 +11,9 @@
 //! * [`auth`]: bearer tokens (constant-time check) on `/v1`; `/healthz` and `/readyz` open.
 //! * [`origin`]: cross-origin writes to `/v1` refused (403), tokens or not; on a loopback
 //!   listener, requests whose `Host` is not a loopback name refused (DNS rebinding).
-//! * [`push`]: push delivery (webhooks), a background task of [`serve`]; the other is the
-//!   library's [`dueq::LeaseRecoverer`] over every queue.
+//! * [`push`]: push delivery (webhooks), a background task of [`serve`]; the others are the
+//!   library's [`dueq::LeaseRecoverer`] over every queue and its [`dueq::ScheduleFirer`] over
+//!   every queue with schedules.
 //! * `metrics`: DESIGN 4.4 names; queue numbers read from Redis on scrape.
 //! * payloads: stored as the JSON text sent, shown through [`dueq::json`] (shared with the CLI).
 //! * `options`: plain option structs the state holds.
@@ -196,6 +197,14 @@ pub async fn serve(
             let _ = stop.wait_for(|s| *s).await;
         }))
     });
+    let firer = (state.schedule_poll_ms() > 0).then(|| {
+        let mut stop = state.shutdown_rx();
+        let duty = dueq::ScheduleFirer::all_queues(state.client().clone())
+            .poll_ms(state.schedule_poll_ms());
+        tokio::spawn(duty.run(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }))
+    });
     let pusher = tokio::spawn(push::run(state.clone(), state.shutdown_rx()));
     let stopping = state.clone();
     let (kill, killed) = tokio::sync::watch::channel(false);
@@ -230,6 +239,12 @@ pub async fn serve(
         && let Err(e) = task.await
     {
         tracing::error!(error = %e, "recoverer task failed");
+    }
+    // The schedule firer too (a fire step in flight finishes).
+    if let Some(task) = firer
+        && let Err(e) = task.await
+    {
+        tracing::error!(error = %e, "schedule firer task failed");
     }
     // Push workers stop on the same signal and hand their unfinished leases back.
     if let Err(e) = pusher.await {

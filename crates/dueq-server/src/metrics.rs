@@ -16,6 +16,10 @@
 //!   buckets from 0.5 ms to 1 day, so a backlog hours late lands in a bucket of its own) and `dueq_tasks_claimed_total` are recorded by the library's
 //!   claim path ([`dueq::due::metrics`]) into this recorder; `dueq_task_duration_seconds`
 //!   (hand-out to ack/nack) is observed here.
+//! * Schedules: `dueq_schedule_next_fire_timestamp_seconds{queue,schedule}` is read from Redis
+//!   on each scrape; `dueq_schedule_ticks_total{queue,schedule,outcome}` counts the ticks this
+//!   server's firer fired or skipped (every process fires, so sum it over instances and
+//!   workers).
 //!
 //! The recorder belongs to the [`AppState`](crate::AppState) (its client records into it), not
 //! the process-global `metrics` recorder, so two servers (or tests) in one process never mix
@@ -45,6 +49,9 @@ const MAX_TRACKED: usize = 100_000;
 
 /// Most queues refreshed per scrape.
 const MAX_SCRAPED_QUEUES: usize = 1_000;
+
+/// Gauge of each schedule's next fire time (DESIGN 4.4), read from Redis at scrape time.
+const SCHEDULE_NEXT_FIRE: &str = "dueq_schedule_next_fire_timestamp_seconds";
 
 pub(crate) struct Metrics {
     recorder: Arc<PrometheusRecorder>,
@@ -122,6 +129,15 @@ impl Metrics {
                 "dueq_task_duration_seconds",
                 Unit::Seconds,
                 "Claim to ack/nack of tasks handed out by this server."
+            );
+            describe_counter!(
+                dueq::due::metrics::SCHEDULE_TICKS_TOTAL,
+                "Schedule ticks this server fired or counted as skipped (misfire skip, overlap)."
+            );
+            describe_gauge!(
+                SCHEDULE_NEXT_FIRE,
+                Unit::Seconds,
+                "Next fire time of each schedule, Unix epoch seconds (0 while paused; from Redis)."
             );
         });
         m
@@ -206,6 +222,16 @@ impl Metrics {
         });
     }
 
+    fn publish_schedules(&self, queue: &str, schedules: &[dueq::Schedule]) {
+        self.with(|| {
+            for s in schedules {
+                metrics::gauge!(SCHEDULE_NEXT_FIRE, "queue" => queue.to_owned(),
+                    "schedule" => s.spec.name.clone())
+                .set(s.next_fire_at_ms.map_or(0.0, |ms| ms as f64 / 1000.0));
+            }
+        });
+    }
+
     /// Refreshes the queue metrics from Redis and renders the Prometheus text. A Redis failure
     /// leaves the last values in place (the scrape still answers).
     pub(crate) async fn render(&self, client: &Client) -> String {
@@ -225,6 +251,23 @@ impl Metrics {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "metrics: could not list queues"),
+        }
+        match client.schedule_queues().await {
+            Ok(names) => {
+                let found: Vec<_> =
+                    futures_util::stream::iter(names.into_iter().take(MAX_SCRAPED_QUEUES))
+                        .map(|n| async move {
+                            let q = client.queue(&n).ok()?;
+                            Some((n, q.schedules().await.ok()?))
+                        })
+                        .buffer_unordered(8)
+                        .collect()
+                        .await;
+                for (queue, schedules) in found.into_iter().flatten() {
+                    self.publish_schedules(&queue, &schedules);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "metrics: could not list schedule queues"),
         }
         self.handle.render()
     }

@@ -32,6 +32,7 @@ struct Inner {
     batch_body_limit_bytes: usize,
     request_timeout_ms: u64,
     recover_interval_ms: u64,
+    schedule_poll_ms: u64,
     push: PushOptions,
     metrics: Metrics,
     shutdown: watch::Sender<bool>,
@@ -56,6 +57,7 @@ pub struct AppStateBuilder {
     batch_body_limit_bytes: Option<usize>,
     request_timeout_ms: u64,
     recover_interval_ms: u64,
+    schedule_poll_ms: u64,
     push: PushOptions,
 }
 
@@ -77,6 +79,15 @@ impl AppStateBuilder {
     /// expiry); 0 turns the recoverer off. Only [`serve`](crate::serve) runs it.
     pub fn recover_interval_ms(mut self, ms: u64) -> Self {
         self.recover_interval_ms = ms;
+        self
+    }
+
+    /// Longest sleep of [`serve`](crate::serve)'s schedule firer without a change
+    /// notification, and how often it looks for queues that got their first schedule, ms.
+    /// Default [`dueq::DEFAULT_SCHEDULE_POLL_MS`]; 0 turns firing off in this server (other
+    /// workers and servers still fire).
+    pub fn schedule_poll_ms(mut self, ms: u64) -> Self {
+        self.schedule_poll_ms = ms;
         self
     }
 
@@ -125,6 +136,7 @@ impl AppStateBuilder {
                 body_limit_bytes,
                 request_timeout_ms: self.request_timeout_ms,
                 recover_interval_ms: self.recover_interval_ms,
+                schedule_poll_ms: self.schedule_poll_ms,
                 push: self.push,
                 client,
                 tokens: self.tokens,
@@ -151,6 +163,7 @@ impl AppState {
             batch_body_limit_bytes: None,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             recover_interval_ms: dueq::DEFAULT_RECOVER_INTERVAL_MS,
+            schedule_poll_ms: dueq::DEFAULT_SCHEDULE_POLL_MS,
             push: PushOptions::default(),
         }
     }
@@ -193,6 +206,11 @@ impl AppState {
     /// Pause between two background recovery passes, ms (0: off).
     pub fn recover_interval_ms(&self) -> u64 {
         self.inner.recover_interval_ms
+    }
+
+    /// The schedule firer's poll, ms (0: this server fires no schedules).
+    pub fn schedule_poll_ms(&self) -> u64 {
+        self.inner.schedule_poll_ms
     }
 
     /// Starts shutting down: waiting claims return what they have (usually nothing) at once.

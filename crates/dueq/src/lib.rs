@@ -49,6 +49,7 @@ pub mod due;
 mod error;
 pub mod json;
 pub mod protocol;
+pub mod schedule;
 mod task;
 mod worker;
 
@@ -63,9 +64,16 @@ pub use client::{
     MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
     MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
 };
-pub use due::{DEFAULT_RECOVER_INTERVAL_MS, DueClaimer, LeaseRecoverer};
+pub use due::{
+    DEFAULT_RECOVER_INTERVAL_MS, DEFAULT_SCHEDULE_POLL_MS, DueClaimer, LeaseRecoverer,
+    ScheduleFirer,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use protocol::keys::{QueueKeys, validate_queue_name};
+pub use schedule::{
+    DEFAULT_MISFIRE_GRACE_MS, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, SetReport,
+    validate_schedule_name,
+};
 pub use task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
     DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, LeaseToken, MAX_ATTEMPTS,

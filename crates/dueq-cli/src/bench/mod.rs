@@ -13,6 +13,7 @@
 //!   `ClaimedTask::started_at_ms`), in whole milliseconds.
 
 mod outbox;
+mod schedules;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -46,6 +47,10 @@ pub struct Sizes {
     pub w5: usize,
     /// OUTBOX rows.
     pub outbox: usize,
+    /// W8 schedules (each every second).
+    pub w8: usize,
+    /// W8 measured seconds.
+    pub w8_secs: u64,
 }
 
 impl Sizes {
@@ -61,6 +66,8 @@ impl Sizes {
             w4: vec![10_000, 100_000, 1_000_000, 10_000_000],
             w5: 100_000,
             outbox: 50_000,
+            w8: 10_000,
+            w8_secs: 30,
         }
     }
 
@@ -76,6 +83,8 @@ impl Sizes {
             w4: vec![1_000, 10_000],
             w5: 2_000,
             outbox: 500,
+            w8: 100,
+            w8_secs: 2,
         }
     }
 }

@@ -26,6 +26,8 @@ pub enum Workload {
     W4,
     /// Memory per pending task with a 100-byte payload.
     W5,
+    /// Schedules firing every second, three worker clients (not in the default set).
+    W8,
     /// Timers through the PostgreSQL outbox and a relay (needs `--postgres`; not in the
     /// default set).
     Outbox,
@@ -51,6 +53,7 @@ impl Workload {
             Workload::Idle => "IDLE",
             Workload::W4 => "W4",
             Workload::W5 => "W5",
+            Workload::W8 => "W8",
             Workload::Outbox => "OUTBOX",
         }
     }
@@ -62,9 +65,11 @@ impl FromStr for Workload {
     fn from_str(s: &str) -> Result<Self, String> {
         Workload::ALL
             .into_iter()
-            .chain([Workload::Outbox])
+            .chain([Workload::W8, Workload::Outbox])
             .find(|w| w.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5, OUTBOX"))
+            .ok_or_else(|| {
+                format!("unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5, W8, OUTBOX")
+            })
     }
 }
 
@@ -176,6 +181,9 @@ pub async fn run(
             w4(url, &client, &queues).await
         }
         Workload::W5 => w5(&queue, &probe, sizes.w5).await,
+        Workload::W8 => {
+            super::schedules::run(url, &probe, &queue_name, sizes.w8, sizes.w8_secs).await
+        }
         Workload::Outbox => {
             let pg =
                 anyhow::Context::context(postgres, "the OUTBOX workload needs --postgres URL")?;
@@ -256,7 +264,7 @@ async fn lateness_of(
     Ok(v)
 }
 
-fn pct(sorted: &[i64], q: f64) -> f64 {
+pub(super) fn pct(sorted: &[i64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -3,6 +3,7 @@
 pub mod dead;
 pub mod relay;
 pub mod replay;
+pub mod schedule;
 pub mod serve;
 pub mod stats;
 pub mod tasks;

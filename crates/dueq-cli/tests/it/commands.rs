@@ -80,3 +80,54 @@ fn bad_input_is_refused_with_a_clear_error() {
     let n: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(n, 0);
 }
+
+#[test]
+fn schedule_set_get_list_pause_resume_delete() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let set = [
+        "schedule",
+        "set",
+        "orders",
+        "nightly",
+        "--cron",
+        "0 30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--payload",
+        r#"{"job":"report"}"#,
+    ];
+    let (ok, r) = dueq_json(&url, &set);
+    assert!(ok, "{r}");
+    assert_eq!(r["outcome"], "created");
+    let (ok, r) = dueq_json(&url, &set);
+    assert!(ok);
+    assert_eq!(r["outcome"], "unchanged");
+    let (ok, g) = dueq_json(&url, &["schedule", "get", "orders", "nightly"]);
+    assert!(ok, "{g}");
+    assert_eq!(g["tz"], "Europe/Berlin");
+    assert_eq!(g["payload"]["job"], "report");
+    assert_eq!(g["upcoming_ms"].as_array().unwrap().len(), 5);
+    let (ok, p) = dueq_json(&url, &["schedule", "pause", "orders", "nightly"]);
+    assert!(ok);
+    assert_eq!(p["paused"], true);
+    let (ok, p) = dueq_json(&url, &["schedule", "resume", "orders", "nightly"]);
+    assert!(ok);
+    assert_eq!(p["paused"], false);
+    let (ok, l) = dueq_json(&url, &["schedule", "list", "orders"]);
+    assert!(ok);
+    assert_eq!(l["schedules"][0]["name"], "nightly");
+    // C34 from the shell: refused, naming the field, nothing stored
+    let out = dueq(
+        &url,
+        &["schedule", "set", "orders", "bad", "--every-ms", "0"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("every_ms"));
+    let (ok, d) = dueq_json(&url, &["schedule", "delete", "orders", "nightly"]);
+    assert!(ok);
+    assert_eq!(d["deleted"], true);
+    let (ok, l) = dueq_json(&url, &["schedule", "list", "orders"]);
+    assert!(ok);
+    assert_eq!(l["schedules"], serde_json::json!([]));
+}

@@ -9,6 +9,7 @@ pub mod acks;
 pub mod claim;
 pub mod dead;
 pub mod queues;
+pub mod schedules;
 pub mod system;
 pub mod tasks;
 pub mod webhook;
@@ -43,6 +44,10 @@ pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(dead::retry))
         .routes(routes!(dead::delete))
         .routes(routes!(webhook::set, webhook::get, webhook::delete))
+        .routes(routes!(schedules::list))
+        .routes(routes!(schedules::set, schedules::get, schedules::delete))
+        .routes(routes!(schedules::pause))
+        .routes(routes!(schedules::resume))
 }
 
 /// The claim route (its time limit includes `wait_ms`).

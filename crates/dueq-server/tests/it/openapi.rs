@@ -9,6 +9,7 @@ use crate::support::Ctx;
 const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/v1/queues/{queue}/dead/{id}"),
     ("DELETE", "/v1/queues/{queue}/keys/{key}"),
+    ("DELETE", "/v1/queues/{queue}/schedules/{name}"),
     ("DELETE", "/v1/queues/{queue}/tasks/{id}"),
     ("DELETE", "/v1/queues/{queue}/webhook"),
     ("GET", "/healthz"),
@@ -19,6 +20,8 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/queues/{queue}"),
     ("GET", "/v1/queues/{queue}/dead"),
     ("GET", "/v1/queues/{queue}/keys/{key}"),
+    ("GET", "/v1/queues/{queue}/schedules"),
+    ("GET", "/v1/queues/{queue}/schedules/{name}"),
     ("GET", "/v1/queues/{queue}/tasks/{id}"),
     ("GET", "/v1/queues/{queue}/webhook"),
     ("PATCH", "/v1/queues/{queue}/keys/{key}"),
@@ -30,11 +33,14 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/queues/{queue}/pause"),
     ("POST", "/v1/queues/{queue}/releases"),
     ("POST", "/v1/queues/{queue}/resume"),
+    ("POST", "/v1/queues/{queue}/schedules/{name}/pause"),
+    ("POST", "/v1/queues/{queue}/schedules/{name}/resume"),
     ("POST", "/v1/queues/{queue}/tasks"),
     ("POST", "/v1/queues/{queue}/tasks/batch"),
     ("POST", "/v1/queues/{queue}/tasks/{id}/ack"),
     ("POST", "/v1/queues/{queue}/tasks/{id}/extend"),
     ("POST", "/v1/queues/{queue}/tasks/{id}/nack"),
+    ("PUT", "/v1/queues/{queue}/schedules/{name}"),
     ("PUT", "/v1/queues/{queue}/webhook"),
 ];
 
@@ -54,7 +60,8 @@ async fn document_matches_design_and_router() {
         let uri = p
             .replace("{queue}", "q")
             .replace("{id}", "000000000001")
-            .replace("{key}", "k");
+            .replace("{key}", "k")
+            .replace("{name}", "s");
         let r = c
             .call(
                 Method::from_bytes(m.as_bytes()).unwrap(),
@@ -71,7 +78,8 @@ async fn document_matches_design_and_router() {
         let uri = p
             .replace("{queue}", "q")
             .replace("{id}", "000000000001")
-            .replace("{key}", "k");
+            .replace("{key}", "k")
+            .replace("{name}", "s");
         for other in ["GET", "POST", "PATCH", "DELETE", "PUT"] {
             if ops.iter().any(|(m2, p2)| m2 == other && p2 == p) || other == m {
                 continue;

@@ -5,6 +5,7 @@
 
 mod dead;
 mod queue;
+mod schedules;
 mod webhook;
 
 use std::collections::HashSet;
@@ -224,6 +225,15 @@ impl Client {
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn queues(&self) -> Result<Vec<String>> {
         queues::list_queues(&mut self.conn()).await
+    }
+
+    /// Names of every queue that has had a schedule (the `dueq:schedules` registry), sorted.
+    /// A queue whose schedules were all deleted stays listed.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn schedule_queues(&self) -> Result<Vec<String>> {
+        crate::protocol::schedules::registry(&mut self.conn()).await
     }
 
     /// Checks that Redis answers.

@@ -6,6 +6,7 @@
 //! |---|---|---|---|
 //! | [`TASKS_CLAIMED_TOTAL`] | counter | `queue` | tasks handed out |
 //! | [`TASK_LATENESS_SECONDS`] | histogram | `queue` | hand-out (handler start) minus due time, Redis clock, seconds |
+//! | [`SCHEDULE_TICKS_TOTAL`] | counter | `queue`, `schedule`, `outcome` (`fired`, `skipped`) | schedule ticks this process fired or counted as skipped ([`ScheduleFirer`](super::ScheduleFirer)) |
 //!
 //! They go to the recorder of the [`Client`] when one was given
 //! ([`Client::with_metrics_recorder`], as `dueq serve` does), else to the process-wide
@@ -21,6 +22,11 @@ pub const TASKS_CLAIMED_TOTAL: &str = "dueq_tasks_claimed_total";
 
 /// Histogram of hand-out minus due time in seconds, label `queue`.
 pub const TASK_LATENESS_SECONDS: &str = "dueq_task_lateness_seconds";
+
+/// Counter of schedule ticks, labels `queue`, `schedule`, `outcome` (`fired`: a task was
+/// enqueued; `skipped`: missed under misfire `skip`, or skipped for overlap). Each process
+/// counts the ticks it fired, so the sum over processes counts every tick once.
+pub const SCHEDULE_TICKS_TOTAL: &str = "dueq_schedule_ticks_total";
 
 /// Lateness buckets, seconds: 0.5 ms to 1 day (a backlog hours late lands in a bucket of its
 /// own, not in `+Inf`).
@@ -40,6 +46,32 @@ pub(crate) fn handed_out(client: &Client, queue: &str, tasks: &[ClaimedTask]) {
         let h = metrics::histogram!(TASK_LATENESS_SECONDS, "queue" => queue.to_owned());
         for t in tasks {
             h.record(t.started_at_ms.saturating_sub(t.due_at_ms) as f64 / 1000.0);
+        }
+    };
+    match client.metrics_recorder() {
+        Some(r) => metrics::with_local_recorder(r, emit),
+        None => emit(),
+    }
+}
+
+/// Records what one firing step did for schedule `schedule` of `queue`.
+pub(crate) fn schedule_ticks(
+    client: &Client,
+    queue: &str,
+    schedule: &str,
+    fired: u64,
+    skipped: u64,
+) {
+    if fired == 0 && skipped == 0 {
+        return;
+    }
+    let emit = || {
+        for (outcome, n) in [("fired", fired), ("skipped", skipped)] {
+            if n > 0 {
+                metrics::counter!(SCHEDULE_TICKS_TOTAL, "queue" => queue.to_owned(),
+                    "schedule" => schedule.to_owned(), "outcome" => outcome)
+                .increment(n);
+            }
         }
     };
     match client.metrics_recorder() {

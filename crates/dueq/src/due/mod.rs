@@ -27,6 +27,7 @@
 pub(crate) mod clock;
 pub mod metrics;
 pub(crate) mod recovery;
+pub(crate) mod schedules;
 pub(crate) mod wake;
 
 use std::future::Future;
@@ -45,6 +46,7 @@ use clock::RedisClock;
 use recovery::LeaseRecovery;
 
 pub use recovery::{DEFAULT_RECOVER_INTERVAL_MS, LeaseRecoverer};
+pub use schedules::{DEFAULT_SCHEDULE_POLL_MS, ScheduleFirer};
 
 /// Longest pause after a failed Redis call, growing from 10 ms (so a failing Redis is not
 /// hammered, and a healthy one is asked again soon).

@@ -15,6 +15,11 @@ pub const QUEUES_KEY: &str = "dueq:queues";
 /// queue with a webhook is always listed; its `webhook` hash says whether it still has one).
 pub const WEBHOOKS_KEY: &str = "dueq:webhooks";
 
+/// Names of queues that ever had a schedule (outside any hash tag; only added to, so every
+/// queue with a schedule is listed; its `schedules` hash says which it still has). `dueq
+/// serve` fires the schedules of every queue named here.
+pub const SCHEDULES_KEY: &str = "dueq:schedules";
+
 /// Checks a queue name: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..`. Any other character could
 /// change the hash tag (`{`, `}`) or the key separator (`:`), and `.` / `..` are path segments
 /// that HTTP clients and browsers rewrite in `/v1/queues/{queue}` URLs, so they are refused.
@@ -70,8 +75,19 @@ pub struct QueueKeys {
     /// Per-minute activity of about the last hour: hash `"<minute>:<counter>"` → count
     /// (minute = Redis time in ms / 60 000; see `history.lua`).
     pub hist: String,
+    /// Schedule definitions: hash name → definition (JSON line, `\n`, payload bytes).
+    pub schedules: String,
+    /// Schedule state: hash name → `"next last skipped paused fired fingerprint"` (ms times,
+    /// -1 for none).
+    pub schedule_state: String,
+    /// Next fire time of every unpaused schedule: sorted set name → epoch ms, the one index
+    /// a firing process sleeps on.
+    pub schedule_next: String,
     /// Pub/sub channel that wakes idle workers.
     pub wake: String,
+    /// Pub/sub channel that wakes schedule firers when a schedule changes (message: its next
+    /// fire time, ms).
+    pub schedule_wake: String,
 }
 
 impl QueueKeys {
@@ -97,12 +113,16 @@ impl QueueKeys {
             errors: k("errors"),
             webhook: k("webhook"),
             hist: k("hist"),
+            schedules: k("schedules"),
+            schedule_state: k("schedule_state"),
+            schedule_next: k("schedule_next"),
             wake: k("wake"),
+            schedule_wake: k("schedule_wake"),
         })
     }
 
-    /// Every data key of the queue (not the channel), for inspection and tests.
-    pub fn all(&self) -> [&str; 14] {
+    /// Every key and channel of the queue, for inspection and tests.
+    pub fn all(&self) -> [&str; 18] {
         [
             &self.sched,
             &self.active,
@@ -117,7 +137,11 @@ impl QueueKeys {
             &self.errors,
             &self.webhook,
             &self.hist,
+            &self.schedules,
+            &self.schedule_state,
+            &self.schedule_next,
             &self.wake,
+            &self.schedule_wake,
         ]
     }
 }

@@ -14,6 +14,7 @@
 //! | `dead/` | dead-letter list, retry, delete |
 //! | `queues/` | stats, history, settings (configure), the queue registry |
 //! | `webhook/` | push delivery target |
+//! | `schedules/` | recurring schedules: set, delete, pause/resume, get, list, due, fire |
 //! | `server.rs` | `PING`, `INFO`, eviction policy (plain commands) |
 //!
 //! Shared: `lib.lua` (Lua helpers put in front of every script), `scripts.rs` (the registry),
@@ -37,9 +38,14 @@
 //! | `dueq:{q}:hist` | hash | `"<minute>:<counter>"` → count, per minute (ms / 60 000) of about the last hour: `c` claimed, `l` lateness sum and `x` max (ms, claim − due), `s` succeeded, `r` retried, `d` dead |
 //! | `dueq:{q}:webhook` | hash | push delivery target: `url`, `secret`, `concurrency`, `timeout_ms`, `updated_at_ms` |
 //! | `dueq:{q}:claims` | hash | worker claim id → `"<ms> id token ..."` of its last claim (lost-reply recovery) |
+//! | `dueq:{q}:schedules` | hash | schedule name → definition (JSON line, `\n`, payload) |
+//! | `dueq:{q}:schedule_state` | hash | schedule name → `"next last skipped paused fired fingerprint"` |
+//! | `dueq:{q}:schedule_next` | sorted set | unpaused schedule names, score = next fire time (ms) |
 //! | `dueq:{q}:wake` | pub/sub channel | due time (ms) of a task that became due earlier than before |
+//! | `dueq:{q}:schedule_wake` | pub/sub channel | next fire time (ms) of a schedule that changed |
 //! | `dueq:queues` | set | names of queues ever used (for listing; outside any hash tag) |
 //! | `dueq:webhooks` | set | names of queues whose webhook was ever set (only added to; outside any hash tag) |
+//! | `dueq:schedules` | set | names of queues that ever had a schedule (only added to; outside any hash tag) |
 //!
 //! # Invariants
 //!
@@ -58,6 +64,7 @@ pub mod keys;
 pub(crate) mod leases;
 pub(crate) mod queues;
 pub mod record;
+pub(crate) mod schedules;
 pub(crate) mod scripts;
 pub(crate) mod server;
 pub(crate) mod tasks;

@@ -47,6 +47,13 @@ scripts! {
     CONFIGURE => "queues/configure.lua", 1;
     WEBHOOK_SET => "webhook/webhook_set.lua", 1;
     WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1;
+    SCHEDULE_SET => "schedules/schedule_set.lua", 3;
+    SCHEDULE_DELETE => "schedules/schedule_delete.lua", 3;
+    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 2;
+    SCHEDULE_GET => "schedules/schedule_get.lua", 2;
+    SCHEDULE_LIST => "schedules/schedule_list.lua", 2;
+    SCHEDULE_DUE => "schedules/schedule_due.lua", 3;
+    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 8;
 }
 
 /// Loads every script into the server's script cache (`SCRIPT LOAD`; on a cluster the

@@ -7,11 +7,14 @@
 //!   the Redis clock, wake-ups, fallback poll, lease recovery, lost-reply replay).
 //! * [`lease_keeper`]: per queue, extends the leases of handlers that run long.
 //! * [`acker`]: per queue, sends acks and nacks in batches.
+//! * the [`ScheduleFirer`](crate::ScheduleFirer) (`due/schedules.rs`) of the worker's queues:
+//!   fires their schedule ticks, racing every other worker and server harmlessly.
 //!
 //! # Shutdown order
 //!
 //! [`WorkerHandle::shutdown`] (and the end of [`Worker::run_until`]):
-//! 1. claimers stop: no new task is claimed;
+//! 1. the schedule firer and the claimers stop: no tick is fired and no task claimed by this
+//!    worker any more (a fire step in flight finishes);
 //! 2. running handlers get the grace period ([`WorkerBuilder::shutdown_grace_ms`]) to finish;
 //! 3. handlers still running are aborted and their leases handed back (`release`), so another
 //!    worker runs them at once instead of after the lease;
@@ -51,6 +54,7 @@ pub struct WorkerBuilder {
     shutdown_grace_ms: u64,
     notifications: bool,
     poll_ms: u64,
+    schedules: bool,
 }
 
 impl WorkerBuilder {
@@ -106,6 +110,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether the worker fires the schedule ticks of its queues. Default `true`: every
+    /// worker takes part (whichever process reaches a tick first fires it, exactly once), so
+    /// schedules keep firing while any worker or server runs.
+    pub fn fire_schedules(mut self, on: bool) -> Self {
+        self.schedules = on;
+        self
+    }
+
     /// Checks the settings.
     ///
     /// # Errors
@@ -136,6 +148,7 @@ impl WorkerBuilder {
             shutdown_grace_ms: self.shutdown_grace_ms,
             notifications: self.notifications,
             poll_ms: self.poll_ms,
+            schedules: self.schedules.then_some(self.client),
         })
     }
 }
@@ -149,6 +162,8 @@ pub struct Worker {
     shutdown_grace_ms: u64,
     notifications: bool,
     poll_ms: u64,
+    /// The client to fire schedules with, when the worker fires them.
+    schedules: Option<Client>,
 }
 
 /// Counters of one worker since it started.
@@ -283,6 +298,7 @@ impl Worker {
             shutdown_grace_ms: 0,
             notifications: true,
             poll_ms: 1_000,
+            schedules: true,
         }
     }
 
@@ -322,6 +338,14 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
     let mut ackers = Vec::new();
     let mut keepers = Vec::new();
     let (keeper_stop_tx, keeper_stop_rx) = watch::channel(false);
+    let firer = worker.schedules.map(|client| {
+        let queues = worker.queues.iter().map(|(q, _)| q.clone()).collect();
+        let mut stop = shared.stop.clone();
+        let firer = crate::due::ScheduleFirer::for_queues(client, queues);
+        tokio::spawn(firer.run(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }))
+    });
     for (queue, handler) in worker.queues {
         let (tx, rx) = mpsc::unbounded_channel();
         let rt = Arc::new(QueueRt {
@@ -352,6 +376,9 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
         if stop.changed().await.is_err() {
             break;
         }
+    }
+    if let Some(f) = firer {
+        let _ = f.await;
     }
     for c in claimers {
         let _ = c.await;

@@ -12,6 +12,7 @@ mod basics;
 mod cases_limits;
 mod cases_ownership;
 mod cases_redis;
+mod cases_schedules;
 mod cases_scheduling;
 mod cluster;
 mod due;

@@ -1,0 +1,354 @@
+//! `/v1/queues/{queue}/schedules`: recurring schedules (DESIGN 4.2). `PUT` creates (201) or
+//! replaces / leaves unchanged (200) by name, so services register theirs at every start-up;
+//! every running worker and server fires them, each tick exactly once.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use dueq::json::{MAX_PAYLOAD_DEPTH, json_depth, payload_bytes, payload_raw};
+use dueq::{Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, ApiPath};
+use crate::state::AppState;
+
+/// A schedule: exactly one of `cron` and `every_ms`. Unknown fields are refused.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ScheduleRequest {
+    /// Cron pattern: 5 fields (minute first) or 6 (seconds first), wall-clock times in `tz`.
+    pub cron: Option<String>,
+    /// Fixed interval, ms: fire times are whole multiples of it since the Unix epoch.
+    #[schema(minimum = 1)]
+    pub every_ms: Option<u64>,
+    /// IANA time zone of `cron` (`Europe/Berlin`). Default UTC, never the server's zone.
+    pub tz: Option<String>,
+    /// Payload of every task (any JSON value). Default `null`.
+    #[schema(value_type = Object)]
+    pub payload: Option<Box<RawValue>>,
+    /// Ticks more than `misfire_grace_ms` late (nothing ran): `skip` (counted in
+    /// `skipped_total`, the default) or `fire_once` (one task for the whole missed span).
+    pub misfire: Option<MisfireJson>,
+    /// How late a tick may still fire, ms, 0 to 86400000. Default 1000.
+    pub misfire_grace_ms: Option<u64>,
+    /// `allow` (default) or `skip` (while the previous tick's task is live).
+    pub overlap: Option<OverlapJson>,
+    /// Attempts of each task, 1 to 65535. Default 5.
+    pub max_attempts: Option<u32>,
+    /// Lease of each task, ms. Default 30000.
+    pub lease_ms: Option<u64>,
+}
+
+/// Misfire policy.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MisfireJson {
+    /// Missed ticks are counted, not fired.
+    Skip,
+    /// One task for the whole missed span, at the latest missed fire time.
+    FireOnce,
+}
+
+/// Overlap policy.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OverlapJson {
+    /// Fire whatever the previous task does.
+    Allow,
+    /// Skip (and count) a tick while the previous tick's task is scheduled or active.
+    Skip,
+}
+
+/// A stored schedule and its state.
+#[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
+pub struct ScheduleResponse {
+    /// Queue name.
+    pub queue: String,
+    /// Schedule name.
+    pub name: String,
+    /// Cron pattern, if any.
+    pub cron: Option<String>,
+    /// Interval, ms, if any.
+    pub every_ms: Option<u64>,
+    /// Time zone of the cron pattern (`null` = UTC).
+    pub tz: Option<String>,
+    /// Payload of every task.
+    #[schema(value_type = Object)]
+    pub payload: Box<RawValue>,
+    /// Misfire policy.
+    pub misfire: MisfireJson,
+    /// Grace before a tick counts as missed, ms.
+    pub misfire_grace_ms: u64,
+    /// Overlap policy.
+    pub overlap: OverlapJson,
+    /// Attempts of each task.
+    pub max_attempts: u32,
+    /// Lease of each task, ms.
+    pub lease_ms: u64,
+    /// Next fire time, epoch ms (Redis clock); `null` while paused.
+    pub next_fire_at_ms: Option<u64>,
+    /// The next 5 fire times (empty while paused).
+    pub upcoming_ms: Vec<u64>,
+    /// Fire time of the last tick fired, epoch ms.
+    pub last_fire_at_ms: Option<u64>,
+    /// Ticks not fired (missed under `skip`, or skipped for overlap).
+    pub skipped_total: u64,
+    /// Tasks enqueued by ticks.
+    pub fired_total: u64,
+    /// Whether it is paused.
+    pub paused: bool,
+    /// In the answer to `PUT`: `created`, `replaced` or `unchanged`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+impl ScheduleResponse {
+    fn new(queue: &str, s: Schedule) -> Self {
+        let spec = s.spec;
+        Self {
+            queue: queue.to_owned(),
+            payload: payload_raw(&spec.payload),
+            name: spec.name,
+            cron: spec.cron,
+            every_ms: spec.every_ms,
+            tz: spec.tz,
+            misfire: match spec.misfire {
+                Misfire::FireOnce => MisfireJson::FireOnce,
+                _ => MisfireJson::Skip,
+            },
+            misfire_grace_ms: spec.misfire_grace_ms,
+            overlap: match spec.overlap {
+                Overlap::Skip => OverlapJson::Skip,
+                _ => OverlapJson::Allow,
+            },
+            max_attempts: spec.max_attempts,
+            lease_ms: spec.lease_ms,
+            next_fire_at_ms: s.next_fire_at_ms,
+            upcoming_ms: s.upcoming_ms,
+            last_fire_at_ms: s.last_fire_at_ms,
+            skipped_total: s.skipped_total,
+            fired_total: s.fired_total,
+            paused: s.paused,
+            outcome: None,
+        }
+    }
+}
+
+/// A queue's schedules.
+#[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
+pub struct ScheduleList {
+    /// Sorted by name.
+    pub schedules: Vec<ScheduleResponse>,
+}
+
+/// The answer to a delete.
+#[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
+pub struct ScheduleDeleted {
+    /// Schedule name.
+    pub name: String,
+    /// Always `true` (an unknown schedule gets 404).
+    pub deleted: bool,
+}
+
+fn spec(name: String, r: ScheduleRequest) -> ApiResult<ScheduleSpec> {
+    if let Some(p) = &r.payload
+        && json_depth(p.get()) > MAX_PAYLOAD_DEPTH
+    {
+        return Err(ApiError::invalid(format!(
+            "payload: nests deeper than {MAX_PAYLOAD_DEPTH} levels"
+        )));
+    }
+    let payload = r
+        .payload
+        .as_deref()
+        .map(payload_bytes)
+        .unwrap_or_else(|| b"null".to_vec());
+    let mut s = ScheduleSpec::new(name, payload);
+    s.cron = r.cron;
+    s.every_ms = r.every_ms;
+    s.tz = r.tz;
+    if let Some(m) = r.misfire {
+        s = s.misfire(match m {
+            MisfireJson::Skip => Misfire::Skip,
+            MisfireJson::FireOnce => Misfire::FireOnce,
+        });
+    }
+    if let Some(o) = r.overlap {
+        s = s.overlap(match o {
+            OverlapJson::Allow => Overlap::Allow,
+            OverlapJson::Skip => Overlap::Skip,
+        });
+    }
+    if let Some(g) = r.misfire_grace_ms {
+        s = s.misfire_grace_ms(g);
+    }
+    if let Some(n) = r.max_attempts {
+        s = s.max_attempts(n);
+    }
+    if let Some(l) = r.lease_ms {
+        s = s.lease_ms(l);
+    }
+    Ok(s)
+}
+
+fn missing(queue: &str, name: &str) -> ApiError {
+    ApiError::not_found(format!("queue {queue:?} has no schedule {name:?}"))
+}
+
+async fn read(st: &AppState, queue: &str, name: &str) -> ApiResult<ScheduleResponse> {
+    let q = st.queue(queue)?;
+    match q.schedule(name).await? {
+        Some(s) => Ok(ScheduleResponse::new(queue, s)),
+        None => Err(missing(queue, name)),
+    }
+}
+
+/// Create or replace a schedule by name. The same definition again changes nothing (200,
+/// `unchanged`); a replace that keeps `cron` / `every_ms` / `tz` keeps the next fire time.
+#[utoipa::path(put, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("name" = String, Path, description = "Schedule name, [A-Za-z0-9_.-]{1,128}")),
+    request_body = ScheduleRequest,
+    responses(
+        (status = 201, description = "Created", body = ScheduleResponse),
+        (status = 200, description = "Replaced or unchanged", body = ScheduleResponse),
+        (status = 400, description = "Bad field (the message names it); nothing written", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 413, description = "Payload too large", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn set(
+    State(st): State<AppState>,
+    ApiPath((queue, name)): ApiPath<(String, String)>,
+    ApiJson(req): ApiJson<ScheduleRequest>,
+) -> ApiResult<(StatusCode, Json<ScheduleResponse>)> {
+    let q = st.queue(&queue)?;
+    let s = spec(name.clone(), req)?;
+    let r = q.set_schedule(&s).await?;
+    let mut res = read(&st, &queue, &name).await?;
+    let (status, outcome) = match r.outcome {
+        SetOutcome::Created => (StatusCode::CREATED, "created"),
+        SetOutcome::Replaced => (StatusCode::OK, "replaced"),
+        _ => (StatusCode::OK, "unchanged"),
+    };
+    res.outcome = Some(outcome.to_owned());
+    Ok((status, Json(res)))
+}
+
+/// One schedule with its next fire times.
+#[utoipa::path(get, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("name" = String, Path, description = "Schedule name")),
+    responses(
+        (status = 200, description = "The schedule", body = ScheduleResponse),
+        (status = 400, description = "Bad queue or schedule name", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "No such schedule", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn get(
+    State(st): State<AppState>,
+    ApiPath((queue, name)): ApiPath<(String, String)>,
+) -> ApiResult<Json<ScheduleResponse>> {
+    Ok(Json(read(&st, &queue, &name).await?))
+}
+
+/// Delete a schedule (tasks it already enqueued stay).
+#[utoipa::path(delete, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("name" = String, Path, description = "Schedule name")),
+    responses(
+        (status = 200, description = "Deleted", body = ScheduleDeleted),
+        (status = 400, description = "Bad queue or schedule name", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "No such schedule", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn delete(
+    State(st): State<AppState>,
+    ApiPath((queue, name)): ApiPath<(String, String)>,
+) -> ApiResult<Json<ScheduleDeleted>> {
+    let q = st.queue(&queue)?;
+    if q.delete_schedule(&name).await? {
+        Ok(Json(ScheduleDeleted {
+            name,
+            deleted: true,
+        }))
+    } else {
+        Err(missing(&queue, &name))
+    }
+}
+
+/// Pause a schedule: no tick fires or counts until it is resumed.
+#[utoipa::path(post, path = "/v1/queues/{queue}/schedules/{name}/pause", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("name" = String, Path, description = "Schedule name")),
+    responses(
+        (status = 200, description = "Paused", body = ScheduleResponse),
+        (status = 400, description = "Bad queue or schedule name", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "No such schedule", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn pause(
+    State(st): State<AppState>,
+    ApiPath((queue, name)): ApiPath<(String, String)>,
+) -> ApiResult<Json<ScheduleResponse>> {
+    let q = st.queue(&queue)?;
+    q.pause_schedule(&name)
+        .await?
+        .ok_or_else(|| missing(&queue, &name))?;
+    Ok(Json(read(&st, &queue, &name).await?))
+}
+
+/// Resume a schedule at its first tick after now (ticks during the pause are not fired).
+#[utoipa::path(post, path = "/v1/queues/{queue}/schedules/{name}/resume", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("name" = String, Path, description = "Schedule name")),
+    responses(
+        (status = 200, description = "Resumed", body = ScheduleResponse),
+        (status = 400, description = "Bad queue or schedule name", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 404, description = "No such schedule", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn resume(
+    State(st): State<AppState>,
+    ApiPath((queue, name)): ApiPath<(String, String)>,
+) -> ApiResult<Json<ScheduleResponse>> {
+    let q = st.queue(&queue)?;
+    q.resume_schedule(&name)
+        .await?
+        .ok_or_else(|| missing(&queue, &name))?;
+    Ok(Json(read(&st, &queue, &name).await?))
+}
+
+/// Every schedule of a queue, by name.
+#[utoipa::path(get, path = "/v1/queues/{queue}/schedules", tag = "schedules",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "The schedules", body = ScheduleList),
+        (status = 400, description = "Bad queue name", body = ErrorBody),
+        (status = 401, description = "No or bad token", body = ErrorBody),
+        (status = 503, description = "Redis unavailable", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(st): State<AppState>,
+    ApiPath(queue): ApiPath<String>,
+) -> ApiResult<Json<ScheduleList>> {
+    let q = st.queue(&queue)?;
+    let schedules = q
+        .schedules()
+        .await?
+        .into_iter()
+        .map(|s| ScheduleResponse::new(&queue, s))
+        .collect();
+    Ok(Json(ScheduleList { schedules }))
+}

@@ -1,0 +1,296 @@
+//! Recurring schedules on a [`Queue`]: set (create or replace), get, list, delete, pause,
+//! resume, and the firing step that [`ScheduleFirer`](crate::due::ScheduleFirer) drives.
+//!
+//! Fire times are computed here from the schedule's grid and a Redis time
+//! ([`crate::schedule`]); the scripts decide with their own `TIME` which of the offered times
+//! is next, and `schedule_fire.lua` claims each tick atomically.
+
+use super::Queue;
+use crate::error::{Error, ErrorKind, Result};
+use crate::protocol::record;
+use crate::protocol::schedules::{self, FireItem, Raw};
+use crate::schedule::timing::{self, Grid};
+use crate::schedule::{
+    Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, SetReport, State, UPCOMING,
+    validate_schedule_name,
+};
+
+/// Fire times offered to a set or resume script (it takes the first after its own now).
+const OFFERED: usize = 4;
+/// Schedules one firing step looks at and fires in one script call.
+pub(crate) const FIRE_BATCH: usize = 200;
+
+/// What one firing step did on a queue.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FireReport {
+    /// Redis time of the step, ms.
+    pub now_ms: u64,
+    /// Earliest next fire time of the queue's schedules after the step.
+    pub next_fire_at_ms: Option<u64>,
+    /// Schedules due were found (look again at once: more may be due).
+    pub busy: bool,
+    pub fired: u64,
+    pub skipped: u64,
+}
+
+fn decode(raw: &Raw) -> Result<(ScheduleSpec, State)> {
+    Ok((
+        ScheduleSpec::decode(&raw.name, &raw.def)?,
+        State::parse(&raw.name, &raw.state)?,
+    ))
+}
+
+fn view(raw: &Raw) -> Result<Schedule> {
+    let (spec, st) = decode(raw)?;
+    let upcoming_ms = match (st.paused, st.next, spec.grid()) {
+        (false, Some(next), Ok(grid)) => {
+            let mut v = vec![next];
+            v.extend(grid.upcoming(next, UPCOMING - 1));
+            v
+        }
+        _ => Vec::new(),
+    };
+    Ok(Schedule {
+        spec,
+        next_fire_at_ms: st.next.filter(|_| !st.paused),
+        upcoming_ms,
+        last_fire_at_ms: st.last,
+        skipped_total: st.skipped,
+        fired_total: st.fired,
+        paused: st.paused,
+    })
+}
+
+impl Queue {
+    /// Creates or replaces the schedule `spec.name` (idempotent: the same spec again answers
+    /// [`SetOutcome::Unchanged`] and writes nothing, so registering at every start-up is the
+    /// expected use). A replace that keeps the timing (`cron`, `every_ms`, `tz`) keeps the next
+    /// fire time and the counters; a new timing starts at its first tick after now. A replace
+    /// keeps a paused schedule paused. Running firers are woken.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] naming the bad field (see [`ScheduleSpec::validate`]; also a
+    /// cron pattern that never fires), [`ErrorKind::PayloadTooLarge`]; nothing written.
+    /// [`ErrorKind::Redis`] when Redis fails (safe to repeat).
+    pub async fn set_schedule(&self, spec: &ScheduleSpec) -> Result<SetReport> {
+        let grid = spec.grid()?;
+        let limit = self.client().payload_limit_bytes();
+        if spec.payload.len() > limit {
+            return Err(Error::new(
+                ErrorKind::PayloadTooLarge,
+                format!(
+                    "payload: {} bytes; the limit is {limit}",
+                    spec.payload.len()
+                ),
+            ));
+        }
+        let mut conn = self.client().conn();
+        let now = schedules::redis_time_ms(&mut conn).await?;
+        let offered = grid.upcoming(now, OFFERED);
+        if offered.is_empty() {
+            return Err(Error::invalid(format!(
+                "cron: {:?} never fires again",
+                spec.cron.as_deref().unwrap_or("")
+            )));
+        }
+        self.client().register(self.name()).await?;
+        let (outcome, next) = schedules::set(
+            &mut conn,
+            self.keys(),
+            &spec.name,
+            &spec.encode(),
+            &spec.fingerprint(),
+            &offered,
+        )
+        .await?;
+        let outcome = match outcome.as_str() {
+            "created" => SetOutcome::Created,
+            "replaced" => SetOutcome::Replaced,
+            "unchanged" => SetOutcome::Unchanged,
+            o => {
+                return Err(Error::protocol(format!(
+                    "schedule_set: unknown outcome {o}"
+                )));
+            }
+        };
+        Ok(SetReport {
+            outcome,
+            next_fire_at_ms: u64::try_from(next).ok(),
+        })
+    }
+
+    /// The schedule `name` with its state and next fire times, or `None`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a bad name, [`ErrorKind::Redis`] when Redis fails,
+    /// [`ErrorKind::Protocol`] for a stored schedule changed by hand.
+    pub async fn schedule(&self, name: &str) -> Result<Option<Schedule>> {
+        validate_schedule_name(name)?;
+        let raw = schedules::get(&mut self.client().conn(), self.keys(), name).await?;
+        raw.as_ref().map(view).transpose()
+    }
+
+    /// Every schedule of the queue, sorted by name (read in pages of about 500).
+    ///
+    /// # Errors
+    /// As [`Queue::schedule`].
+    pub async fn schedules(&self) -> Result<Vec<Schedule>> {
+        let mut conn = self.client().conn();
+        let mut cursor = "0".to_owned();
+        let mut out = Vec::new();
+        loop {
+            let (next, page) = schedules::list_page(&mut conn, self.keys(), &cursor, 500).await?;
+            for raw in &page {
+                out.push(view(raw)?);
+            }
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        out.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        out.dedup_by(|a, b| a.spec.name == b.spec.name); // HSCAN may repeat an entry
+        Ok(out)
+    }
+
+    /// Deletes the schedule `name`; whether it existed. Tasks it already enqueued stay.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a bad name, [`ErrorKind::Redis`] when Redis fails.
+    pub async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        validate_schedule_name(name)?;
+        schedules::delete(&mut self.client().conn(), self.keys(), name).await
+    }
+
+    /// Pauses the schedule `name`: no tick fires or counts until it is resumed. `None` when
+    /// there is no such schedule, else `Some(())`.
+    ///
+    /// # Errors
+    /// As [`Queue::delete_schedule`].
+    pub async fn pause_schedule(&self, name: &str) -> Result<Option<()>> {
+        validate_schedule_name(name)?;
+        let r = schedules::pause(&mut self.client().conn(), self.keys(), name, true, &[]).await?;
+        Ok(r.map(|_| ()))
+    }
+
+    /// Resumes the schedule `name` at its first tick after now (ticks during the pause are
+    /// not fired). `None` when there is no such schedule, else its next fire time.
+    ///
+    /// # Errors
+    /// As [`Queue::schedule`].
+    pub async fn resume_schedule(&self, name: &str) -> Result<Option<Option<u64>>> {
+        validate_schedule_name(name)?;
+        let mut conn = self.client().conn();
+        let Some(raw) = schedules::get(&mut conn, self.keys(), name).await? else {
+            return Ok(None);
+        };
+        let (spec, _) = decode(&raw)?;
+        let grid = spec.grid()?;
+        let now = schedules::redis_time_ms(&mut conn).await?;
+        let offered = grid.upcoming(now, OFFERED);
+        let r = schedules::pause(&mut conn, self.keys(), name, false, &offered).await?;
+        Ok(r.map(|n| u64::try_from(n).ok()))
+    }
+
+    /// One firing step: fires (or counts as skipped) every tick of this queue's schedules
+    /// that is due, up to [`FIRE_BATCH`] schedules, and says when to look again.
+    pub(crate) async fn fire_due_schedules(&self) -> Result<FireReport> {
+        let mut conn = self.client().conn();
+        let due = schedules::due(&mut conn, self.keys(), FIRE_BATCH).await?;
+        let mut report = FireReport {
+            now_ms: due.now_ms,
+            next_fire_at_ms: due.earliest_ms,
+            busy: !due.due.is_empty(),
+            ..FireReport::default()
+        };
+        if due.due.is_empty() {
+            return Ok(report);
+        }
+        let mut planned = Vec::with_capacity(due.due.len());
+        for raw in &due.due {
+            match plan_one(raw, due.now_ms) {
+                Ok(Some(p)) => planned.push(p),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(queue = self.name(), schedule = raw.name, error = %e,
+                    "schedule cannot be fired; fix or delete it"),
+            }
+        }
+        if planned.is_empty() {
+            // nothing can be fired: do not spin on them
+            report.busy = false;
+            return Ok(report);
+        }
+        let items: Vec<FireItem<'_>> = planned.iter().map(|p| p.item()).collect();
+        let (_, fired) = schedules::fire(&mut conn, self.keys(), &items).await?;
+        for (item, f) in items.iter().zip(&fired) {
+            if f.code == 1 {
+                report.fired += f.created;
+                report.skipped += f.skipped;
+                crate::due::metrics::schedule_ticks(
+                    self.client(),
+                    self.name(),
+                    item.name,
+                    f.created,
+                    f.skipped,
+                );
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// A schedule's planned step, owning what its [`FireItem`] borrows.
+struct Planned {
+    name: String,
+    expect_next: i64,
+    step: timing::Step,
+    once: Option<(u64, Vec<u8>)>,
+    fire: Option<(u64, Vec<u8>)>,
+    overlap_skip: bool,
+}
+
+impl Planned {
+    fn item(&self) -> FireItem<'_> {
+        FireItem {
+            name: &self.name,
+            expect_next: self.expect_next,
+            missed: self.step.skipped,
+            once: self.once.clone(),
+            fire: self.fire.clone(),
+            next: self.step.next,
+            overlap_skip: self.overlap_skip,
+        }
+    }
+}
+
+fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
+    let (spec, st) = decode(raw)?;
+    let grid: Grid = spec.grid()?;
+    let Some(next) = st.next else {
+        return Ok(None);
+    };
+    let Some(step) = timing::plan(
+        &grid,
+        next,
+        now_ms,
+        spec.misfire_grace_ms,
+        spec.misfire == Misfire::FireOnce,
+    ) else {
+        return Ok(None);
+    };
+    let task = |at: u64| {
+        let key = format!("schedule:{}:{at}", spec.name);
+        (
+            at,
+            record::spec(spec.max_attempts, spec.lease_ms, &key, &spec.payload),
+        )
+    };
+    Ok(Some(Planned {
+        name: spec.name.clone(),
+        expect_next: st.next_raw,
+        once: step.once_at.map(task),
+        fire: step.fire_at.map(task),
+        step,
+        overlap_skip: spec.overlap == Overlap::Skip,
+    }))
+}

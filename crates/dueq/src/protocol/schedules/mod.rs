@@ -1,0 +1,273 @@
+//! Redis operations on a queue's schedules (`schedules`, `schedule_state`, `schedule_next`)
+//! and on the `dueq:schedules` registry that lets `dueq serve` find queues with schedules.
+//!
+//! Every change is one script; `schedule_fire.lua` claims a tick by comparing the stored next
+//! fire time, so any number of processes firing at once enqueue each tick once. Set adds the
+//! queue to `dueq:schedules` *before* its script runs and nothing removes it (the set lives
+//! outside the queue's hash tag, so one script cannot write both on a cluster).
+
+use super::call::{Args, Reply, run};
+use super::conn::Conn;
+use super::keys::{QueueKeys, SCHEDULES_KEY};
+use super::scripts;
+use crate::error::{Error, Result};
+
+/// A schedule as stored: its definition bytes and state text.
+pub(crate) struct Raw {
+    pub name: String,
+    pub def: Vec<u8>,
+    pub state: String,
+}
+
+fn raws(r: &mut Reply) -> Result<Vec<Raw>> {
+    let mut out = Vec::with_capacity(r.remaining() / 3);
+    while r.remaining() >= 3 {
+        out.push(Raw {
+            name: r.string()?,
+            def: r.bytes()?,
+            state: r.string()?,
+        });
+    }
+    Ok(out)
+}
+
+/// The Redis server's time, epoch ms (to compute the fire times a set or resume offers).
+pub(crate) async fn redis_time_ms(conn: &mut Conn) -> Result<u64> {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
+    Ok(s * 1000 + us / 1000)
+}
+
+/// Stores a schedule; `upcoming` are its next fire times after a recent Redis time.
+/// Returns (outcome text, next fire ms or -1).
+pub(crate) async fn set(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    name: &str,
+    def: &[u8],
+    fingerprint: &str,
+    upcoming: &[u64],
+) -> Result<(String, i64)> {
+    redis::cmd("SADD")
+        .arg(SCHEDULES_KEY)
+        .arg(&k.name)
+        .query_async::<()>(conn)
+        .await?;
+    let mut a = Args::default();
+    a.s(name).s(def).s(fingerprint).s(&k.schedule_wake);
+    for t in upcoming {
+        a.n(t);
+    }
+    let keys = [&k.schedules, &k.schedule_state, &k.schedule_next].map(String::as_str);
+    let mut r = run(
+        conn,
+        "schedule_set",
+        &scripts::SCHEDULE_SET,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    r.u64()?;
+    Ok((r.string()?, r.i64()?))
+}
+
+/// Removes a schedule; whether there was one.
+pub(crate) async fn delete(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<bool> {
+    let mut a = Args::default();
+    a.s(name);
+    let keys = [&k.schedules, &k.schedule_state, &k.schedule_next].map(String::as_str);
+    let mut r = run(
+        conn,
+        "schedule_delete",
+        &scripts::SCHEDULE_DELETE,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    r.u64()?;
+    Ok(r.i64()? == 1)
+}
+
+/// Pauses or resumes; `None` when there is no such schedule, else the next fire ms (-1 none).
+pub(crate) async fn pause(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    name: &str,
+    paused: bool,
+    upcoming: &[u64],
+) -> Result<Option<i64>> {
+    let mut a = Args::default();
+    a.s(name).n(u8::from(paused)).s(&k.schedule_wake);
+    for t in upcoming {
+        a.n(t);
+    }
+    let keys = [&k.schedule_state, &k.schedule_next].map(String::as_str);
+    let mut r = run(
+        conn,
+        "schedule_pause",
+        &scripts::SCHEDULE_PAUSE,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    r.u64()?;
+    let found = r.i64()? == 1;
+    let next = r.i64()?;
+    Ok(found.then_some(next))
+}
+
+/// One schedule, with the Redis time.
+pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<Option<Raw>> {
+    let mut a = Args::default();
+    a.s(name);
+    let keys = [&k.schedules, &k.schedule_state].map(String::as_str);
+    let mut r = run(
+        conn,
+        "schedule_get",
+        &scripts::SCHEDULE_GET,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    r.u64()?;
+    if r.remaining() == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Raw {
+        name: name.to_owned(),
+        def: r.bytes()?,
+        state: r.string()?,
+    }))
+}
+
+/// One page of schedules: (next cursor, "0" at the end; schedules).
+pub(crate) async fn list_page(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    cursor: &str,
+    count: usize,
+) -> Result<(String, Vec<Raw>)> {
+    let mut a = Args::default();
+    a.s(cursor).n(count);
+    let keys = [&k.schedules, &k.schedule_state].map(String::as_str);
+    let mut r = run(
+        conn,
+        "schedule_list",
+        &scripts::SCHEDULE_LIST,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    r.u64()?;
+    let next = r.string()?;
+    Ok((next, raws(&mut r)?))
+}
+
+/// What `schedule_due` answered.
+pub(crate) struct Due {
+    pub now_ms: u64,
+    /// Earliest next fire time of the queue's unpaused schedules.
+    pub earliest_ms: Option<u64>,
+    pub due: Vec<Raw>,
+}
+
+/// The schedules due now (at most `max`), with the Redis time and the earliest next fire.
+pub(crate) async fn due(conn: &mut Conn, k: &QueueKeys, max: usize) -> Result<Due> {
+    let mut a = Args::default();
+    a.n(max);
+    let keys = [&k.schedule_next, &k.schedules, &k.schedule_state].map(String::as_str);
+    let mut r = run(
+        conn,
+        "schedule_due",
+        &scripts::SCHEDULE_DUE,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    Ok(Due {
+        now_ms: r.u64()?,
+        earliest_ms: r.opt_u64()?,
+        due: raws(&mut r)?,
+    })
+}
+
+/// One planned step of one schedule (see `schedule_fire.lua`).
+pub(crate) struct FireItem<'a> {
+    pub name: &'a str,
+    pub expect_next: i64,
+    pub missed: u64,
+    pub once: Option<(u64, Vec<u8>)>,
+    pub fire: Option<(u64, Vec<u8>)>,
+    pub next: Option<u64>,
+    pub overlap_skip: bool,
+}
+
+/// What `schedule_fire` did with one item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fired {
+    /// 1 applied, 0 stale, -1 gone, -2 paused, -3 not due yet.
+    pub code: i64,
+    pub created: u64,
+    pub skipped: u64,
+}
+
+pub(crate) async fn fire(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    items: &[FireItem<'_>],
+) -> Result<(u64, Vec<Fired>)> {
+    let mut a = Args::default();
+    a.s(&k.wake).n(items.len());
+    let at = |t: &Option<(u64, Vec<u8>)>| t.as_ref().map_or(-1, |(ms, _)| *ms as i64);
+    for it in items {
+        a.s(it.name).n(it.expect_next).n(it.missed).n(at(&it.once));
+        a.0.push(it.once.as_ref().map(|(_, s)| s.clone()).unwrap_or_default());
+        a.n(at(&it.fire));
+        a.0.push(it.fire.as_ref().map(|(_, s)| s.clone()).unwrap_or_default());
+        a.n(it.next.map_or(-1, |n| n as i64))
+            .s(if it.overlap_skip { "s" } else { "a" });
+    }
+    let keys = [
+        &k.sched,
+        &k.tasks,
+        &k.keys,
+        &k.meta,
+        &k.stats,
+        &k.leases,
+        &k.schedule_state,
+        &k.schedule_next,
+    ]
+    .map(String::as_str);
+    let mut r = run(
+        conn,
+        "schedule_fire",
+        &scripts::SCHEDULE_FIRE,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    let now = r.u64()?;
+    let mut out = Vec::with_capacity(items.len());
+    while r.remaining() >= 3 {
+        out.push(Fired {
+            code: r.i64()?,
+            created: r.u64()?,
+            skipped: r.u64()?,
+        });
+    }
+    if out.len() != items.len() {
+        return Err(Error::protocol(
+            "schedule_fire: one answer per item expected",
+        ));
+    }
+    Ok((now, out))
+}
+
+/// Names in `dueq:schedules`, sorted: every queue with a schedule, and queues that had one.
+pub(crate) async fn registry(conn: &mut Conn) -> Result<Vec<String>> {
+    let mut names: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(SCHEDULES_KEY)
+        .query_async(conn)
+        .await?;
+    names.sort();
+    Ok(names)
+}

@@ -1,0 +1,15 @@
+-- schedule_list: one page of a queue's schedules (HSCAN order; a page holds about ARGV[2]).
+-- KEYS[1] schedules  KEYS[2] schedule_state
+-- ARGV[1] cursor ('0' to start), ARGV[2] page size hint (at most 1000)
+-- Returns: {now_ms, next cursor ('0' at the end), then name, definition, state per schedule}
+local now = now_ms()
+local r = redis.call('HSCAN', KEYS[2], ARGV[1], 'COUNT', math.min(tonumber(ARGV[2]), 1000))
+local out, n = {now, r[1]}, 2
+local page = r[2]
+for i = 1, #page, 2 do
+  local def = redis.call('HGET', KEYS[1], page[i])
+  if def then
+    out[n + 1] = page[i]; out[n + 2] = def; out[n + 3] = page[i + 1]; n = n + 3
+  end
+end
+return out

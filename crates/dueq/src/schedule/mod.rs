@@ -1,0 +1,439 @@
+//! Recurring schedules: a cron pattern or a fixed interval that enqueues one task per tick
+//! (DESIGN section 1 "schedule", guarantee 2.11).
+//!
+//! A [`ScheduleSpec`] is checked in full before anything is written
+//! ([`ScheduleSpec::validate`]; each error names its field). It is stored in Redis beside its
+//! queue, by name, so every worker and server sees the same one; registering the same spec
+//! again changes nothing ([`SetOutcome::Unchanged`]). Fire times come from [`timing`]: pure
+//! functions of the schedule's own grid and the Redis clock. The firing duty is
+//! [`ScheduleFirer`](crate::due::ScheduleFirer).
+//!
+//! The rules, with their tests: `docs/SCHEDULES.md` in the repository.
+
+pub(crate) mod timing;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::task::{
+    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_DELAY_MS, validate_lease_ms,
+};
+use timing::Grid;
+
+/// Longest schedule name, in bytes.
+pub const MAX_SCHEDULE_NAME_BYTES: usize = 128;
+/// Longest cron pattern, in bytes.
+pub const MAX_CRON_BYTES: usize = 256;
+/// Default `misfire_grace_ms`: a tick unfired this long after its fire time is missed.
+pub const DEFAULT_MISFIRE_GRACE_MS: u64 = 1_000;
+/// Longest `misfire_grace_ms` (one day).
+pub const MAX_MISFIRE_GRACE_MS: u64 = 86_400_000;
+/// How many fire times [`Schedule::upcoming_ms`] lists.
+pub const UPCOMING: usize = 5;
+
+/// What happens to ticks missed while no process ran (more than `misfire_grace_ms` late).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Misfire {
+    /// Fire none of them; count each in `skipped_total`. The default.
+    #[default]
+    Skip,
+    /// Fire one task for the whole missed span, carrying the latest missed fire time.
+    FireOnce,
+}
+
+/// What happens to a tick while the previous tick's task is still live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Overlap {
+    /// Fire it anyway. The default.
+    #[default]
+    Allow,
+    /// Skip it (counted in `skipped_total`) while the previous tick's task is scheduled or
+    /// active.
+    Skip,
+}
+
+/// A schedule to store with [`Queue::set_schedule`](crate::Queue::set_schedule): exactly one
+/// of `cron` and `every_ms`, and the task each tick enqueues (business key
+/// `schedule:{name}:{fire_at_ms}`, due at the fire time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScheduleSpec {
+    /// Unique in its queue: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..`.
+    pub name: String,
+    /// Cron pattern, 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
+    /// first), as croner reads them; wall-clock times in `tz`.
+    pub cron: Option<String>,
+    /// Fixed interval, ms (1 to 100 years): fire times are whole multiples of it since the
+    /// Unix epoch.
+    pub every_ms: Option<u64>,
+    /// IANA time zone of a cron pattern (`Europe/Berlin`); `None` = UTC, never the host's.
+    pub tz: Option<String>,
+    /// Payload of every task (at most the client's payload limit).
+    pub payload: Vec<u8>,
+    /// Missed ticks: default [`Misfire::Skip`].
+    pub misfire: Misfire,
+    /// How late a tick may fire before it counts as missed, ms (0 to one day). Default 1 000.
+    pub misfire_grace_ms: u64,
+    /// Ticks while the previous task is live: default [`Overlap::Allow`].
+    pub overlap: Overlap,
+    /// Attempts of each task (1 to 65 535). Default 5.
+    pub max_attempts: u32,
+    /// Lease of each task, ms. Default 30 000.
+    pub lease_ms: u64,
+}
+
+impl ScheduleSpec {
+    /// A schedule named `name` with `payload` and the defaults; give it
+    /// [`cron`](Self::cron) or [`every_ms`](Self::every_ms).
+    pub fn new(name: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
+        Self {
+            name: name.into(),
+            cron: None,
+            every_ms: None,
+            tz: None,
+            payload: payload.into(),
+            misfire: Misfire::Skip,
+            misfire_grace_ms: DEFAULT_MISFIRE_GRACE_MS,
+            overlap: Overlap::Allow,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            lease_ms: DEFAULT_LEASE_MS,
+        }
+    }
+
+    /// Fires on a cron pattern (5 or 6 fields).
+    pub fn cron(mut self, pattern: impl Into<String>) -> Self {
+        self.cron = Some(pattern.into());
+        self
+    }
+
+    /// Fires every `ms` milliseconds, on the epoch-anchored grid.
+    pub fn every_ms(mut self, ms: u64) -> Self {
+        self.every_ms = Some(ms);
+        self
+    }
+
+    /// The cron pattern's IANA time zone.
+    pub fn tz(mut self, zone: impl Into<String>) -> Self {
+        self.tz = Some(zone.into());
+        self
+    }
+
+    /// The misfire policy.
+    pub fn misfire(mut self, misfire: Misfire) -> Self {
+        self.misfire = misfire;
+        self
+    }
+
+    /// How late a tick may still fire, ms.
+    pub fn misfire_grace_ms(mut self, ms: u64) -> Self {
+        self.misfire_grace_ms = ms;
+        self
+    }
+
+    /// The overlap policy.
+    pub fn overlap(mut self, overlap: Overlap) -> Self {
+        self.overlap = overlap;
+        self
+    }
+
+    /// Attempts of each task.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Lease of each task, ms.
+    pub fn lease_ms(mut self, ms: u64) -> Self {
+        self.lease_ms = ms;
+        self
+    }
+
+    /// Checks every field (the payload size is checked by the queue, against its client's
+    /// limit).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) with a message that starts with the
+    /// field's name (`cron: ...`, `every_ms: ...`, `tz: ...`, `name: ...`).
+    pub fn validate(&self) -> Result<()> {
+        self.grid().map(|_| ())
+    }
+
+    /// The compiled grid (validating every field).
+    pub(crate) fn grid(&self) -> Result<Grid> {
+        validate_schedule_name(&self.name)?;
+        let grid = match (&self.cron, self.every_ms) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid("cron, every_ms: give exactly one, not both"));
+            }
+            (None, None) => return Err(Error::invalid("cron, every_ms: give exactly one")),
+            (None, Some(ms)) => {
+                if ms == 0 || ms > MAX_DELAY_MS {
+                    return Err(Error::invalid(format!(
+                        "every_ms: must be 1 to {MAX_DELAY_MS}, got {ms}"
+                    )));
+                }
+                if self.tz.is_some() {
+                    return Err(Error::invalid(
+                        "tz: applies to cron only (every_ms is anchored at the Unix epoch)",
+                    ));
+                }
+                Grid::Every(ms)
+            }
+            (Some(pattern), None) => {
+                if pattern.len() > MAX_CRON_BYTES {
+                    return Err(Error::invalid(format!(
+                        "cron: at most {MAX_CRON_BYTES} bytes"
+                    )));
+                }
+                let cron = timing::parse_cron(pattern)
+                    .map_err(|e| Error::invalid(format!("cron: {pattern:?} is invalid: {e}")))?;
+                let tz = timing::zone(self.tz.as_deref()).map_err(|e| {
+                    Error::invalid(format!(
+                        "tz: {:?} is not a known IANA time zone: {e}",
+                        self.tz.as_deref().unwrap_or("")
+                    ))
+                })?;
+                Grid::Cron {
+                    cron: Box::new(cron),
+                    tz,
+                }
+            }
+        };
+        if self.misfire_grace_ms > MAX_MISFIRE_GRACE_MS {
+            return Err(Error::invalid(format!(
+                "misfire_grace_ms: at most {MAX_MISFIRE_GRACE_MS}"
+            )));
+        }
+        if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS {
+            return Err(Error::invalid(format!(
+                "max_attempts: must be 1 to {MAX_ATTEMPTS}"
+            )));
+        }
+        validate_lease_ms(self.lease_ms)
+            .map_err(|_| Error::invalid("lease_ms: must be 1 to 4294967295"))?;
+        Ok(grid)
+    }
+
+    /// What identifies the timing: a replace with the same one keeps the next fire time.
+    pub(crate) fn fingerprint(&self) -> String {
+        // FNV-1a 64 over the timing fields: stable across builds (std's hasher is not)
+        let text = format!(
+            "{}|{}|{}",
+            self.cron.as_deref().unwrap_or(""),
+            self.every_ms.map(|m| m.to_string()).unwrap_or_default(),
+            self.tz.as_deref().unwrap_or("")
+        );
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{h:016x}")
+    }
+
+    /// The stored form: one JSON line of the settings, `\n`, the payload bytes.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let head = Stored {
+            cron: self.cron.clone(),
+            every_ms: self.every_ms,
+            tz: self.tz.clone(),
+            misfire: self.misfire,
+            misfire_grace_ms: self.misfire_grace_ms,
+            overlap: self.overlap,
+            max_attempts: self.max_attempts,
+            lease_ms: self.lease_ms,
+        };
+        // serializing plain strings, numbers and enums cannot fail
+        let mut v = serde_json::to_vec(&head).unwrap_or_default();
+        v.push(b'\n');
+        v.extend_from_slice(&self.payload);
+        v
+    }
+
+    /// Reads the stored form back.
+    pub(crate) fn decode(name: &str, raw: &[u8]) -> Result<Self> {
+        let bad = || Error::protocol(format!("schedule {name}: unreadable definition"));
+        let split = raw.iter().position(|&b| b == b'\n').ok_or_else(bad)?;
+        let head: Stored = serde_json::from_slice(&raw[..split]).map_err(|_| bad())?;
+        Ok(Self {
+            name: name.to_owned(),
+            cron: head.cron,
+            every_ms: head.every_ms,
+            tz: head.tz,
+            payload: raw[split + 1..].to_vec(),
+            misfire: head.misfire,
+            misfire_grace_ms: head.misfire_grace_ms,
+            overlap: head.overlap,
+            max_attempts: head.max_attempts,
+            lease_ms: head.lease_ms,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    cron: Option<String>,
+    every_ms: Option<u64>,
+    tz: Option<String>,
+    misfire: Misfire,
+    misfire_grace_ms: u64,
+    overlap: Overlap,
+    max_attempts: u32,
+    lease_ms: u64,
+}
+
+/// Checks a schedule name: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..` (it is a URL path segment
+/// and part of its tasks' business keys).
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind), message starting `name: `.
+pub fn validate_schedule_name(name: &str) -> Result<()> {
+    let ok_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
+    if name.is_empty()
+        || name.len() > MAX_SCHEDULE_NAME_BYTES
+        || !name.bytes().all(ok_char)
+        || name == "."
+        || name == ".."
+    {
+        return Err(Error::invalid(format!(
+            "name: schedule name {name:?} is invalid: use 1 to {MAX_SCHEDULE_NAME_BYTES} characters from A-Z a-z 0-9 _ . - (not . or ..)"
+        )));
+    }
+    Ok(())
+}
+
+/// What [`Queue::set_schedule`](crate::Queue::set_schedule) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SetOutcome {
+    /// There was no schedule of that name.
+    Created,
+    /// A different definition was replaced (same timing: the next fire time is kept).
+    Replaced,
+    /// The stored definition was the same; nothing written.
+    Unchanged,
+}
+
+/// A stored schedule with its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Schedule {
+    /// The definition.
+    pub spec: ScheduleSpec,
+    /// Next fire time, epoch ms (Redis clock); `None` while paused or when the grid has no
+    /// further tick.
+    pub next_fire_at_ms: Option<u64>,
+    /// The next [`UPCOMING`] fire times from `next_fire_at_ms` on (empty while paused).
+    pub upcoming_ms: Vec<u64>,
+    /// Fire time of the last tick that enqueued a task (or found its key live), epoch ms.
+    pub last_fire_at_ms: Option<u64>,
+    /// Ticks not fired: missed (misfire `skip`) or skipped for overlap.
+    pub skipped_total: u64,
+    /// Tasks enqueued by ticks.
+    pub fired_total: u64,
+    /// Whether it is paused (no tick fires nor counts while paused).
+    pub paused: bool,
+}
+
+/// What [`Queue::set_schedule`](crate::Queue::set_schedule) reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetReport {
+    /// Created, replaced or unchanged.
+    pub outcome: SetOutcome,
+    /// Next fire time, epoch ms (`None` when paused or the grid has no further tick).
+    pub next_fire_at_ms: Option<u64>,
+}
+
+/// The state string of a schedule (see `protocol/schedules/schedule_set.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct State {
+    pub next: Option<u64>,
+    pub next_raw: i64,
+    pub last: Option<u64>,
+    pub skipped: u64,
+    pub paused: bool,
+    pub fired: u64,
+}
+
+impl State {
+    pub(crate) fn parse(name: &str, raw: &str) -> Result<Self> {
+        let bad = || Error::protocol(format!("schedule {name}: unreadable state {raw:?}"));
+        let mut it = raw.split(' ');
+        let mut num = || -> Result<i64> { it.next().and_then(|s| s.parse().ok()).ok_or_else(bad) };
+        let next_raw = num()?;
+        let last = num()?;
+        let skipped = num()?;
+        let paused = num()?;
+        let fired = num()?;
+        Ok(Self {
+            next: u64::try_from(next_raw).ok(),
+            next_raw,
+            last: u64::try_from(last).ok(),
+            skipped: skipped.max(0) as u64,
+            paused: paused == 1,
+            fired: fired.max(0) as u64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c34_bad_specs_name_their_field() {
+        let cases = [
+            (
+                ScheduleSpec::new("a", b"".to_vec()).cron("61 * * * *"),
+                "cron:",
+            ),
+            (
+                ScheduleSpec::new("a", b"".to_vec()).every_ms(0),
+                "every_ms:",
+            ),
+            (
+                ScheduleSpec::new("a", b"".to_vec())
+                    .cron("* * * * *")
+                    .tz("Mars/Olympus"),
+                "tz:",
+            ),
+            (
+                ScheduleSpec::new("a", b"".to_vec())
+                    .cron("* * * * *")
+                    .every_ms(1000),
+                "cron, every_ms:",
+            ),
+            (ScheduleSpec::new("a", b"".to_vec()), "cron, every_ms:"),
+            (
+                ScheduleSpec::new("a b", b"".to_vec()).every_ms(1000),
+                "name:",
+            ),
+        ];
+        for (spec, field) in cases {
+            let e = spec.validate().unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains(field), "{e} should name {field}");
+        }
+    }
+
+    #[test]
+    fn encode_round_trips_with_any_payload() {
+        let s = ScheduleSpec::new("n", b"{\"x\":\n1}".to_vec())
+            .cron("0 30 2 * * *")
+            .tz("Europe/Berlin")
+            .misfire(Misfire::FireOnce)
+            .overlap(Overlap::Skip);
+        assert_eq!(ScheduleSpec::decode("n", &s.encode()).unwrap(), s);
+        let other = s.clone().misfire(Misfire::Skip);
+        assert_eq!(s.fingerprint(), other.fingerprint());
+        assert_ne!(
+            s.fingerprint(),
+            s.clone().cron("0 30 3 * * *").fingerprint()
+        );
+    }
+}

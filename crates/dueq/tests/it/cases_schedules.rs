@@ -1,0 +1,477 @@
+//! Recurring schedules: cases C30, C31, C33 and C34 of `shared/cases/CASES.md` (C32 is a
+//! unit test of the fire-time rules, `schedule/timing_tests.rs`), and the schedule API, each
+//! against a real `redis-server`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dueq::{
+    ClaimedTask, Client, ErrorKind, Misfire, Outcome, Overlap, Queue, ScheduleFirer, ScheduleSpec,
+    SetOutcome, TaskRef, Worker, WorkerHandle,
+};
+use dueq_testkit::wait_until_async;
+use tokio::sync::oneshot;
+
+use crate::support::{Ctx, DEADLINE};
+
+/// key → (due_at_ms, started_at_ms) of every task a handler ran.
+type Log = Arc<Mutex<Vec<(String, u64, u64)>>>;
+
+fn worker(client: &Client, queue: &str, log: &Log, work: Duration) -> WorkerHandle {
+    let log = log.clone();
+    Worker::builder(client.clone())
+        .handle(queue, move |t: ClaimedTask| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push((
+                    t.key.clone().unwrap_or_default(),
+                    t.due_at_ms,
+                    t.started_at_ms,
+                ));
+                tokio::time::sleep(work).await;
+                Outcome::Success
+            }
+        })
+        .build()
+        .unwrap()
+        .start()
+}
+
+/// Runs a firer of every queue with schedules (as `dueq serve` does) until the sender is used.
+fn server_firer(client: &Client) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = oneshot::channel::<()>();
+    let firer = ScheduleFirer::all_queues(client.clone()).poll_ms(200);
+    let join = tokio::spawn(firer.run(async move {
+        let _ = rx.await;
+    }));
+    (tx, join)
+}
+
+fn queue_firer(ctx: &Ctx, q: &Queue) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = oneshot::channel::<()>();
+    let firer = ScheduleFirer::for_queues(ctx.client.clone(), vec![q.clone()]);
+    let join = tokio::spawn(firer.run(async move {
+        let _ = rx.await;
+    }));
+    (tx, join)
+}
+
+/// Fire times (ms) of schedule `name`'s tasks that ran, from their keys, with duplicates.
+fn fire_times(log: &Log, name: &str) -> Vec<u64> {
+    let prefix = format!("schedule:{name}:");
+    let mut v: Vec<u64> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(k, _, _)| k.strip_prefix(&prefix).map(|t| t.parse().unwrap()))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+async fn wait_redis_time(ctx: &Ctx, at_ms: u64) {
+    wait_until_async(DEADLINE * 3, &format!("Redis time {at_ms}"), || async {
+        ctx.redis_now_ms() >= at_ms
+    })
+    .await;
+}
+
+/// [C30](../../../../shared/cases/CASES.md): an `every_ms` 1 000 and a cron `* * * * * *`
+/// schedule, three workers on independent clients plus a server-style firer, one worker
+/// stopped and restarted midway: exactly one task per fire time, none early, none skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn c30_one_tick_many_schedulers() {
+    let ctx = Ctx::new().await;
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(Client::connect(&ctx.server.url()).await.unwrap());
+    }
+    let q = clients[0].queue("ticks").unwrap();
+    let every = ScheduleSpec::new("every", b"e".to_vec()).every_ms(1000);
+    let cron = ScheduleSpec::new("cron", b"c".to_vec()).cron("* * * * * *");
+    // registering at every start-up is the expected use: each client registers both
+    for c in &clients {
+        let q = c.queue("ticks").unwrap();
+        q.set_schedule(&every).await.unwrap();
+        q.set_schedule(&cron).await.unwrap();
+    }
+    let log: Log = Arc::default();
+    let (stop_server, server) = server_firer(&clients[3]);
+    let mut workers: Vec<_> = (0..3)
+        .map(|i| worker(&clients[i], "ticks", &log, Duration::ZERO))
+        .collect();
+    let start = ctx.redis_now_ms();
+    wait_redis_time(&ctx, start + 3_000).await;
+    workers.remove(0).shutdown().await.unwrap();
+    wait_redis_time(&ctx, start + 5_000).await;
+    workers.push(worker(&clients[0], "ticks", &log, Duration::ZERO));
+    wait_redis_time(&ctx, start + 8_000).await;
+    // stop firing first, then let the workers run what was fired
+    let _ = stop_server.send(());
+    server.await.unwrap();
+    for w in workers.drain(..) {
+        w.shutdown().await.unwrap();
+    }
+    // no more ticks from here on (the runner below is a worker, and workers fire too)
+    q.pause_schedule("every").await.unwrap().unwrap();
+    q.pause_schedule("cron").await.unwrap().unwrap();
+    let (every_s, cron_s) = (
+        q.schedule("every").await.unwrap().unwrap(),
+        q.schedule("cron").await.unwrap().unwrap(),
+    );
+    let runner = worker(&clients[1], "ticks", &log, Duration::ZERO);
+    for s in [&every_s, &cron_s] {
+        let name = s.spec.name.clone();
+        let fired = s.fired_total as usize;
+        wait_until_async(DEADLINE, "every fired task ran", || {
+            let log = log.clone();
+            let name = name.clone();
+            async move { fire_times(&log, &name).len() >= fired }
+        })
+        .await;
+    }
+    let _ = runner.shutdown().await.unwrap();
+    // a task handed back at a worker's shutdown may run twice (at-least-once); what must be
+    // exact is the tasks enqueued: one per tick
+    let stats = q.stats().await.unwrap();
+    assert_eq!(
+        stats.enqueued_total,
+        every_s.fired_total + cron_s.fired_total
+    );
+    for s in [&every_s, &cron_s] {
+        let name = &s.spec.name;
+        let mut times = fire_times(&log, name);
+        times.dedup();
+        assert_eq!(
+            s.skipped_total, 0,
+            "{name}: nothing skipped while firers ran"
+        );
+        assert!(times.len() >= 7, "{name}: {times:?}");
+        assert_eq!(
+            times.len() as u64,
+            s.fired_total,
+            "{name}: one task per tick"
+        );
+        for w in times.windows(2) {
+            assert_eq!(
+                w[1] - w[0],
+                1000,
+                "{name}: a tick missing or doubled: {times:?}"
+            );
+        }
+        assert_eq!(Some(*times.last().unwrap()), s.last_fire_at_ms);
+    }
+    for (key, due, started) in log.lock().unwrap().iter() {
+        assert!(
+            started >= due,
+            "{key} ran early: due {due}, started {started}"
+        );
+        assert!(
+            key.ends_with(&format!(":{due}")),
+            "{key} is due at its fire time"
+        );
+    }
+}
+
+/// [C31](../../../../shared/cases/CASES.md): every firer stopped for 5 ticks of a 1 s
+/// schedule, then restarted: `skip` fires none of them and counts 5; `fire_once` fires one
+/// task carrying the latest missed fire time; both go on on their own grid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c31_misfire_skip_and_fire_once() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("mis");
+    for (name, misfire) in [("skip", Misfire::Skip), ("once", Misfire::FireOnce)] {
+        let spec = ScheduleSpec::new(name, b"x".to_vec())
+            .every_ms(1000)
+            .misfire(misfire);
+        assert_eq!(
+            q.set_schedule(&spec).await.unwrap().outcome,
+            SetOutcome::Created
+        );
+    }
+    let (stop, firer) = queue_firer(&ctx, &q);
+    wait_until_async(DEADLINE, "two ticks fired", || async {
+        q.schedule("skip").await.unwrap().unwrap().fired_total >= 2
+    })
+    .await;
+    let _ = stop.send(());
+    firer.await.unwrap();
+    let s = q.schedule("skip").await.unwrap().unwrap();
+    let n = s.next_fire_at_ms.unwrap(); // first tick nobody fires
+    assert_eq!(
+        q.schedule("once").await.unwrap().unwrap().next_fire_at_ms,
+        Some(n)
+    );
+    // ticks n .. n+4 s are missed once Redis time passes n+5 s (grace 1 s); n+5 s is on time
+    wait_redis_time(&ctx, n + 5_300).await;
+    let (stop, firer) = queue_firer(&ctx, &q);
+    wait_until_async(DEADLINE, "both back on the grid", || async {
+        let a = q.schedule("skip").await.unwrap().unwrap();
+        let b = q.schedule("once").await.unwrap().unwrap();
+        a.last_fire_at_ms >= Some(n + 7_000) && b.last_fire_at_ms >= Some(n + 7_000)
+    })
+    .await;
+    let _ = stop.send(());
+    firer.await.unwrap();
+    let exists = |name: &str, t: u64| {
+        let q = q.clone();
+        let key = format!("schedule:{name}:{t}");
+        async move { q.get(&TaskRef::key(&key).unwrap()).await.unwrap().is_some() }
+    };
+    let skip = q.schedule("skip").await.unwrap().unwrap();
+    assert_eq!(skip.skipped_total, 5);
+    for i in 0..5 {
+        assert!(
+            !exists("skip", n + i * 1000).await,
+            "skip fired missed tick {i}"
+        );
+    }
+    for i in 5..8 {
+        assert!(exists("skip", n + i * 1000).await, "skip lost tick {i}");
+    }
+    let once = q.schedule("once").await.unwrap().unwrap();
+    assert_eq!(once.skipped_total, 0);
+    for i in 0..4 {
+        assert!(
+            !exists("once", n + i * 1000).await,
+            "fire_once fired tick {i}"
+        );
+    }
+    // one task for the missed span, carrying the latest missed fire time, then the grid
+    for i in 4..8 {
+        assert!(
+            exists("once", n + i * 1000).await,
+            "fire_once lost tick {i}"
+        );
+    }
+    let task = q
+        .get(&TaskRef::key(format!("schedule:once:{}", n + 4000)).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(task.due_at_ms, n + 4000);
+}
+
+/// [C33](../../../../shared/cases/CASES.md): every 1 s, each task taking 2.5 s, `overlap:
+/// skip`: no tick fires while the previous tick's task is live; skipped ticks are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c33_overlap_skip() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("slow");
+    let spec = ScheduleSpec::new("slow", b"s".to_vec())
+        .every_ms(1000)
+        .overlap(Overlap::Skip);
+    q.set_schedule(&spec).await.unwrap();
+    let log: Log = Arc::default();
+    let w = worker(&ctx.client, "slow", &log, Duration::from_millis(2500));
+    wait_until_async(DEADLINE * 2, "three tasks started", || async {
+        log.lock().unwrap().len() >= 3
+    })
+    .await;
+    let before = q.schedule("slow").await.unwrap().unwrap();
+    w.shutdown().await.unwrap();
+    let times = fire_times(&log, "slow");
+    let s = q.schedule("slow").await.unwrap().unwrap();
+    assert!(s.fired_total >= 3);
+    let mut skipped_between = 0;
+    for g in times.windows(2) {
+        let gap = g[1] - g[0];
+        assert!(
+            gap >= 3000 && gap % 1000 == 0,
+            "tick fired while live: {times:?}"
+        );
+        skipped_between += gap / 1000 - 1;
+    }
+    assert!(
+        before.skipped_total >= skipped_between,
+        "skipped {} < {skipped_between}: {times:?}",
+        before.skipped_total
+    );
+}
+
+/// [C34](../../../../shared/cases/CASES.md) on the library: every bad spec is refused naming
+/// its field, and nothing is stored.
+#[tokio::test]
+async fn c34_bad_schedules_write_nothing() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("bad");
+    let base = || ScheduleSpec::new("s", b"x".to_vec());
+    let cases = [
+        (base().cron("61 * * * *"), "cron"),
+        (base().every_ms(0), "every_ms"),
+        (base().cron("* * * * *").tz("Mars/Olympus"), "tz"),
+        (base().cron("* * * * *").every_ms(1000), "every_ms"),
+        (
+            ScheduleSpec::new("a b", b"x".to_vec()).every_ms(1000),
+            "name",
+        ),
+        (base().cron("0 0 30 2 *"), "cron"),
+    ];
+    for (spec, field) in cases {
+        let e = q.set_schedule(&spec).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains(field), "{e} does not name {field}");
+    }
+    let mut c = ctx.raw();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    assert!(keys.is_empty(), "written: {keys:?}");
+}
+
+#[tokio::test]
+async fn set_is_idempotent_replace_keeps_the_grid_pause_and_delete() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("api");
+    let spec = ScheduleSpec::new("hourly", b"1".to_vec()).every_ms(3_600_000);
+    let first = q.set_schedule(&spec).await.unwrap();
+    assert_eq!(first.outcome, SetOutcome::Created);
+    let next = first.next_fire_at_ms.unwrap();
+    assert_eq!(next % 3_600_000, 0, "on the epoch grid");
+    assert!(next > ctx.redis_now_ms());
+    assert_eq!(
+        q.set_schedule(&spec).await.unwrap().outcome,
+        SetOutcome::Unchanged
+    );
+    // a new payload keeps the timing and so the next fire time
+    let r = q
+        .set_schedule(&spec.clone().misfire(Misfire::FireOnce))
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.outcome, r.next_fire_at_ms),
+        (SetOutcome::Replaced, Some(next))
+    );
+    let s = q.schedule("hourly").await.unwrap().unwrap();
+    assert_eq!(s.spec.misfire, Misfire::FireOnce);
+    assert_eq!(
+        s.upcoming_ms,
+        (0..5).map(|i| next + i * 3_600_000).collect::<Vec<_>>()
+    );
+    // a new timing starts at its own first tick after now
+    let r = q
+        .set_schedule(&ScheduleSpec::new("hourly", b"1".to_vec()).cron("0 0 3 * * *"))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, SetOutcome::Replaced);
+    assert_eq!(r.next_fire_at_ms.unwrap() % 86_400_000, 3 * 3_600_000);
+    // pause leaves the index; a replace keeps it paused; resume comes back on the grid
+    assert_eq!(q.pause_schedule("hourly").await.unwrap(), Some(()));
+    let mut c = ctx.raw();
+    let indexed: u64 = redis::cmd("ZCARD")
+        .arg(&q.keys().schedule_next)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(indexed, 0);
+    let s = q.schedule("hourly").await.unwrap().unwrap();
+    assert!(s.paused && s.next_fire_at_ms.is_none() && s.upcoming_ms.is_empty());
+    let r = q
+        .set_schedule(&ScheduleSpec::new("hourly", b"2".to_vec()).cron("0 0 3 * * *"))
+        .await
+        .unwrap();
+    assert_eq!((r.outcome, r.next_fire_at_ms), (SetOutcome::Replaced, None));
+    let resumed = q.resume_schedule("hourly").await.unwrap().unwrap().unwrap();
+    assert_eq!(resumed % 86_400_000, 3 * 3_600_000);
+    assert_eq!(q.resume_schedule("nope").await.unwrap(), None);
+    // list, delete
+    q.set_schedule(&ScheduleSpec::new("a", b"".to_vec()).every_ms(5000))
+        .await
+        .unwrap();
+    let names: Vec<_> = q
+        .schedules()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.spec.name)
+        .collect();
+    assert_eq!(names, ["a", "hourly"]);
+    assert!(q.delete_schedule("hourly").await.unwrap());
+    assert!(!q.delete_schedule("hourly").await.unwrap());
+    assert!(q.schedule("hourly").await.unwrap().is_none());
+    assert_eq!(ctx.client.schedule_queues().await.unwrap(), ["api"]);
+}
+
+/// Identical registrations racing: exactly one creates, the others find it unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_identical_sets_create_once() {
+    let ctx = Ctx::new().await;
+    let spec = ScheduleSpec::new("r", b"x".to_vec()).every_ms(60_000);
+    let mut joins = Vec::new();
+    for _ in 0..8 {
+        let q = ctx.queue("race");
+        let spec = spec.clone();
+        joins.push(tokio::spawn(
+            async move { q.set_schedule(&spec).await.unwrap() },
+        ));
+    }
+    let mut outcomes = BTreeMap::new();
+    for j in joins {
+        *outcomes
+            .entry(format!("{:?}", j.await.unwrap().outcome))
+            .or_insert(0) += 1;
+    }
+    assert_eq!(outcomes.get("Created"), Some(&1), "{outcomes:?}");
+    assert_eq!(outcomes.get("Unchanged"), Some(&7), "{outcomes:?}");
+}
+
+/// A paused queue still fires its schedules (the tasks wait like any task of a paused
+/// queue); with `overlap: skip` the waiting task makes the next ticks skip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_queue_keeps_firing() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("paused");
+    q.pause().await.unwrap();
+    q.set_schedule(&ScheduleSpec::new("p", b"x".to_vec()).every_ms(500))
+        .await
+        .unwrap();
+    let (stop, firer) = queue_firer(&ctx, &q);
+    wait_until_async(DEADLINE, "two ticks fired", || async {
+        q.schedule("p").await.unwrap().unwrap().fired_total >= 2
+    })
+    .await;
+    let _ = stop.send(());
+    firer.await.unwrap();
+    let stats = q.stats().await.unwrap();
+    assert!(stats.scheduled >= 2 && stats.active == 0, "{stats:?}");
+}
+
+/// C30 on a local 3-master Redis Cluster: two workers on independent cluster clients fire an
+/// `every_ms` 500 schedule; one task per tick, on the grid, none skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c30_cluster_one_task_per_tick() {
+    let cluster = dueq_testkit::RedisCluster::start(3);
+    let url = cluster.urls().join(",");
+    let a = Client::connect(&url).await.unwrap();
+    let b = Client::connect(&url).await.unwrap();
+    let q = a.queue("cticks").unwrap();
+    q.set_schedule(&ScheduleSpec::new("half", b"h".to_vec()).every_ms(500))
+        .await
+        .unwrap();
+    let log: Log = Arc::default();
+    let wa = worker(&a, "cticks", &log, Duration::ZERO);
+    let wb = worker(&b, "cticks", &log, Duration::ZERO);
+    wait_until_async(DEADLINE, "six ticks fired", || async {
+        q.schedule("half").await.unwrap().unwrap().fired_total >= 6
+    })
+    .await;
+    q.pause_schedule("half").await.unwrap().unwrap();
+    let s = q.schedule("half").await.unwrap().unwrap();
+    wait_until_async(DEADLINE, "every fired task ran", || {
+        let log = log.clone();
+        async move {
+            let mut t = fire_times(&log, "half");
+            t.dedup();
+            t.len() as u64 >= s.fired_total
+        }
+    })
+    .await;
+    wa.shutdown().await.unwrap();
+    wb.shutdown().await.unwrap();
+    let mut times = fire_times(&log, "half");
+    times.dedup();
+    assert_eq!(times.len() as u64, s.fired_total);
+    assert_eq!(s.skipped_total, 0);
+    for w in times.windows(2) {
+        assert_eq!(w[1] - w[0], 500, "{times:?}");
+    }
+    assert_eq!(q.stats().await.unwrap().enqueued_total, s.fired_total);
+}
