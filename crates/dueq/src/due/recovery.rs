@@ -96,14 +96,19 @@ impl LeaseRecovery {
         };
         self.sweeping = (self.orphans || self.sweeping) && !r.swept;
         self.orphans = false;
-        if r.recovered + r.dead > 0 {
-            tracing::info!(
-                queue,
-                recovered = r.recovered,
-                dead = r.dead,
-                "recovered expired leases"
-            );
-        }
+        log_recovered(queue, r);
+    }
+}
+
+/// One log line per recover call that moved something, for both drivers.
+fn log_recovered(queue: &str, r: &RecoverReport) {
+    if r.recovered + r.dead > 0 {
+        tracing::info!(
+            queue,
+            recovered = r.recovered,
+            dead = r.dead,
+            "recovered expired leases"
+        );
     }
 }
 
@@ -187,16 +192,8 @@ async fn recover_queue(q: &Queue) {
     for _ in 0..MAX_CALLS_PER_QUEUE {
         match q.recover().await {
             Ok(r) => {
-                let n = r.recovered + r.dead;
-                if n > 0 {
-                    tracing::info!(
-                        queue = q.name(),
-                        recovered = r.recovered,
-                        dead = r.dead,
-                        "recoverer: expired leases recovered"
-                    );
-                }
-                if n < RECOVER_BATCH {
+                log_recovered(q.name(), &r);
+                if r.recovered + r.dead < RECOVER_BATCH {
                     return;
                 }
             }
