@@ -201,12 +201,6 @@ fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
         s = s.due(d);
     }
     if let Some(k) = &r.key {
-        if k == "." || k == ".." {
-            return Err(ApiError::invalid(format!(
-                "key {k:?} is refused: HTTP clients remove . and .. from URLs (dot segments), \
-                 so the task could not be looked up or cancelled by key"
-            )));
-        }
         s = s.key(k.clone());
     }
     if let Some(OnConflictBody::Replace) = r.on_conflict {

@@ -151,6 +151,15 @@ impl Queue {
         }
         if let Some(k) = &spec.key {
             validate_key(k)?;
+            // refused at enqueue only (lookups of such keys made earlier still work): HTTP
+            // clients remove `.` and `..` path segments, so the task could never be reached
+            // by key over HTTP
+            if k == "." || k == ".." {
+                return Err(Error::invalid(format!(
+                    "key {k:?} is refused: HTTP clients remove . and .. from URLs (dot \
+                     segments), so the task could not be looked up or cancelled by key"
+                )));
+            }
         }
         spec.due.parts()?;
         if spec.max_attempts == Some(0) || spec.max_attempts > Some(MAX_ATTEMPTS) {

@@ -394,3 +394,25 @@ async fn readiness_answers_in_bounded_time_when_redis_hangs() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn keys_dot_and_dot_dot_are_refused_at_enqueue() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("dots");
+    for key in [".", ".."] {
+        let e = q
+            .enqueue(TaskSpec::new(b"x".to_vec()).key(key))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), dueq::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("key"), "{e}");
+    }
+    assert_eq!(q.stats().await.unwrap().enqueued_total, 0);
+    // keys that merely contain dots are fine
+    assert!(
+        q.enqueue(TaskSpec::new(b"x".to_vec()).key("..."))
+            .await
+            .unwrap()
+            .created()
+    );
+}
