@@ -16,5 +16,6 @@ mod cases_schedules;
 mod cases_scheduling;
 mod cluster;
 mod due;
+mod flow;
 mod webhook;
 mod worker;
