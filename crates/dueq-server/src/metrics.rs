@@ -125,6 +125,10 @@ impl Metrics {
                  group_concurrency (summed over groups). From Redis: combine servers with max."
             );
             describe_gauge!(
+                "dueq_redis_up",
+                "1 when this server read its queues from Redis at this scrape, else 0."
+            );
+            describe_gauge!(
                 "dueq_queue_behind",
                 "1 while the queue is over its alert threshold (settings alert_due_age_ms, \
                  alert_due_count), else 0. From Redis."
@@ -268,7 +272,9 @@ impl Metrics {
     /// Refreshes the queue metrics from Redis and renders the Prometheus text. A Redis failure
     /// leaves the last values in place (the scrape still answers).
     pub(crate) async fn render(&self, client: &Client) -> String {
-        match client.queues().await {
+        let listed = client.queues().await;
+        self.with(|| metrics::gauge!("dueq_redis_up").set(f64::from(u8::from(listed.is_ok()))));
+        match listed {
             Ok(names) => {
                 let stats: Vec<_> =
                     futures_util::stream::iter(names.into_iter().take(MAX_SCRAPED_QUEUES))
