@@ -17,5 +17,6 @@ mod cases_scheduling;
 mod cluster;
 mod due;
 mod flow;
+mod flow_model;
 mod webhook;
 mod worker;
