@@ -381,3 +381,30 @@ async fn grouped_tasks_cancel_reschedule_get_and_retry_like_any_other() {
         .unwrap_err();
     assert!(e.to_string().contains("group"), "{e}");
 }
+
+#[tokio::test]
+async fn a_queue_over_its_alert_threshold_is_behind_until_it_catches_up() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("late");
+    q.update_settings(
+        &SettingsPatch::default()
+            .alert_due_count(Some(3))
+            .alert_due_age_ms(Some(60_000)),
+    )
+    .await
+    .unwrap();
+    due_tasks(&q, 2, None).await;
+    assert!(!q.stats().await.unwrap().behind, "2 due < 3");
+    due_tasks(&q, 1, Some("g")).await;
+    assert!(q.stats().await.unwrap().behind, "3 due (one grouped) >= 3");
+    let c = q.claim(1, None).await.unwrap();
+    ack_all(&q, &c.tasks).await;
+    assert!(!q.stats().await.unwrap().behind, "back under: cleared");
+    // the age threshold alone: a task due a minute ago
+    let now = ctx.redis_now_ms();
+    q.enqueue(TaskSpec::new(b"old".to_vec()).due_at_ms(now - 61_000))
+        .await
+        .unwrap();
+    let s = q.stats().await.unwrap();
+    assert!(s.behind && s.oldest_due_age_ms >= 61_000, "{s:?}");
+}
