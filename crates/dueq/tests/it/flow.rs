@@ -408,3 +408,32 @@ async fn a_queue_over_its_alert_threshold_is_behind_until_it_catches_up() {
     let s = q.stats().await.unwrap();
     assert!(s.behind && s.oldest_due_age_ms >= 61_000, "{s:?}");
 }
+
+#[tokio::test]
+async fn a_grouped_key_replaced_within_its_own_batch_is_one_task() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("gb");
+    let out = q
+        .enqueue_batch(&[
+            TaskSpec::new(b"old".to_vec())
+                .key("k")
+                .group("g")
+                .delay_ms(60_000),
+            TaskSpec::new(b"new".to_vec())
+                .key("k")
+                .group("g")
+                .on_conflict(dueq::OnConflict::Replace),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(out[0].id, out[1].id);
+    let gsched: u64 = redis::cmd("ZCARD")
+        .arg(&q.keys().gsched)
+        .query(&mut ctx.raw())
+        .unwrap();
+    assert_eq!(gsched, 1, "one index entry");
+    let c = q.claim(10, None).await.unwrap();
+    assert_eq!(c.tasks.len(), 1);
+    assert_eq!(c.tasks[0].payload, b"new");
+    assert!(q.claim(10, None).await.unwrap().tasks.is_empty());
+}
