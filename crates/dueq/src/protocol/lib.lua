@@ -186,30 +186,37 @@ local function earliest_due(sched, G)
 end
 
 -- Makes group `g` ready by `due` (its earliest new task), unless it is parked at its
--- concurrency limit. A ready group keeps its place in the rotation unless its marker lies in
--- the future and the task is due sooner.
+-- concurrency limit. A ready group keeps its place in the rotation, and a group held back by
+-- its rate limit stays held; only a marker waiting for a future first task moves sooner.
 local function gready_by(G, g, due, now)
   if redis.call('HEXISTS', G.gparked, g) == 1 then return end
   local s = tonumber(redis.call('ZSCORE', G.gready, g) or '-1')
-  if s < 0 or (s > now and due < s) then redis.call('ZADD', G.gready, due, g) end
+  if s < 0 then
+    redis.call('ZADD', G.gready, due, g)
+  elseif s > now and due < s then
+    -- held (it has due work) or waiting for a future first task (it has none)?
+    local head = ghead(G, gprefix(g))
+    if not head or head > now then redis.call('ZADD', G.gready, due, g) end
+  end
 end
 
 -- Schedules task `id` of group `g` at `due` and makes the group ready by then.
 local function gschedule(G, g, id, due, now)
+  -- the marker first: it looks at the group's tasks as they were before this one
+  gready_by(G, g, due, now)
   redis.call('ZADD', G.gsched, 0, gprefix(g) .. be6(due) .. id)
   redis.call('ZADD', G.gdue, due, id)
   redis.call('HSET', G.groups, id, g)
-  gready_by(G, g, due, now)
 end
 
 -- Schedules many new tasks of one group: `b` holds `sched` (gsched members, each with score
 -- 0 before it), `due` (gdue score, id pairs), `ids` (groups id, group pairs) and `first` (the
 -- earliest due time); the marker is looked at once.
 local function gschedule_batch(G, g, b, now)
+  gready_by(G, g, b.first, now)
   chunked('ZADD', G.gsched, b.sched)
   chunked('ZADD', G.gdue, b.due)
   chunked('HSET', G.groups, b.ids)
-  gready_by(G, g, b.first, now)
 end
 
 -- Takes scheduled task `id` of group `g` (due at `due`) out of the group index.
@@ -243,8 +250,9 @@ end
 -- Sliding-window rate limits on the Redis clock. Each limit owner ('' for the queue, else a
 -- group) has a log in `rate` (sorted set, every score 0, member = owner prefix, big-endian
 -- claim time, running total of tasks taken), one entry per claim that took tasks, and
--- `rate_n` (owner -> "total floor", floor = the running total of the newest entry that left
--- the window), so the count in the window is total - floor, found in O(log n). `rate_idle`
+-- `rate_n` (owner -> "total floor [held]", floor = the running total of the newest entry that
+-- left the window; held = since when a group has been held back by its full window), so the
+-- count in the window is total - floor, found in O(log n). `rate_idle`
 -- (owner prefix -> time of its newest entry) lets claims drop logs nobody adds to.
 -- Returns the room left now, and when it is 0 the instant the next slot opens; `st` is
 -- passed on to rate_take.
@@ -253,15 +261,16 @@ local function rate_room(G, owner, max, per_ms, now)
   local st = {p = p, owner = owner, total = 0, floor = 0}
   local v = redis.call('HGET', G.rate_n, owner)
   if not v then return max, nil, st end
-  local total, floor = string.match(v, '^(%d+) (%d+)$')
-  st.total, st.floor = tonumber(total) or 0, tonumber(floor) or 0
+  local total, floor, held = string.match(v, '^(%d+) (%d+) ?(%d*)$')
+  st.total, st.floor, st.held = tonumber(total) or 0, tonumber(floor) or 0, tonumber(held)
   -- entries at or before now - per_ms are out of the window
   local hi = '(' .. p .. be6(math.max(now - per_ms + 1, 0))
   local last = redis.call('ZREVRANGEBYLEX', G.rate, hi, '[' .. p, 'LIMIT', 0, 1)
   if last[1] then
     st.floor = struct.unpack('>I6', last[1], #p + 7)
     redis.call('ZREMRANGEBYLEX', G.rate, '[' .. p, hi)
-    redis.call('HSET', G.rate_n, owner, int(st.total) .. ' ' .. int(st.floor))
+    redis.call('HSET', G.rate_n, owner, int(st.total) .. ' ' .. int(st.floor)
+      .. (st.held and (' ' .. int(st.held)) or ''))
   end
   local room = max - (st.total - st.floor)
   if room > 0 then return room, nil, st end
@@ -270,7 +279,15 @@ local function rate_room(G, owner, max, per_ms, now)
   return 0, struct.unpack('>I6', first[1], #p + 1) + per_ms, st
 end
 
--- Logs `n` tasks taken now against the limit whose state rate_room returned.
+-- Marks the owner of `st` held back by its full window since now (unless it already is).
+local function rate_hold(G, st, now)
+  if st.held then return end
+  st.held = now
+  redis.call('HSET', G.rate_n, st.owner, int(st.total) .. ' ' .. int(st.floor) .. ' ' .. int(now))
+end
+
+-- Logs `n` tasks taken now against the limit whose state rate_room returned (and ends a
+-- hold).
 local function rate_take(G, st, n, now)
   st.total = st.total + n
   redis.call('ZADD', G.rate, 0, st.p .. be6(now) .. be6(st.total))

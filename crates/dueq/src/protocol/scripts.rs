@@ -44,7 +44,7 @@ scripts! {
     DEAD_LIST => "dead/dead_list.lua", 3;
     DEAD_RETRY => "dead/dead_retry.lua", 14;
     DEAD_DELETE => "dead/dead_delete.lua", 4;
-    SETTINGS_SET => "queues/settings_set.lua", 10;
+    SETTINGS_SET => "queues/settings_set.lua", 11;
     WEBHOOK_SET => "webhook/webhook_set.lua", 1;
     WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1;
     SCHEDULE_SET => "schedules/schedule_set.lua", 3;

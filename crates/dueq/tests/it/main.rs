@@ -17,6 +17,7 @@ mod cases_scheduling;
 mod cluster;
 mod due;
 mod flow;
+mod flow_found;
 mod flow_model;
 mod webhook;
 mod worker;

@@ -11,8 +11,9 @@
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
 --   orphans (1 when a lease has no deadline entry), settings version, throttle ('' | 'rate' |
 --   'concurrency': a queue limit held due work back), rate slot opens at ms (-1 = none),
---   the queue's max_attempts (for records that leave it 0), then per task: id, lease_token, due_at_ms, lease_deadline_ms, record, last error
---   ('' = none), group ('' = none)}
+--   the queue's max_attempts (for records that leave it 0), n tasks, then per task: id,
+--   lease_token, due_at_ms, lease_deadline_ms, record, last error ('' = none); then for each
+--   task with a group: its index (1-based), its group}
 -- Order: ungrouped tasks by due time (FIFO among equal due times); a group is one contender
 -- placed by when it became due or was last served, so groups are served round-robin and a
 -- group's own tasks come in due order. Limits: the queue's concurrency (active tasks) and
@@ -36,7 +37,9 @@ local rmax, rper = tonumber(cfg[3] or '0') or 0, tonumber(cfg[4] or '0') or 0
 local gconc = tonumber(cfg[5] or '0') or 0
 local grmax, grper = tonumber(cfg[6] or '0') or 0, tonumber(cfg[7] or '0') or 0
 local default_lease = tonumber(cfg[12] or '30000') or 30000
-local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5'}
+local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5', 0}
+-- (index, group) of the grouped tasks handed out, appended after the tasks
+local grouped_out, ngo = {}, 0
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
 local za, la, log = {}, {}, {}
 local nz, no = 0, #out
@@ -69,8 +72,12 @@ local function hand_out(id, token, rec, due, group)
   out[no + 4] = m[1]
   out[no + 5] = rec
   out[no + 6] = attempt > 0 and (redis.call('HGET', errors, id) or '') or ''
-  out[no + 7] = group
-  no = no + 7
+  no = no + 6
+  if group ~= '' then
+    grouped_out[ngo + 1] = nz / 2
+    grouped_out[ngo + 2] = group
+    ngo = ngo + 2
+  end
 end
 
 if forget ~= '' then redis.call('HDEL', claims, forget) end
@@ -138,13 +145,24 @@ end
 
 -- Serves group `g` up to `q` due tasks within its limits, then puts it back in the rotation,
 -- parks it at its concurrency limit, holds it until its rate limit opens, or drops its
--- marker when it has nothing scheduled.
+-- marker when it has nothing scheduled. Returns the tasks handed out.
 local function serve_group(g, q)
   local p = gprefix(g)
   local running = 0
   if gconc > 0 then
     running = tonumber(redis.call('HGET', G.gactive, g) or '0') or 0
     q = math.min(q, gconc - running)
+    if q <= 0 then
+      -- parked only while it has due work held back; else it waits for its next task
+      local head = ghead(G, p)
+      if head and head > now then
+        redis.call('ZADD', G.gready, head, g)
+      else
+        redis.call('ZREM', G.gready, g)
+        redis.call('HSET', G.gparked, g, int(now))
+      end
+      return 0
+    end
   end
   local limit = nil
   if grmax > 0 and grper > 0 and q > 0 then
@@ -152,34 +170,43 @@ local function serve_group(g, q)
     room, opens, limit = rate_room(G, g, grmax, grper, now)
     if room <= 0 then
       redis.call('ZADD', G.gready, opens, g)
-      redis.call('HINCRBY', K.stats, 'throttled_ms_group_rate', opens - now)
+      rate_hold(G, limit, now)
       return 0
     end
     q = math.min(q, room)
   end
-  local n = 0
-  if q > 0 then
-    local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. be6(now + 1), 'LIMIT', 0, q)
-    n = #r
+  -- one read gives the due tasks to take (at most q) and the group's next task after them
+  local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, q + 1)
+  local ids, dues, n, head = {}, {}, 0, nil
+  for i = 1, #r do
+    local d = struct.unpack('>I6', r[i], #p + 1)
+    if i > q or d > now then
+      head = d
+      break
+    end
+    n = i
+    dues[i] = d
+    ids[i] = string.sub(r[i], #p + 7)
+  end
+  if n > 0 then
+    redis.call('ZREMRANGEBYLEX', G.gsched, '[' .. r[1], '[' .. r[n])
+    chunked('ZREM', G.gdue, ids)
+    n = hand_out_all(ids, dues, n, g)
     if n > 0 then
-      redis.call('ZREMRANGEBYLEX', G.gsched, '[' .. r[1], '[' .. r[n])
-      local ids, dues = {}, {}
-      for i = 1, n do
-        dues[i] = struct.unpack('>I6', r[i], #p + 1)
-        ids[i] = string.sub(r[i], #p + 7)
-      end
-      chunked('ZREM', G.gdue, ids)
-      n = hand_out_all(ids, dues, n, g)
-      if n > 0 then
-        redis.call('HINCRBY', G.gactive, g, n)
-        if limit then rate_take(G, limit, n, now) end
+      redis.call('HINCRBY', G.gactive, g, n)
+      if limit then
+        -- the time the group was held back, counted now that it is served (summed over groups)
+        if limit.held then
+          redis.call('HINCRBY', K.stats, 'throttled_ms_group_rate', math.max(now - limit.held, 0))
+          limit.held = nil
+        end
+        rate_take(G, limit, n, now)
       end
     end
   end
-  local head = ghead(G, p)
   if not head then
     redis.call('ZREM', G.gready, g)
-  elseif gconc > 0 and running + n >= gconc then
+  elseif gconc > 0 and running + n >= gconc and head <= now then
     redis.call('ZREM', G.gready, g)
     redis.call('HSET', G.gparked, g, int(now))
   else
@@ -188,54 +215,44 @@ local function serve_group(g, q)
   return n
 end
 
--- Serves ready groups only, an equal share of `room` each, for up to two rounds.
+-- Serves ready groups, an equal share of `room` each per round, round after round while
+-- room is left: a group given its share stays ready (at the claim time) and comes again;
+-- one held back by a limit or out of due work leaves the range, so the next round reads
+-- other groups. At most room + 100 group visits per claim, so the work stays bounded.
 local function take_groups(room)
-  local taken = 0
-  for _ = 1, 2 do
-    if room <= 0 then break end
+  local taken, visits = 0, 0
+  while room > 0 and visits < room + 100 do
     local ready = redis.call('ZRANGEBYSCORE', G.gready, '-inf', now, 'LIMIT', 0, room)
     if #ready == 0 then break end
     local share = math.max(1, math.floor(room / #ready))
-    local round = 0
     for i = 1, #ready do
       if room <= 0 then break end
       local n = serve_group(ready[i], math.min(share, room))
       room = room - n
-      round = round + n
+      taken = taken + n
+      visits = visits + 1
     end
-    taken = taken + round
-    if round == 0 then break end
   end
   return taken
 end
 
--- Takes up to `room` due tasks: ungrouped ones and ready groups merged by score, each group
--- given an equal share of the room, then groups again with what room is left.
-local function take_due(room)
+-- Takes up to `room` due tasks. Ungrouped tasks (in due order) are one contender and every
+-- ready group another: the ungrouped ones get one share of the room, the groups the rest,
+-- and what the groups leave goes back to the ungrouped ones; so neither a flooding group
+-- nor a backlog of ungrouped tasks holds a group back.
+local function take_due(room, g0)
   local plain = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
-  local g0 = earliest(G.gready)
-  if not g0 or g0 > now then return take_plain(plain, #plain / 2) end
-  local ready = redis.call('ZRANGEBYSCORE', G.gready, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
-  local np, ng = #plain / 2, #ready / 2
-  local share = math.max(1, math.floor(room / (np + ng)))
-  local i, j, nplain, taken = 1, 1, 0, 0
-  while room > 0 and (i <= ng or j <= np) do
-    local gs = i <= ng and tonumber(ready[2 * i]) or nil
-    local ps = j <= np and tonumber(plain[2 * j]) or nil
-    if ps and (not gs or ps <= gs) then
-      nplain = nplain + 1
-      room = room - 1
-      j = j + 1
-    else
-      local n = serve_group(ready[2 * i - 1], math.min(share, room))
-      room = room - n
-      taken = taken + n
-      i = i + 1
-    end
+  local np = #plain / 2
+  if not g0 or g0 > now then return take_plain(plain, np) end
+  local nplain = 0
+  if np > 0 then
+    local ng = redis.call('ZCOUNT', G.gready, '-inf', now)
+    nplain = math.min(np, math.max(1, math.floor(room / (ng + 1))))
   end
-  taken = taken + take_plain(plain, nplain)
-  if room > 0 and taken > 0 then taken = taken + take_groups(room) end
-  return taken
+  local taken = take_groups(room - nplain)
+  local left = room - nplain - taken
+  if left > 0 then nplain = math.min(np, nplain + left) end
+  return taken + take_plain(plain, nplain)
 end
 
 -- Times due work spent held back by a queue limit: `thr_<limit>` in meta is when it started.
@@ -250,7 +267,9 @@ end
 
 local room = max - nz / 2
 -- the earliest due time decides whether to look further (an idle poll stops here)
-local first = earliest_due(sched, G)
+local first_plain, first_group = earliest(sched), earliest(G.gready)
+local first = first_plain
+if first_group and (not first or first_group < first) then first = first_group end
 local due_now = not paused and room > 0 and first ~= nil and first <= now
 local by_rate, by_conc = false, false
 if due_now then
@@ -270,12 +289,13 @@ if due_now then
     room = math.min(room, r)
   end
   if room > 0 then
-    local n = take_due(room)
+    local n = take_due(room, first_group)
     if limit and n > 0 then rate_take(G, limit, n, now) end
   end
-  if rmax > 0 or grmax > 0 then rate_forget(G, now - math.max(rper, grper)) end
   first = earliest_due(sched, G)
 end
+-- logs of owners idle for a window go, also while the queue is idle
+if max > 0 and (rmax > 0 or grmax > 0) then rate_forget(G, now - math.max(rper, grper)) end
 if by_conc then out[7] = 'concurrency' elseif by_rate then out[7] = 'rate' end
 if max > 0 then
   if conc > 0 or cfg[10] then throttle_clock('concurrency', cfg[10], by_conc) end
@@ -302,4 +322,6 @@ end
 out[3] = first or -1
 out[4] = earliest(active) or -1
 if redis.call('HLEN', leases) ~= redis.call('ZCARD', active) then out[5] = 1 end
+out[10] = nz / 2
+for i = 1, ngo do out[no + i] = grouped_out[i] end
 return out

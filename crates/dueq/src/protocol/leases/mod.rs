@@ -83,6 +83,7 @@ pub(crate) async fn claim(
         _ => None,
     };
     let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
+    let n = r.u64()? as usize;
     let mut reply = ClaimReply {
         now_ms,
         paused,
@@ -93,14 +94,14 @@ pub(crate) async fn claim(
         throttle,
         tasks: Vec::new(),
     };
-    while r.remaining() > 0 {
+    reply.tasks.reserve(n);
+    for _ in 0..n {
         let id = TaskId::from_redis(r.string()?);
         let lease_token = LeaseToken::new(r.string()?);
         let due_at_ms = r.u64()?;
         let lease_expires_at_ms = r.u64()?;
         let rec = Record::decode(r.bytes()?)?;
         let last_error = r.opt_string()?;
-        let group = r.opt_string()?;
         let attempt = rec.attempt.saturating_add(1);
         reply.tasks.push(ClaimedTask {
             id,
@@ -112,7 +113,7 @@ pub(crate) async fn claim(
             } else {
                 rec.max_attempts
             },
-            group,
+            group: None,
             due_at_ms,
             lease_token,
             lease_expires_at_ms,
@@ -120,6 +121,13 @@ pub(crate) async fn claim(
             started_at_ms: now_ms,
             last_error,
         });
+    }
+    while r.remaining() > 0 {
+        let i = (r.u64()? as usize).saturating_sub(1);
+        let group = r.string()?;
+        if let Some(t) = reply.tasks.get_mut(i) {
+            t.group = Some(group);
+        }
     }
     Ok(reply)
 }

@@ -135,7 +135,7 @@ pub(crate) async fn settings_set(
     for name in clear {
         a.s(name);
     }
-    let keys = k.with_group_keys(&[&k.meta]);
+    let keys = k.with_group_keys(&[&k.meta, &k.stats]);
     let mut r = run(
         conn,
         "settings_set",

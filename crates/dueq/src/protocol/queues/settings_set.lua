@@ -1,10 +1,11 @@
 -- settings_set: changes a queue's stored settings (pause, defaults, caps, limits, alert
 -- thresholds); every process reads them at its next claim, and idle workers are woken.
--- KEYS[1] meta  KEYS[2..10] group keys (see lib.lua)
+-- KEYS[1] meta  KEYS[2] stats  KEYS[3..11] group keys (see lib.lua)
 -- ARGV[1] wake channel, ARGV[2] n, then n name, value pairs to set, then names to clear
 -- Returns: {now_ms, settings version}, or an error for an unknown name (nothing written)
 local meta = KEYS[1]
-local G = group_keys(2)
+local stats = KEYS[2]
+local G = group_keys(3)
 local now = now_ms()
 local allowed = {paused = true, dead_max = true, done_max = true, max_attempts = true,
   lease_ms = true, backoff_base_ms = true, backoff_factor = true, backoff_max_ms = true,
@@ -17,18 +18,43 @@ for i = 3 + 2 * n, #ARGV do names[#names + 1] = ARGV[i] end
 for i = 1, #names do
   if not allowed[names[i]] then return redis.error_reply('dueq: unknown setting ' .. names[i]) end
 end
-local gconc_before = redis.call('HGET', meta, 'group_concurrency')
+local watched = {'group_concurrency', 'group_rate_max', 'group_rate_per_ms', 'rate_max',
+  'concurrency'}
+local before = redis.call('HMGET', meta, unpack(watched))
 for i = 1, n do redis.call('HSET', meta, ARGV[1 + 2 * i], ARGV[2 + 2 * i]) end
 for i = 3 + 2 * n, #ARGV do redis.call('HDEL', meta, ARGV[i]) end
--- a changed group concurrency limit lets parked groups try again (up to 1 000 per change;
--- the rest are let go as their running tasks finish)
-if redis.call('HGET', meta, 'group_concurrency') ~= gconc_before then
-  local parked = redis.call('HSCAN', G.gparked, '0', 'COUNT', 1000)[2]
-  for i = 1, #parked, 2 do
-    local g = parked[i]
-    redis.call('HDEL', G.gparked, g)
-    local head = ghead(G, gprefix(g))
-    if head then redis.call('ZADD', G.gready, math.max(head, now), g) end
+local after = redis.call('HMGET', meta, unpack(watched))
+-- Groups held back by a limit that changed try again at the next claim (which holds them
+-- again if the new limit says so): up to 10 000 per change; beyond that, parked groups go
+-- as their running tasks finish and rate-held ones when their window opens.
+local budget = 10000
+if after[1] ~= before[1] then
+  local cursor = '0'
+  repeat
+    local scan = redis.call('HSCAN', G.gparked, cursor, 'COUNT', 500)
+    cursor = scan[1]
+    for i = 1, #scan[2], 2 do
+      local g = scan[2][i]
+      redis.call('HDEL', G.gparked, g)
+      local head = ghead(G, gprefix(g))
+      if head then redis.call('ZADD', G.gready, math.max(head, now), g) end
+      budget = budget - 1
+    end
+  until cursor == '0' or budget <= 0
+end
+if after[2] ~= before[2] or after[3] ~= before[3] then
+  local held = redis.call('ZRANGEBYSCORE', G.gready, '(' .. int(now), '+inf', 'LIMIT', 0, budget)
+  for i = 1, #held do
+    local head = ghead(G, gprefix(held[i]))
+    if head and head <= now then redis.call('ZADD', G.gready, now, held[i]) end
+  end
+end
+-- a queue limit removed ends its throttled time
+for _, l in ipairs({{'rate', 4}, {'concurrency', 5}}) do
+  local since = not after[l[2]] and redis.call('HGET', meta, 'thr_' .. l[1])
+  if since then
+    redis.call('HINCRBY', stats, 'throttled_ms_' .. l[1], math.max(now - tonumber(since), 0))
+    redis.call('HDEL', meta, 'thr_' .. l[1])
   end
 end
 -- no rate limit left: drop the logs
