@@ -18,3 +18,4 @@ mod cluster;
 mod due;
 mod webhook;
 mod worker;
+mod workers;
