@@ -27,3 +27,4 @@ mod timeouts;
 mod transport;
 mod wake;
 mod webhook;
+mod workers;

@@ -24,6 +24,7 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/queues/{queue}/schedules/{name}"),
     ("GET", "/v1/queues/{queue}/tasks/{id}"),
     ("GET", "/v1/queues/{queue}/webhook"),
+    ("GET", "/v1/workers"),
     ("PATCH", "/v1/queues/{queue}/keys/{key}"),
     ("PATCH", "/v1/queues/{queue}/tasks/{id}"),
     ("POST", "/v1/queues/{queue}/acks"),

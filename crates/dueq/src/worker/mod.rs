@@ -293,7 +293,11 @@ struct Shared {
     counters: Counters,
     batch: usize,
     stop: watch::Receiver<bool>,
+    /// Reads the worker's load (set once its queues run).
+    load: std::sync::OnceLock<LoadProbe>,
 }
+
+type LoadProbe = Arc<dyn Fn() -> WorkerLoad + Send + Sync>;
 
 /// A running worker: ask it to stop with [`WorkerHandle::shutdown`].
 pub struct WorkerHandle {
@@ -308,6 +312,15 @@ impl WorkerHandle {
     /// heartbeat.
     pub fn id(&self) -> Option<&str> {
         self.id.as_deref()
+    }
+
+    /// A reader of the worker's load (its queues, concurrency and the handlers running now),
+    /// what its heartbeat reports; for a process that lists itself instead of its workers
+    /// (`dueq serve`'s push delivery, built with [`WorkerBuilder::heartbeat`] off). Reads
+    /// memory only. Before the worker's queues run it reports no queue and nothing in hand.
+    pub fn load_probe(&self) -> impl Fn() -> WorkerLoad + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || shared.load.get().map(|p| p()).unwrap_or_default()
     }
 
     /// Counters so far.
@@ -361,6 +374,7 @@ impl Worker {
             counters: Counters::default(),
             batch: self.concurrency.min(crate::protocol::call::MAX_BATCH),
             stop: stop_rx,
+            load: std::sync::OnceLock::new(),
         });
         let id = self.id().map(str::to_owned);
         let join = tokio::spawn(run(self, shared.clone()));
@@ -422,15 +436,19 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
         )));
         rts.push(rt);
     }
-    let (beat_stop_tx, mut beat_stop_rx) = watch::channel(false);
-    let heartbeat = worker.heartbeat.map(|hb| {
+    let probe: LoadProbe = {
         let beat_rts = rts.clone();
         let names: Vec<String> = rts.iter().map(|rt| rt.queue.name().to_owned()).collect();
         let concurrency = worker.concurrency as u64;
-        let hb = hb.load(move || {
+        Arc::new(move || {
             let in_hand = beat_rts.iter().map(|rt| rt.running().len() as u64).sum();
             WorkerLoad::new(names.clone(), concurrency, in_hand)
-        });
+        })
+    };
+    let _ = shared.load.set(probe.clone());
+    let (beat_stop_tx, mut beat_stop_rx) = watch::channel(false);
+    let heartbeat = worker.heartbeat.map(|hb| {
+        let hb = hb.load(move || probe());
         tokio::spawn(hb.run(async move {
             let _ = beat_stop_rx.wait_for(|s| *s).await;
         }))
