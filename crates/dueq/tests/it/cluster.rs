@@ -303,3 +303,25 @@ async fn c20_cluster() {
         assert_eq!((s.scheduled, s.active), (0, 0), "{name}");
     }
 }
+
+/// The live workers registry on a cluster: one key outside any hash tag, so every heartbeat
+/// script touches one slot (a `CROSSSLOT` would fail the beat and leave the list empty).
+#[tokio::test]
+async fn live_workers_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let client = Client::connect(&cluster.urls().join(",")).await.unwrap();
+    let worker = Worker::builder(client.clone())
+        .heartbeat_ms(100)
+        .handle("orders", |_t| async { Outcome::Success })
+        .build()
+        .unwrap();
+    let id = worker.id().unwrap().to_owned();
+    let handle = worker.start();
+    dueq_testkit::wait_until_async(DEADLINE, "the worker is listed", || async {
+        client.workers().await.unwrap().iter().any(|w| w.id == id)
+    })
+    .await;
+    assert_eq!(client.workers_of("orders").await.unwrap().len(), 1);
+    handle.shutdown().await.unwrap();
+    assert!(client.workers().await.unwrap().is_empty());
+}
