@@ -56,8 +56,8 @@ impl WorkerLoad {
 
 type Probe = Arc<dyn Fn() -> WorkerLoad + Send + Sync>;
 
-/// The heartbeat duty of one process (module docs).
-#[derive(Clone)]
+/// The heartbeat duty of one process (module docs). Not `Clone`: two copies would beat
+/// under one id.
 pub struct Heartbeat {
     client: Client,
     id: String,
