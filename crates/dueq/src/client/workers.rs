@@ -90,8 +90,7 @@ impl Client {
     /// An entry written by something else than dueq (unreadable) is left out and logged.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails;
-    /// [`ErrorKind::Protocol`](crate::ErrorKind) when an entry's times are malformed.
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
         let (_, entries) = workers::list(&mut self.conn()).await?;
         let mut out: Vec<WorkerInfo> = entries

@@ -243,6 +243,27 @@ async fn bad_heartbeat_settings_and_queue_names_are_refused() {
     }
     let e = ctx.client.workers_of("a{b}").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    // entries changed by hand (live by their expiry, unreadable otherwise) hide nothing
+    let mut raw = ctx.raw();
+    for (id, v) in [
+        ("junk-json", "9999999999999 9999999999999 1 0\nnot json"),
+        ("junk-head", "9999999999999 9999999999999 zz"),
+        ("junk-all", "hello"),
+    ] {
+        redis::cmd("HSET")
+            .arg(dueq::protocol::keys::WORKERS_KEY)
+            .arg(id)
+            .arg(v)
+            .query::<()>(&mut raw)
+            .unwrap();
+    }
+    assert!(ctx.client.workers().await.unwrap().is_empty());
+    fill(&ctx, "ok", 1, ctx.redis_now_ms() + 60_000);
+    assert_eq!(ctx.client.workers().await.unwrap().len(), 1);
+    redis::cmd("DEL")
+        .arg(dueq::protocol::keys::WORKERS_KEY)
+        .query::<()>(&mut raw)
+        .unwrap();
     // without a heartbeat a worker is not listed
     let w = Worker::builder(ctx.client.clone())
         .heartbeat(false)

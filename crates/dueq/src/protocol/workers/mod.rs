@@ -82,7 +82,7 @@ pub(crate) struct Entry {
     pub info_json: String,
 }
 
-/// The Redis time and every live entry (unsorted).
+/// The Redis time and every live entry (unsorted); malformed entries are skipped.
 pub(crate) async fn list(conn: &mut Conn) -> Result<(u64, Vec<Entry>)> {
     let mut r = run(
         conn,
@@ -97,7 +97,11 @@ pub(crate) async fn list(conn: &mut Conn) -> Result<(u64, Vec<Entry>)> {
     while r.remaining() > 0 {
         let id = r.string()?;
         let value = r.string()?;
-        out.push(parse(id, &value)?);
+        // an entry changed by hand must not hide every other worker: skipped, logged
+        match parse(id, &value) {
+            Ok(e) => out.push(e),
+            Err(e) => tracing::warn!(error = %e, "unreadable workers entry skipped"),
+        }
     }
     Ok((now_ms, out))
 }
