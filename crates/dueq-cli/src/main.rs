@@ -68,6 +68,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Dead(d) => cmd::dead::run(&connect(redis).await?, d, json).await,
         Command::Webhook(w) => cmd::webhook::run(&connect(redis).await?, w, json).await,
+        Command::Settings(s) => cmd::settings::run(&connect(redis).await?, s).await,
         Command::Schedule(s) => cmd::schedule::run(&connect(redis).await?, s, json).await,
         Command::Workers(a) => {
             cmd::workers::list(&connect(redis).await?, a.queue.as_deref(), json).await

@@ -22,6 +22,7 @@ mod origin;
 mod queues;
 mod recover;
 mod schedules;
+mod settings;
 mod tasks;
 mod timeouts;
 mod transport;

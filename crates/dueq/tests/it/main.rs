@@ -16,6 +16,8 @@ mod cases_schedules;
 mod cases_scheduling;
 mod cluster;
 mod due;
+mod flow;
+mod flow_model;
 mod webhook;
 mod worker;
 mod workers;
