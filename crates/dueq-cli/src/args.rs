@@ -58,6 +58,9 @@ pub enum Command {
     /// (fired by every running worker and server, each tick exactly once).
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Live worker processes and servers (heartbeats): host, pid, queues, concurrency, tasks
+    /// in hand, started and last seen.
+    Workers(WorkersArgs),
     /// Run COMMAND for each task of QUEUE: payload on stdin, exit 0 acknowledges, any other
     /// exit retries with backoff (then dead-letters). SIGINT/SIGTERM hand running tasks back.
     Work(WorkArgs),
@@ -203,6 +206,14 @@ pub struct RescheduleArgs {
 #[derive(Debug, Args)]
 pub struct StatsArgs {
     /// Queue name; all known queues when omitted.
+    pub queue: Option<String>,
+}
+
+/// `dueq workers`.
+#[derive(Debug, Args)]
+pub struct WorkersArgs {
+    /// Only workers that serve this queue.
+    #[arg(long)]
     pub queue: Option<String>,
 }
 
@@ -365,6 +376,10 @@ pub struct WorkArgs {
     /// tasks back, ms.
     #[arg(long, default_value_t = 0)]
     pub shutdown_grace_ms: u64,
+    /// Time between two heartbeats that keep this worker in `dueq workers`, ms (100 to
+    /// 60000); a killed worker leaves the list 3 intervals after its last beat.
+    #[arg(long, default_value_t = dueq::DEFAULT_HEARTBEAT_MS)]
+    pub heartbeat_ms: u64,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -440,4 +455,8 @@ pub struct ServeArgs {
     /// Largest payload accepted, bytes (default 1 MiB); request bodies may be 64 KiB more.
     #[arg(long, default_value_t = dueq::DEFAULT_PAYLOAD_LIMIT_BYTES)]
     pub payload_limit_bytes: usize,
+    /// Time between two heartbeats that keep this server in `dueq workers` and
+    /// `GET /v1/workers`, ms (100 to 60000).
+    #[arg(long, default_value_t = dueq::DEFAULT_HEARTBEAT_MS)]
+    pub heartbeat_ms: u64,
 }

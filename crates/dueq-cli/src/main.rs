@@ -70,6 +70,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Webhook(w) => cmd::webhook::run(&connect(redis).await?, w, json).await,
         Command::Settings(s) => cmd::settings::run(&connect(redis).await?, s).await,
         Command::Schedule(s) => cmd::schedule::run(&connect(redis).await?, s, json).await,
+        Command::Workers(a) => {
+            cmd::workers::list(&connect(redis).await?, a.queue.as_deref(), json).await
+        }
         Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
         Command::Relay(a) => cmd::relay::run(connect(redis).await?, a, json).await,

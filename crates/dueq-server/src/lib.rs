@@ -5,15 +5,15 @@
 //! needs is in [`AppState`].
 //!
 //! * `src/api/` holds one file per resource (`tasks`, `claim`, `queues`, `dead`, `webhook`,
-//!   `system`); each route is registered together with its OpenAPI description.
+//!   `schedules`, `workers`, `system`); each route is registered together with its OpenAPI description.
 //! * [`dashboard`]: the operator UI at `/` (HTML, htmx; outside `/v1` and the OpenAPI document).
 //! * [`error`]: every failure as a status and `{"error": {"code", "message"}}`.
 //! * [`auth`]: bearer tokens (constant-time check) on `/v1`; `/healthz` and `/readyz` open.
 //! * [`origin`]: cross-origin writes to `/v1` refused (403), tokens or not; on a loopback
 //!   listener, requests whose `Host` is not a loopback name refused (DNS rebinding).
 //! * [`push`]: push delivery (webhooks), a background task of [`serve`]; the others are the
-//!   library's [`dueq::LeaseRecoverer`] over every queue and its [`dueq::ScheduleFirer`] over
-//!   every queue with schedules.
+//!   library's [`dueq::LeaseRecoverer`] over every queue, its [`dueq::ScheduleFirer`] over
+//!   every queue with schedules, and its [`dueq::Heartbeat`] (the server in `GET /v1/workers`).
 //! * `metrics`: DESIGN 4.4 names; queue numbers read from Redis on scrape.
 //! * payloads: stored as the JSON text sent, shown through [`dueq::json`] (shared with the CLI).
 //! * `options`: plain option structs the state holds.
@@ -172,7 +172,9 @@ const SHUTDOWN_MARGIN_MS: u64 = 1000;
 /// connections still open then (a client that stalls sending a request head or reading an
 /// answer) are closed. While it runs, a background task recovers expired leases of every
 /// queue every [`recover_interval_ms`](AppStateBuilder::recover_interval_ms); it is stopped
-/// (its call in flight finished) before this returns. Push delivery ([`push`]) runs beside it and is shut
+/// (its call in flight finished) before this returns. The server lists itself in the live
+/// workers list (`GET /v1/workers`) with a heartbeat every
+/// [`heartbeat_ms`](AppStateBuilder::heartbeat_ms) and removes itself last. Push delivery ([`push`]) runs beside it and is shut
 /// down too before this returns, its unfinished leases handed back. When `listener` is on a
 /// loopback address, requests whose `Host` is not a loopback name get 403
 /// ([`origin::loopback_hosts_only`], the DNS-rebinding guard).
@@ -205,7 +207,18 @@ pub async fn serve(
             let _ = stop.wait_for(|s| *s).await;
         }))
     });
-    let pusher = tokio::spawn(push::run(state.clone(), state.shutdown_rx()));
+    let push_load = push::PushLoad::default();
+    let pusher = tokio::spawn(push::run(
+        state.clone(),
+        state.shutdown_rx(),
+        push_load.clone(),
+    ));
+    let (beat_stop, mut beat_stopped) = tokio::sync::watch::channel(false);
+    let heartbeat = server_heartbeat(&state, push_load).map(|hb| {
+        tokio::spawn(hb.run(async move {
+            let _ = beat_stopped.wait_for(|s| *s).await;
+        }))
+    });
     let stopping = state.clone();
     let (kill, killed) = tokio::sync::watch::channel(false);
     let serving = axum::serve(shutdown::Guarded::new(listener, killed), app)
@@ -250,5 +263,25 @@ pub async fn serve(
     if let Err(e) = pusher.await {
         tracing::error!(error = %e, "push delivery task failed");
     }
+    // Last: the heartbeat removes the server from the live workers list.
+    beat_stop.send_replace(true);
+    if let Some(task) = heartbeat
+        && let Err(e) = task.await
+    {
+        tracing::error!(error = %e, "heartbeat task failed");
+    }
     result
+}
+
+/// The server's entry in the live workers list: its push delivery's queues and load.
+fn server_heartbeat(state: &AppState, push_load: push::PushLoad) -> Option<dueq::Heartbeat> {
+    let ms = state.heartbeat_ms();
+    if ms == 0 {
+        return None;
+    }
+    let hb = dueq::Heartbeat::new(state.client().clone(), dueq::WorkerKind::Server)
+        .interval_ms(ms)
+        .inspect_err(|e| tracing::error!(error = %e, "not listed among the live workers"))
+        .ok()?;
+    Some(hb.load(move || push_load.total()))
 }

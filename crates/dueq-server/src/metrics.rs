@@ -18,6 +18,10 @@
 //!   buckets from 0.5 ms to 1 day, so a backlog hours late lands in a bucket of its own) and `dueq_tasks_claimed_total` are recorded by the library's
 //!   claim path ([`dueq::due::metrics`]) into this recorder; `dueq_task_duration_seconds`
 //!   (hand-out to ack/nack) is observed here.
+//! * Live workers: `dueq_workers{queue}` (worker processes and servers whose heartbeat lists
+//!   the queue, [`Client::workers`]) is read from Redis on each scrape, for every known queue
+//!   and every queue a worker serves; a queue whose last worker left reads 0 (not its last
+//!   value). Like the other Redis-read series it is the same on every server.
 //! * Schedules: `dueq_schedule_next_fire_timestamp_seconds{queue,schedule}` is read from Redis
 //!   on each scrape; `dueq_schedule_ticks_total{queue,schedule,outcome}` counts the ticks this
 //!   server's firer fired or skipped (every process fires, so sum it over instances and
@@ -27,7 +31,7 @@
 //! the process-global `metrics` recorder, so two servers (or tests) in one process never mix
 //! their numbers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,6 +64,8 @@ pub(crate) struct Metrics {
     handle: PrometheusHandle,
     /// (queue, task id, lease token) → when this server handed it out.
     claimed: Mutex<HashMap<(String, String, String), Instant>>,
+    /// Queues `dueq_workers` was published for (set to 0 once they have no worker).
+    worker_queues: Mutex<HashSet<String>>,
 }
 
 impl Metrics {
@@ -87,6 +93,7 @@ impl Metrics {
             recorder: Arc::new(recorder),
             handle,
             claimed: Mutex::new(HashMap::new()),
+            worker_queues: Mutex::new(HashSet::new()),
         };
         m.with(|| {
             use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
@@ -259,6 +266,34 @@ impl Metrics {
         });
     }
 
+    /// `dueq_workers{queue}`: live workers per queue, 0 for `known` queues without any and
+    /// for queues published before that lost their last one.
+    fn publish_workers(&self, known: &[String], workers: &[dueq::WorkerInfo]) {
+        let mut count: BTreeMap<&str, u64> = known
+            .iter()
+            .take(MAX_SCRAPED_QUEUES)
+            .map(|q| (q.as_str(), 0))
+            .collect();
+        for w in workers {
+            for q in &w.queues {
+                *count.entry(q.as_str()).or_insert(0) += 1;
+            }
+        }
+        let Ok(mut before) = self.worker_queues.lock() else {
+            return;
+        };
+        for q in before.iter() {
+            count.entry(q.as_str()).or_insert(0);
+        }
+        let now: HashSet<String> = count.keys().map(|q| (*q).to_owned()).collect();
+        self.with(|| {
+            for (q, n) in &count {
+                metrics::gauge!("dueq_workers", "queue" => (*q).to_owned()).set(*n as f64);
+            }
+        });
+        *before = now;
+    }
+
     fn publish_schedules(&self, queue: &str, schedules: &[dueq::Schedule]) {
         self.with(|| {
             for s in schedules {
@@ -272,12 +307,12 @@ impl Metrics {
     /// Refreshes the queue metrics from Redis and renders the Prometheus text. A Redis failure
     /// leaves the last values in place (the scrape still answers).
     pub(crate) async fn render(&self, client: &Client) -> String {
-        let listed = client.queues().await;
-        self.with(|| metrics::gauge!("dueq_redis_up").set(f64::from(u8::from(listed.is_ok()))));
-        match listed {
+        let known = client.queues().await;
+        self.with(|| metrics::gauge!("dueq_redis_up").set(f64::from(u8::from(known.is_ok()))));
+        match &known {
             Ok(names) => {
                 let stats: Vec<_> =
-                    futures_util::stream::iter(names.into_iter().take(MAX_SCRAPED_QUEUES))
+                    futures_util::stream::iter(names.iter().take(MAX_SCRAPED_QUEUES).cloned())
                         .map(|n| async move {
                             let q = client.queue(&n).ok()?;
                             q.stats().await.ok()
@@ -290,6 +325,10 @@ impl Metrics {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "metrics: could not list queues"),
+        }
+        match client.workers().await {
+            Ok(workers) => self.publish_workers(known.as_deref().unwrap_or(&[]), &workers),
+            Err(e) => tracing::warn!(error = %e, "metrics: could not list workers"),
         }
         match client.schedule_queues().await {
             Ok(names) => {

@@ -125,6 +125,7 @@ pub const ENUMS: &[(&str, &str, &[&str])] = &[
         "state",
         &["scheduled", "active", "succeeded", "dead"],
     ),
+    ("WorkerResponse", "kind", &["worker", "server"]),
     ("ErrorDetail", "code", ERROR_CODES),
 ];
 

@@ -33,6 +33,7 @@ struct Inner {
     request_timeout_ms: u64,
     recover_interval_ms: u64,
     schedule_poll_ms: u64,
+    heartbeat_ms: u64,
     push: PushOptions,
     metrics: Metrics,
     shutdown: watch::Sender<bool>,
@@ -58,6 +59,7 @@ pub struct AppStateBuilder {
     request_timeout_ms: u64,
     recover_interval_ms: u64,
     schedule_poll_ms: u64,
+    heartbeat_ms: u64,
     push: PushOptions,
 }
 
@@ -88,6 +90,16 @@ impl AppStateBuilder {
     /// workers and servers still fire).
     pub fn schedule_poll_ms(mut self, ms: u64) -> Self {
         self.schedule_poll_ms = ms;
+        self
+    }
+
+    /// Time between two heartbeats of [`serve`](crate::serve), which lists the server in the
+    /// live workers list (`GET /v1/workers`), ms: [`dueq::MIN_HEARTBEAT_MS`] to
+    /// [`dueq::MAX_HEARTBEAT_MS`], default [`dueq::DEFAULT_HEARTBEAT_MS`]; 0 turns it off.
+    /// An out-of-range value is logged by `serve` and the server is not listed (check it
+    /// first with [`dueq::validate_heartbeat_ms`]).
+    pub fn heartbeat_ms(mut self, ms: u64) -> Self {
+        self.heartbeat_ms = ms;
         self
     }
 
@@ -137,6 +149,7 @@ impl AppStateBuilder {
                 request_timeout_ms: self.request_timeout_ms,
                 recover_interval_ms: self.recover_interval_ms,
                 schedule_poll_ms: self.schedule_poll_ms,
+                heartbeat_ms: self.heartbeat_ms,
                 push: self.push,
                 client,
                 tokens: self.tokens,
@@ -164,6 +177,7 @@ impl AppState {
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             recover_interval_ms: dueq::DEFAULT_RECOVER_INTERVAL_MS,
             schedule_poll_ms: dueq::DEFAULT_SCHEDULE_POLL_MS,
+            heartbeat_ms: dueq::DEFAULT_HEARTBEAT_MS,
             push: PushOptions::default(),
         }
     }
@@ -211,6 +225,11 @@ impl AppState {
     /// The schedule firer's poll, ms (0: this server fires no schedules).
     pub fn schedule_poll_ms(&self) -> u64 {
         self.inner.schedule_poll_ms
+    }
+
+    /// The server's heartbeat interval, ms (0: not listed).
+    pub fn heartbeat_ms(&self) -> u64 {
+        self.inner.heartbeat_ms
     }
 
     /// Starts shutting down: waiting claims return what they have (usually nothing) at once.

@@ -62,13 +62,17 @@ pub use client::{
     READINESS_TIMEOUT_MS, Readiness, RecoverReport,
 };
 pub use client::{
+    DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES, MAX_WORKERS,
+    MIN_HEARTBEAT_MS, WorkerInfo, WorkerKind,
+};
+pub use client::{
     DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,
     MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
     MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
 };
 pub use due::{
-    DEFAULT_RECOVER_INTERVAL_MS, DEFAULT_SCHEDULE_POLL_MS, DueClaimer, LeaseRecoverer,
-    ScheduleFirer,
+    DEFAULT_RECOVER_INTERVAL_MS, DEFAULT_SCHEDULE_POLL_MS, DueClaimer, Heartbeat, LeaseRecoverer,
+    ScheduleFirer, WorkerLoad, validate_heartbeat_ms,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use protocol::keys::{QueueKeys, validate_queue_name};

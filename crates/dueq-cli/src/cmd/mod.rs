@@ -10,6 +10,7 @@ pub mod stats;
 pub mod tasks;
 pub mod webhook;
 pub mod work;
+pub mod workers;
 
 use dueq::{Task, TaskRef};
 use serde_json::{Value, json};

@@ -29,6 +29,7 @@ pub async fn run(redis: Option<&str>, a: &ServeArgs) -> Result<()> {
         }
         tokens = tokens.merge(from_file);
     }
+    dueq::validate_heartbeat_ms(a.heartbeat_ms).context("--heartbeat-ms")?;
     if a.metrics_auth && !tokens.enabled() {
         bail!("--metrics-auth needs tokens (DUEQ_TOKENS or --tokens-file)");
     }
@@ -64,6 +65,7 @@ async fn serve(url: &str, a: &ServeArgs, tokens: Tokens) -> Result<()> {
     let state = AppState::builder(client)
         .tokens(tokens)
         .protect_metrics(a.metrics_auth)
+        .heartbeat_ms(a.heartbeat_ms)
         .build();
     eprintln!("dueq serve: listening on http://{addr}");
     dueq_server::serve(listener, state, crate::shutdown_signal()).await?;

@@ -30,7 +30,8 @@ pub async fn run(client: Client, a: &WorkArgs, json_out: bool) -> Result<()> {
     let queue: Arc<str> = a.queue.as_str().into();
     let mut b = Worker::builder(client)
         .concurrency(a.concurrency)
-        .shutdown_grace_ms(a.shutdown_grace_ms);
+        .shutdown_grace_ms(a.shutdown_grace_ms)
+        .heartbeat_ms(a.heartbeat_ms);
     if let Some(l) = a.lease_ms {
         b = b.lease_ms(l);
     }

@@ -383,3 +383,39 @@ fn serve_refuses_a_tokens_variable_with_no_token() {
         );
     }
 }
+
+/// `dueq serve` is a live worker of its own (kind `server`) in `GET /v1/workers` and `dueq
+/// workers` while it runs, gone the moment SIGTERM has stopped it; a bad `--heartbeat-ms` is
+/// refused before anything starts.
+#[test]
+fn serve_lists_itself_among_the_live_workers() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let mut s = serve(&["--redis", &url, "--heartbeat-ms", "200"], &[]);
+    let pid = s.child.id();
+    dueq_testkit::wait_until(Duration::from_secs(10), "serve is listed", || {
+        let (status, body) = http(&s.addr, "GET", "/v1/workers", None, None);
+        status == 200 && body.contains(&format!(r#""pid":{pid}"#))
+    });
+    let (_, body) = http(&s.addr, "GET", "/v1/workers", None, None);
+    assert!(body.contains(r#""kind":"server""#), "{body}");
+    let (ok, v) = crate::dueq_json(&url, &["workers"]);
+    assert!(ok);
+    assert_eq!(v["workers"][0]["pid"], pid, "{v}");
+    sigterm_and_wait(&mut s);
+    let (ok, v) = crate::dueq_json(&url, &["workers"]);
+    assert!(ok);
+    assert_eq!(v, serde_json::json!({"workers": []}));
+
+    let mut child = serve_command(&["--redis", &url, "--heartbeat-ms", "0"], &[])
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(30)).expect("serve kept running");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(
+        err.contains("--heartbeat-ms") && err.contains("out of range"),
+        "{err}"
+    );
+}

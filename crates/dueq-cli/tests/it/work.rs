@@ -170,3 +170,97 @@ fn sigterm_stops_the_commands_children_too() {
     });
     assert_eq!(stat(&url, "jobs", "due"), 1, "the task was handed back");
 }
+
+/// Live workers (issue 15 item 7): the ids of the `dueq work` processes with pid `pid` in
+/// `dueq --json workers`, and their expiry times.
+fn listed(url: &str, pid: u32) -> Vec<(String, u64)> {
+    let (ok, v) = dueq_json(url, &["workers"]);
+    assert!(ok, "{v}");
+    v["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["pid"] == pid)
+        .map(|w| {
+            (
+                w["id"].as_str().unwrap().to_owned(),
+                w["expires_at_ms"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn spawn_listed_worker(url: &str, queue: &str, heartbeat_ms: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(["--redis", url, "work", queue, "--concurrency", "3"])
+        .args(["--heartbeat-ms", heartbeat_ms, "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A SIGKILLed worker cannot say goodbye: it leaves the list when its heartbeat expires (3
+/// beats of 200 ms here), by the Redis clock; a SIGTERMed one removes itself at once.
+#[test]
+fn a_killed_worker_leaves_the_workers_list_within_its_heartbeat_expiry() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut killed = spawn_listed_worker(&url, "jobs", "200");
+    let mut stopped = spawn_listed_worker(&url, "jobs", "200");
+    wait_until(Duration::from_secs(10), "both workers are listed", || {
+        listed(&url, killed.id()).len() == 1 && listed(&url, stopped.id()).len() == 1
+    });
+    let text = dueq(&url, &["workers", "--queue", "jobs"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("id "), "{text}");
+    assert!(text.contains(&format!(" {} ", killed.id())), "{text}");
+    assert!(text.contains("jobs"), "{text}");
+
+    killed.kill().unwrap(); // SIGKILL
+    killed.wait().unwrap();
+    let at = Instant::now();
+    let mut raw = server.conn();
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut raw).unwrap();
+    let killed_at_ms = s * 1000 + us / 1000;
+    let expires_at_ms = listed(&url, killed.id()).first().map_or(0, |e| e.1);
+    assert!(
+        expires_at_ms <= killed_at_ms + 600,
+        "expiry {expires_at_ms} is at most 3 beats after the kill at {killed_at_ms}"
+    );
+    wait_until(Duration::from_secs(10), "the killed worker is gone", || {
+        listed(&url, killed.id()).is_empty()
+    });
+    assert!(
+        at.elapsed() < Duration::from_millis(600 + 2_000),
+        "gone {:?} after the kill (expiry 600 ms)",
+        at.elapsed()
+    );
+
+    sigterm(&stopped);
+    assert!(stopped.wait().unwrap().success());
+    assert!(
+        listed(&url, stopped.id()).is_empty(),
+        "a graceful stop removes the entry at once"
+    );
+    let (ok, v) = dueq_json(&url, &["workers"]);
+    assert!(ok);
+    assert_eq!(v, serde_json::json!({"workers": []}));
+}
+
+#[test]
+fn workers_command_and_heartbeat_flag_refuse_bad_input() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let o = dueq(&url, &["workers", "--queue", "a{b}"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("queue name"), "{err}");
+    let o = dueq(&url, &["work", "jobs", "--heartbeat-ms", "5", "--", "true"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("heartbeat_ms 5 is out of range"), "{err}");
+    let o = dueq(&url, &["workers"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no live workers"));
+}

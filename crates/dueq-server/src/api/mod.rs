@@ -14,6 +14,7 @@ pub mod settings;
 pub mod system;
 pub mod tasks;
 pub mod webhook;
+pub mod workers;
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -50,6 +51,7 @@ pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(schedules::set, schedules::get, schedules::delete))
         .routes(routes!(schedules::pause))
         .routes(routes!(schedules::resume))
+        .routes(routes!(workers::list))
 }
 
 /// The claim route (its time limit includes `wait_ms`).

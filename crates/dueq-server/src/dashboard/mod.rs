@@ -1,11 +1,13 @@
 //! The dashboard of `dueq serve` at `/`: server-rendered HTML (askama templates in
 //! `templates/`, escaped by default), live parts refreshed by htmx polling, charts as inline
 //! SVG. It is outside `/v1` and not in the OpenAPI document; all data comes from the `dueq`
-//! library (`Client::queues`, `Queue::stats`, `history`, `get`, `dead_*`, `pause`, `resume`).
+//! library (`Client::queues`, `Client::workers`, `Queue::stats`, `history`, `get`, `dead_*`,
+//! `pause`, `resume`).
 //!
 //! Pages: `/` (queues with counts, pause/resume, task lookup), `/ui/queues/{queue}` (counts,
 //! throughput and lateness over the last hour), `/ui/queues/{queue}/dead` (the dead-letter
-//! queue, paged, with retry and delete), `/ui/task?queue=&by=id|key&value=` (one task).
+//! queue, paged, with retry and delete), `/ui/task?queue=&by=id|key&value=` (one task),
+//! `/ui/workers` (live worker processes and servers, `Client::workers`).
 //! `/login` and `/logout` when tokens are configured.
 //!
 //! Security (details in `session.rs`): with tokens configured every page needs a login with
@@ -26,6 +28,7 @@ mod chart;
 mod pages;
 pub(crate) mod session;
 mod view;
+mod workers;
 
 use std::sync::Arc;
 
@@ -75,6 +78,8 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .route("/ui/queues/{queue}/live", get(pages::queue_live))
         .route("/ui/queues/{queue}/dead", get(pages::dead))
         .route("/ui/task", get(pages::task))
+        .route("/ui/workers", get(workers::page))
+        .route("/ui/fragments/workers", get(workers::fragment))
         .route("/ui/queues/{queue}/pause", post(actions::pause))
         .route("/ui/queues/{queue}/resume", post(actions::resume))
         .route("/ui/queues/{queue}/dead/{id}/retry", post(actions::retry))

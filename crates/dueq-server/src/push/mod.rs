@@ -40,6 +40,10 @@
 //! exclusive, and the concurrency limit holds per server. On shutdown every worker stops in
 //! its documented order, handing unfinished leases back at once.
 //!
+//! The delivery workers do not list themselves in the live workers list: the server's own
+//! heartbeat reports them ([`PushLoad`]: the queues delivered to, their summed concurrency and
+//! the deliveries in flight), so one `dueq serve` is one entry.
+//!
 //! Lateness and duration of deliveries go to `dueq_task_lateness_seconds` and
 //! `dueq_task_duration_seconds`; outcomes are counted in Redis and show in
 //! `dueq_tasks_finished_total` like any other worker's.
@@ -47,10 +51,10 @@
 mod deliver;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use dueq::{Webhook, Worker, WorkerHandle};
+use dueq::{Webhook, Worker, WorkerHandle, WorkerLoad};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
@@ -80,6 +84,33 @@ fn same_target(a: &Webhook, b: &Webhook) -> bool {
         && a.timeout_ms == b.timeout_ms
 }
 
+type Probe = Box<dyn Fn() -> WorkerLoad + Send + Sync>;
+
+/// The load of every running delivery worker, by queue, for the server's heartbeat.
+#[derive(Clone, Default)]
+pub(crate) struct PushLoad(Arc<Mutex<HashMap<String, Probe>>>);
+
+impl PushLoad {
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Probe>> {
+        // inserts and removes only: a poisoned lock holds a whole map
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues delivered to (sorted), summed concurrency, deliveries in flight.
+    pub(crate) fn total(&self) -> WorkerLoad {
+        let map = self.map();
+        let mut queues: Vec<String> = map.keys().cloned().collect();
+        queues.sort();
+        let (mut concurrency, mut in_hand) = (0, 0);
+        for probe in map.values() {
+            let l = probe();
+            concurrency += l.concurrency;
+            in_hand += l.in_hand;
+        }
+        WorkerLoad::new(queues, concurrency, in_hand)
+    }
+}
+
 /// A running delivery worker and the webhook it delivers to.
 struct Running {
     webhook: Webhook,
@@ -88,7 +119,7 @@ struct Running {
 
 /// Runs push delivery until `stop` turns `true`, then shuts every worker down (leases of
 /// deliveries in flight are handed back) and returns.
-pub(crate) async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn run(state: AppState, mut stop: watch::Receiver<bool>, load: PushLoad) {
     let opts = state.push_options();
     if !opts.enabled {
         return;
@@ -106,13 +137,15 @@ pub(crate) async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         if *stop.borrow_and_update() {
             break;
         }
-        reconcile(&state, &http, &opts, &mut running).await;
+        reconcile(&state, &http, &opts, &mut running, &load).await;
         tokio::select! {
             r = stop.changed() => if r.is_err() { break },
             _ = tokio::time::sleep(poll) => {}
         }
     }
+    let load = &load;
     let stops = running.into_iter().map(|(queue, r)| async move {
+        load.map().remove(&queue);
         if let Err(e) = r.handle.shutdown().await {
             tracing::warn!(queue = %queue, error = %e, "push worker did not stop cleanly");
         }
@@ -127,6 +160,7 @@ async fn reconcile(
     http: &reqwest::Client,
     opts: &PushOptions,
     running: &mut HashMap<String, Running>,
+    load: &PushLoad,
 ) {
     let client = state.client();
     let names = match client.webhook_queues().await {
@@ -173,6 +207,7 @@ async fn reconcile(
         .collect();
     for name in stale {
         if let Some(r) = running.remove(&name) {
+            load.map().remove(&name);
             tracing::info!(queue = %name, "push: stopping delivery to {}",
                 r.webhook.redacted_url());
             if let Err(e) = r.handle.shutdown().await {
@@ -189,6 +224,8 @@ async fn reconcile(
                 tracing::info!(queue = %name, url = %w.redacted_url(),
                     concurrency = w.concurrency,
                     "push: delivering");
+                load.map()
+                    .insert(name.clone(), Box::new(handle.load_probe()));
                 running.insert(name, Running { webhook: w, handle });
             }
             Err(e) => tracing::warn!(queue = %name, error = %e, "push: cannot start delivery"),
@@ -213,6 +250,8 @@ fn start(
         .concurrency(concurrency)
         .backoff(opts.backoff)
         .shutdown_grace_ms(opts.shutdown_grace_ms)
+        // the server's heartbeat lists it (PushLoad)
+        .heartbeat(false)
         .handle(&queue, move |task| {
             let d = d.clone();
             async move { d.deliver(task).await }

@@ -1,9 +1,10 @@
 //! The dashboard in a real browser: headless Chromium driven through chromedriver
 //! (WebDriver, `fantoccini`), against a real `dueq-server` on a free port with a token
 //! configured and its own `redis-server` (dueq-testkit). It logs in, watches a queue's count
-//! change after an enqueue (htmx polling), retries a dead task, pauses a queue, and saves
-//! screenshots for CI to keep: `target/dashboard.png` (the overview), and beside it
-//! `dashboard-queue.png` (a queue with its charts), `-login`, `-dead` and `-task`.
+//! change after an enqueue (htmx polling), retries a dead task, pauses a queue, watches a
+//! worker join and leave the workers page, and saves screenshots for CI to keep:
+//! `target/dashboard.png` (the overview), and beside it `dashboard-queue.png` (a queue with
+//! its charts), `-login`, `-dead`, `-task` and `-workers`.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them); without them
 //! the test fails and says so.
@@ -365,6 +366,28 @@ async fn dashboard_in_chromium() {
     assert!(settings.contains("100 per 1000 ms"), "{settings}");
     assert!(settings.contains("concurrency"), "{settings}");
     shot("dashboard-queue.png").await;
+
+    // 5. the workers page: the server itself, then a worker that joins and leaves (polling)
+    b.goto(&format!("{base}/ui/workers")).await.unwrap();
+    wait_text(&b, r#"#workers tr td:nth-child(2)"#, "server").await;
+    let worker = dueq::Worker::builder(client.clone())
+        .concurrency(4)
+        .heartbeat_ms(200)
+        .handle("reports", |_t| async { dueq::Outcome::Success })
+        .build()
+        .unwrap();
+    let id = worker.id().unwrap().to_owned();
+    let handle = worker.start();
+    let in_hand = format!(r#"tr[data-worker="{id}"] td.in-hand"#);
+    wait_text(&b, &in_hand, "0").await;
+    assert!(
+        text(&b, &format!(r#"tr[data-worker="{id}"]"#))
+            .await
+            .contains("reports")
+    );
+    shot("dashboard-workers.png").await;
+    handle.shutdown().await.unwrap();
+    wait_text(&b, &in_hand, "").await;
 
     // logging out ends the session
     b.find(Locator::Css("header button"))

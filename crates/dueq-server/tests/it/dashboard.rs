@@ -474,3 +474,47 @@ async fn a_flood_of_new_visitors_does_not_end_other_sessions() {
     assert_eq!(user.get("/").await.status, StatusCode::OK);
     assert_eq!(inside.get("/").await.status, StatusCode::OK);
 }
+
+/// `/ui/workers` lists live workers (queues linked, tasks in hand) and its fragment is polled;
+/// a stopped worker is gone from the next fragment.
+#[tokio::test]
+async fn workers_page_lists_live_workers() {
+    let c = Ctx::new().await;
+    let mut b = Browser::new(&c);
+    let empty = b.get("/ui/workers").await;
+    assert_eq!(empty.status, StatusCode::OK, "{empty:?}");
+    assert!(
+        empty.text.contains(r#"id="workers-empty""#),
+        "{}",
+        empty.text
+    );
+    assert!(empty.text.contains(r#"<a href="/ui/workers">Workers</a>"#));
+    let worker = dueq::Worker::builder(c.client.clone())
+        .concurrency(3)
+        .heartbeat_ms(100)
+        .handle("jobs", |_t| async { dueq::Outcome::Success })
+        .build()
+        .unwrap();
+    let id = worker.id().unwrap().to_owned();
+    let handle = worker.start();
+    dueq_testkit::wait_until_async(crate::support::DEADLINE, "the worker is listed", || async {
+        c.client.workers().await.unwrap().len() == 1
+    })
+    .await;
+    let page = b.get("/ui/workers").await.text;
+    assert!(page.contains(&format!(r#"data-worker="{id}""#)), "{page}");
+    assert!(
+        page.contains(r#"<a href="/ui/queues/jobs">jobs</a>"#),
+        "{page}"
+    );
+    assert!(page.contains(r#"<td class="num in-hand">0</td>"#), "{page}");
+    let frag = b.get("/ui/fragments/workers").await.text;
+    assert!(frag.starts_with(r#"<div id="workers""#) && !frag.contains("<html"));
+    assert!(frag.contains(&id));
+    handle.shutdown().await.unwrap();
+    let frag = b.get("/ui/fragments/workers").await.text;
+    assert!(
+        !frag.contains(&id) && frag.contains("No live worker."),
+        "{frag}"
+    );
+}

@@ -28,3 +28,4 @@ mod timeouts;
 mod transport;
 mod wake;
 mod webhook;
+mod workers;

@@ -25,6 +25,7 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/queues/{queue}/settings"),
     ("GET", "/v1/queues/{queue}/tasks/{id}"),
     ("GET", "/v1/queues/{queue}/webhook"),
+    ("GET", "/v1/workers"),
     ("PATCH", "/v1/queues/{queue}/keys/{key}"),
     ("PATCH", "/v1/queues/{queue}/settings"),
     ("PATCH", "/v1/queues/{queue}/tasks/{id}"),

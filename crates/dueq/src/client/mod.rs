@@ -7,6 +7,7 @@ mod dead;
 mod queue;
 mod schedules;
 mod webhook;
+mod workers;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -19,6 +20,11 @@ pub use webhook::{
     DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,
     MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
     MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
+};
+pub(crate) use workers::SelfInfo;
+pub use workers::{
+    DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES, MAX_WORKERS,
+    MIN_HEARTBEAT_MS, WorkerInfo, WorkerKind,
 };
 
 use crate::due::wake::WakeHub;

@@ -25,6 +25,7 @@
 //! `hz` tick (100 ms by default) and cannot express "due at T".
 
 pub(crate) mod clock;
+pub(crate) mod heartbeat;
 pub mod metrics;
 pub(crate) mod recovery;
 pub(crate) mod schedules;
@@ -45,6 +46,7 @@ use crate::task::ClaimedTask;
 use clock::RedisClock;
 use recovery::LeaseRecovery;
 
+pub use heartbeat::{Heartbeat, WorkerLoad, validate_heartbeat_ms};
 pub use recovery::{DEFAULT_RECOVER_INTERVAL_MS, LeaseRecoverer};
 pub use schedules::{DEFAULT_SCHEDULE_POLL_MS, ScheduleFirer};
 

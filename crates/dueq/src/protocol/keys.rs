@@ -20,6 +20,10 @@ pub const WEBHOOKS_KEY: &str = "dueq:webhooks";
 /// serve` fires the schedules of every queue named here.
 pub const SCHEDULES_KEY: &str = "dueq:schedules";
 
+/// Live worker processes and servers (outside any hash tag, so each script touching it
+/// touches one key): hash worker id → heartbeat entry (see `protocol/workers`).
+pub const WORKERS_KEY: &str = "dueq:workers";
+
 /// Checks a queue name: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..`. Any other character could
 /// change the hash tag (`{`, `}`) or the key separator (`:`), and `.` / `..` are path segments
 /// that HTTP clients and browsers rewrite in `/v1/queues/{queue}` URLs, so they are refused.

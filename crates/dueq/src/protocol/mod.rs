@@ -15,6 +15,7 @@
 //! | `queues/` | stats, history, settings (configure), the queue registry |
 //! | `webhook/` | push delivery target |
 //! | `schedules/` | recurring schedules: set, delete, pause/resume, get, list, due, fire |
+//! | `workers/` | live worker processes: heartbeat (register, refresh, trim), remove, list |
 //! | `server.rs` | `PING`, `INFO`, eviction policy (plain commands) |
 //!
 //! Shared: `lib.lua` (Lua helpers put in front of every script), `scripts.rs` (the registry),
@@ -46,6 +47,7 @@
 //! | `dueq:queues` | set | names of queues ever used (for listing; outside any hash tag) |
 //! | `dueq:webhooks` | set | names of queues whose webhook was ever set (only added to; outside any hash tag) |
 //! | `dueq:schedules` | set | names of queues that ever had a schedule (only added to; outside any hash tag) |
+//! | `dueq:workers` | hash | worker id → `"<last_seen_ms> <expires_at_ms> <started_at_ms> <in_hand>\n<info JSON>"`, one per live worker process or server (heartbeats; outside any hash tag; capped) |
 //!
 //! # Invariants
 //!
@@ -69,3 +71,4 @@ pub(crate) mod scripts;
 pub(crate) mod server;
 pub(crate) mod tasks;
 pub(crate) mod webhook;
+pub(crate) mod workers;

@@ -9,6 +9,8 @@
 //! * [`acker`]: per queue, sends acks and nacks in batches.
 //! * the [`ScheduleFirer`](crate::ScheduleFirer) (`due/schedules.rs`) of the worker's queues:
 //!   fires their schedule ticks, racing every other worker and server harmlessly.
+//! * the [`Heartbeat`](crate::Heartbeat) (`due/heartbeat.rs`): keeps the worker in the live
+//!   workers list ([`Client::workers`]) with its queues, concurrency and handlers running.
 //!
 //! # Shutdown order
 //!
@@ -19,7 +21,9 @@
 //! 3. handlers still running are aborted and their leases handed back (`release`), so another
 //!    worker runs them at once instead of after the lease;
 //! 4. ackers flush what the finished handlers reported, then stop;
-//! 5. lease keepers stop.
+//! 5. lease keepers stop;
+//! 6. the heartbeat stops and removes the worker from the live workers list (last, so the list
+//!    shows it while it still holds leases).
 
 mod acker;
 mod claimer;
@@ -38,8 +42,9 @@ use tokio::task::{AbortHandle, JoinHandle};
 pub use handler::{HandlerFuture, Outcome};
 
 use crate::backoff::Backoff;
-use crate::client::{Client, Queue};
+use crate::client::{Client, Queue, WorkerKind};
 use crate::due::clock::RedisClock;
+use crate::due::{Heartbeat, WorkerLoad};
 use crate::error::{Error, Result};
 use crate::task::{ClaimedTask, LeaseToken, TaskId};
 use handler::Handler;
@@ -55,6 +60,8 @@ pub struct WorkerBuilder {
     notifications: bool,
     poll_ms: u64,
     schedules: bool,
+    heartbeat: bool,
+    heartbeat_ms: u64,
 }
 
 impl WorkerBuilder {
@@ -118,15 +125,41 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether the worker lists itself in the live workers list ([`Client::workers`],
+    /// `GET /v1/workers`) with a heartbeat. Default `true`. Off for workers that are part of
+    /// a process that registers itself (`dueq serve`'s push delivery).
+    pub fn heartbeat(mut self, on: bool) -> Self {
+        self.heartbeat = on;
+        self
+    }
+
+    /// Time between two heartbeats, ms: [`MIN_HEARTBEAT_MS`](crate::MIN_HEARTBEAT_MS) to
+    /// [`MAX_HEARTBEAT_MS`](crate::MAX_HEARTBEAT_MS), default
+    /// [`DEFAULT_HEARTBEAT_MS`](crate::DEFAULT_HEARTBEAT_MS) (5 s). A worker that dies leaves
+    /// the list [`HEARTBEAT_MISSES`](crate::HEARTBEAT_MISSES) intervals after its last beat.
+    /// Checked by [`build`](Self::build).
+    pub fn heartbeat_ms(mut self, ms: u64) -> Self {
+        self.heartbeat_ms = ms;
+        self
+    }
+
     /// Checks the settings.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) when no queue has a handler, a queue
-    /// appears twice, a name is invalid, or the lease is out of range.
+    /// appears twice, a name is invalid, or the lease or heartbeat interval is out of range.
     pub fn build(self) -> Result<Worker> {
         if self.handlers.is_empty() {
             return Err(Error::invalid("a worker needs at least one queue handler"));
         }
+        let heartbeat = if self.heartbeat {
+            Some(
+                Heartbeat::new(self.client.clone(), WorkerKind::Worker)
+                    .interval_ms(self.heartbeat_ms)?,
+            )
+        } else {
+            None
+        };
         if let Some(l) = self.lease_ms {
             crate::task::validate_lease_ms(l)?;
         }
@@ -149,6 +182,7 @@ impl WorkerBuilder {
             notifications: self.notifications,
             poll_ms: self.poll_ms,
             schedules: self.schedules.then_some(self.client),
+            heartbeat,
         })
     }
 }
@@ -164,6 +198,7 @@ pub struct Worker {
     poll_ms: u64,
     /// The client to fire schedules with, when the worker fires them.
     schedules: Option<Client>,
+    heartbeat: Option<Heartbeat>,
 }
 
 /// Counters of one worker since it started.
@@ -258,16 +293,36 @@ struct Shared {
     counters: Counters,
     batch: usize,
     stop: watch::Receiver<bool>,
+    /// Reads the worker's load (set once its queues run).
+    load: std::sync::OnceLock<LoadProbe>,
 }
+
+type LoadProbe = Arc<dyn Fn() -> WorkerLoad + Send + Sync>;
 
 /// A running worker: ask it to stop with [`WorkerHandle::shutdown`].
 pub struct WorkerHandle {
+    id: Option<String>,
     stop: watch::Sender<bool>,
     shared: Arc<Shared>,
     join: JoinHandle<()>,
 }
 
 impl WorkerHandle {
+    /// The worker's id in the live workers list ([`Client::workers`]); `None` without a
+    /// heartbeat.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    /// A reader of the worker's load (its queues, concurrency and the handlers running now),
+    /// what its heartbeat reports; for a process that lists itself instead of its workers
+    /// (`dueq serve`'s push delivery, built with [`WorkerBuilder::heartbeat`] off). Reads
+    /// memory only. Before the worker's queues run it reports no queue and nothing in hand.
+    pub fn load_probe(&self) -> impl Fn() -> WorkerLoad + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || shared.load.get().map(|p| p()).unwrap_or_default()
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> WorkerStats {
         self.shared.counters.snapshot()
@@ -299,7 +354,15 @@ impl Worker {
             notifications: true,
             poll_ms: 1_000,
             schedules: true,
+            heartbeat: true,
+            heartbeat_ms: crate::DEFAULT_HEARTBEAT_MS,
         }
+    }
+
+    /// The worker's id in the live workers list ([`Client::workers`]); `None` without a
+    /// heartbeat.
+    pub fn id(&self) -> Option<&str> {
+        self.heartbeat.as_ref().map(Heartbeat::id)
     }
 
     /// Starts the worker on the current tokio runtime.
@@ -311,9 +374,12 @@ impl Worker {
             counters: Counters::default(),
             batch: self.concurrency.min(crate::protocol::call::MAX_BATCH),
             stop: stop_rx,
+            load: std::sync::OnceLock::new(),
         });
+        let id = self.id().map(str::to_owned);
         let join = tokio::spawn(run(self, shared.clone()));
         WorkerHandle {
+            id,
             stop: stop_tx,
             shared,
             join,
@@ -370,6 +436,23 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
         )));
         rts.push(rt);
     }
+    let probe: LoadProbe = {
+        let beat_rts = rts.clone();
+        let names: Vec<String> = rts.iter().map(|rt| rt.queue.name().to_owned()).collect();
+        let concurrency = worker.concurrency as u64;
+        Arc::new(move || {
+            let in_hand = beat_rts.iter().map(|rt| rt.running().len() as u64).sum();
+            WorkerLoad::new(names.clone(), concurrency, in_hand)
+        })
+    };
+    let _ = shared.load.set(probe.clone());
+    let (beat_stop_tx, mut beat_stop_rx) = watch::channel(false);
+    let heartbeat = worker.heartbeat.map(|hb| {
+        let hb = hb.load(move || probe());
+        tokio::spawn(hb.run(async move {
+            let _ = beat_stop_rx.wait_for(|s| *s).await;
+        }))
+    });
     // 1. wait for the stop signal; claimers end by themselves on it
     let mut stop = shared.stop.clone();
     while !*stop.borrow_and_update() {
@@ -428,5 +511,10 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
     let _ = keeper_stop_tx.send(true);
     for k in keepers {
         let _ = k.await;
+    }
+    // 6. heartbeat: removes the entry
+    let _ = beat_stop_tx.send(true);
+    if let Some(h) = heartbeat {
+        let _ = h.await;
     }
 }

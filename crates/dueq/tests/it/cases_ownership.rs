@@ -1011,6 +1011,8 @@ fn assert_no_task_left(raw: &mut redis::Connection, k: &QueueKeys, id: &TaskId, 
         k.stats.as_str(),
         k.hist.as_str(),
         dueq::protocol::keys::QUEUES_KEY,
+        // the live workers list of a worker still running (about the process, not a task)
+        dueq::protocol::keys::WORKERS_KEY,
     ];
     for name in &all {
         assert!(allowed.contains(&name.as_str()), "unexpected key {name}");
@@ -1031,9 +1033,10 @@ fn assert_no_task_left(raw: &mut redis::Connection, k: &QueueKeys, id: &TaskId, 
 /// Case C12 (a) in shared/cases/CASES.md (cancel before due), times shortened: key `order-42`,
 /// delay 1 s (not 10 s), cancelled at T0+0.5 s (not 5 s) while an idle worker runs.
 /// Proves: the cancel answers `cancelled`; no trace is left in any key (the sched, active,
-/// leases, tasks, keys, dead and done keys are gone; only the meta and stats hashes and the
-/// queue list remain, and they do not mention the id or key); `get` by id and key finds
-/// nothing; a second cancel is `not_found`; the task never runs, even well past its due time.
+/// leases, tasks, keys, dead and done keys are gone; only the meta and stats hashes, the
+/// queue list and the running worker's entry in the live workers list remain, and they do
+/// not mention the id or key); `get` by id and key finds nothing; a second cancel is
+/// `not_found`; the task never runs, even well past its due time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_cancel_before_due_leaves_no_trace() {
     let ctx = Ctx::new().await;

@@ -308,6 +308,28 @@ async fn c20_cluster() {
     }
 }
 
+/// The live workers registry on a cluster: one key outside any hash tag, so every heartbeat
+/// script touches one slot (a `CROSSSLOT` would fail the beat and leave the list empty).
+#[tokio::test]
+async fn live_workers_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let client = Client::connect(&cluster.urls().join(",")).await.unwrap();
+    let worker = Worker::builder(client.clone())
+        .heartbeat_ms(100)
+        .handle("orders", |_t| async { Outcome::Success })
+        .build()
+        .unwrap();
+    let id = worker.id().unwrap().to_owned();
+    let handle = worker.start();
+    dueq_testkit::wait_until_async(DEADLINE, "the worker is listed", || async {
+        client.workers().await.unwrap().iter().any(|w| w.id == id)
+    })
+    .await;
+    assert_eq!(client.workers_of("orders").await.unwrap().len(), 1);
+    handle.shutdown().await.unwrap();
+    assert!(client.workers().await.unwrap().is_empty());
+}
+
 /// Cases C24, C25 and C26 of `shared/cases/CASES.md` on the 3-master cluster: two clients
 /// (each its own connection and worker, as two processes would be) share a rate limit (20
 /// per 500 ms: no window holds more, and 60 tasks take at least 1 s), a concurrency limit (3:

@@ -21,3 +21,4 @@ mod flow_found;
 mod flow_model;
 mod webhook;
 mod worker;
+mod workers;

@@ -123,10 +123,17 @@ pub struct Server {
 
 impl Server {
     pub async fn start() -> Self {
+        Self::start_with(|b| b).await
+    }
+
+    /// With more settings of the state (`state` gets the builder with push set up).
+    pub async fn start_with(
+        state: impl FnOnce(dueq_server::AppStateBuilder) -> dueq_server::AppStateBuilder,
+    ) -> Self {
         let push = PushOptions::default()
             .backoff(Backoff::new(50, 1.0, 50))
             .poll_ms(50);
-        let ctx = Ctx::with(|b| b.push(push), None).await;
+        let ctx = Ctx::with(|b| state(b.push(push)), None).await;
         let live = Live::start(&ctx.state).await;
         Self { ctx, live }
     }

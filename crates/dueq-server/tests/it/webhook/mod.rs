@@ -281,3 +281,30 @@ async fn shutdown_hands_the_lease_back() {
     assert_eq!(t["state"], "scheduled", "{t}");
     assert_eq!(t["attempt"], 0, "{t}");
 }
+
+/// The server's entry in the live workers list covers its push delivery: the queues it
+/// delivers to, their concurrency and the deliveries in flight; the delivery workers are not
+/// entries of their own.
+#[tokio::test]
+async fn the_server_lists_its_push_delivery_as_its_load() {
+    let recv = Receiver::start(Behave::Hold(Duration::from_secs(30))).await;
+    let mut s = Server::start_with(|b| b.heartbeat_ms(100)).await;
+    s.set_webhook(
+        "push_listed",
+        json!({"url": recv.url, "secret": SECRET, "concurrency": 2}),
+    )
+    .await;
+    s.ctx.enqueue("push_listed", json!({"payload": 1})).await;
+    wait_until_async(DEADLINE, "one delivery in hand", || async {
+        let w = s.ctx.get("/v1/workers").await.body;
+        w["workers"].as_array().unwrap().len() == 1
+            && w["workers"][0]["in_hand"] == 1
+            && w["workers"][0]["queues"] == json!(["push_listed"])
+    })
+    .await;
+    let w = s.ctx.get("/v1/workers").await.body["workers"][0].clone();
+    assert_eq!(w["kind"], "server");
+    assert_eq!(w["concurrency"], 2);
+    s.shutdown().await;
+    assert_eq!(s.ctx.get("/v1/workers").await.body["workers"], json!([]));
+}

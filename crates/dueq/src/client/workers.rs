@@ -1,0 +1,133 @@
+//! The live workers list: every [`Worker`](crate::Worker) and `dueq serve` process whose
+//! heartbeat ([`Heartbeat`](crate::Heartbeat)) has not expired, read from `dueq:workers`.
+
+use serde::{Deserialize, Serialize};
+
+use super::Client;
+use crate::error::Result;
+use crate::protocol::workers;
+
+/// Default time between two heartbeats of a worker process, ms.
+pub const DEFAULT_HEARTBEAT_MS: u64 = 5_000;
+/// Shortest heartbeat interval accepted, ms.
+pub const MIN_HEARTBEAT_MS: u64 = 100;
+/// Longest heartbeat interval accepted, ms.
+pub const MAX_HEARTBEAT_MS: u64 = 60_000;
+/// Missed beats after which an entry counts as gone: a process that dies leaves the list
+/// `HEARTBEAT_MISSES ×` its interval after its last beat (15 s by default).
+pub const HEARTBEAT_MISSES: u64 = 3;
+/// Most entries the registry holds; a new process beyond it (all of them live) is not listed
+/// and says so in its log, and tries again every beat.
+pub const MAX_WORKERS: usize = 10_000;
+/// Most queue names one entry lists (a server delivering to more lists the first ones).
+pub const MAX_LISTED_QUEUES: usize = 1_000;
+
+/// What kind of process an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum WorkerKind {
+    /// A [`Worker`](crate::Worker) (a Rust program or `dueq work`).
+    Worker,
+    /// `dueq serve` (its push delivery and the HTTP API).
+    Server,
+}
+
+impl WorkerKind {
+    /// `"worker"` or `"server"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Worker => "worker",
+            Self::Server => "server",
+        }
+    }
+}
+
+/// One live worker process or server, as its last heartbeat described it. Times are epoch ms
+/// by the Redis clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerInfo {
+    /// Unique id of the process's registration (`host:pid:random`).
+    pub id: String,
+    /// Worker or server.
+    pub kind: WorkerKind,
+    /// Host name of the machine it runs on.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// The dueq version it runs.
+    pub version: String,
+    /// Queues it takes work from (a server: the queues it pushes to webhooks).
+    pub queues: Vec<String>,
+    /// Most handlers it runs at once (a server: the sum of its webhooks' concurrency).
+    pub concurrency: u64,
+    /// Tasks whose handlers were running at the last heartbeat.
+    pub in_hand: u64,
+    /// First heartbeat.
+    pub started_at_ms: u64,
+    /// Last heartbeat.
+    pub last_seen_ms: u64,
+    /// When the entry counts as gone unless another heartbeat comes.
+    pub expires_at_ms: u64,
+}
+
+/// The part of an entry the process describes itself (the scripts add the times).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct SelfInfo {
+    pub kind: WorkerKind,
+    pub host: String,
+    pub pid: u32,
+    pub version: String,
+    pub queues: Vec<String>,
+    pub concurrency: u64,
+}
+
+impl Client {
+    /// Every live worker process and server (heartbeat not expired by the Redis clock),
+    /// sorted by start time, then id. At most [`MAX_WORKERS`]; one Redis call.
+    ///
+    /// An entry written by something else than dueq (unreadable) is left out and logged.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        let (_, entries) = workers::list(&mut self.conn()).await?;
+        let mut out: Vec<WorkerInfo> = entries
+            .into_iter()
+            .filter_map(|e| match serde_json::from_str::<SelfInfo>(&e.info_json) {
+                Ok(i) => Some(WorkerInfo {
+                    id: e.id,
+                    kind: i.kind,
+                    host: i.host,
+                    pid: i.pid,
+                    version: i.version,
+                    queues: i.queues,
+                    concurrency: i.concurrency,
+                    in_hand: e.in_hand,
+                    started_at_ms: e.started_at_ms,
+                    last_seen_ms: e.last_seen_ms,
+                    expires_at_ms: e.expires_at_ms,
+                }),
+                Err(err) => {
+                    tracing::warn!(id = %e.id, error = %err, "unreadable dueq:workers entry skipped");
+                    None
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (a.started_at_ms, &a.id).cmp(&(b.started_at_ms, &b.id)));
+        Ok(out)
+    }
+
+    /// The live workers that serve queue `queue` (as [`workers`](Self::workers)).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for an invalid queue name (nothing is
+    /// read); otherwise as [`workers`](Self::workers).
+    pub async fn workers_of(&self, queue: &str) -> Result<Vec<WorkerInfo>> {
+        crate::protocol::keys::validate_queue_name(queue)?;
+        let mut all = self.workers().await?;
+        all.retain(|w| w.queues.iter().any(|q| q == queue));
+        Ok(all)
+    }
+}
