@@ -36,6 +36,11 @@ use metrics_exporter_prometheus::{
 };
 
 pub use dueq::due::metrics::LATENESS_BUCKETS_S;
+
+/// Gauge: 1 while Redis answers this server, 0 during an outage.
+const REDIS_UP: &str = "dueq_redis_up";
+/// Counter: Redis outages seen by this server.
+const REDIS_OUTAGES_TOTAL: &str = "dueq_redis_outages_total";
 use dueq::due::metrics::{TASK_LATENESS_SECONDS, TASKS_CLAIMED_TOTAL};
 
 /// Handler duration buckets, seconds: 1 ms to 1 h.
@@ -135,12 +140,31 @@ impl Metrics {
                 "Schedule ticks this server fired or counted as skipped (misfire skip, overlap)."
             );
             describe_gauge!(
+                REDIS_UP,
+                "1 while this server's last Redis call got an answer, 0 during an outage."
+            );
+            describe_counter!(
+                REDIS_OUTAGES_TOTAL,
+                "Redis outages this server saw (runs of failed calls: refused, dropped, timed \
+                 out, LOADING, READONLY), each logged once when it starts and once when it ends."
+            );
+            describe_gauge!(
                 SCHEDULE_NEXT_FIRE,
                 Unit::Seconds,
                 "Next fire time of each schedule, Unix epoch seconds (0 while paused; from Redis)."
             );
         });
         m
+    }
+
+    /// The connection's view of Redis (taken again after the scrape's own calls, so an
+    /// outage they ran into shows at once).
+    fn publish_health(&self, client: &Client) {
+        let h = client.connection_health();
+        self.with(|| {
+            metrics::gauge!(REDIS_UP).set(if h.up { 1.0 } else { 0.0 });
+            metrics::counter!(REDIS_OUTAGES_TOTAL).absolute(h.outages);
+        });
     }
 
     fn with<T>(&self, f: impl FnOnce() -> T) -> T {
@@ -235,6 +259,7 @@ impl Metrics {
     /// Refreshes the queue metrics from Redis and renders the Prometheus text. A Redis failure
     /// leaves the last values in place (the scrape still answers).
     pub(crate) async fn render(&self, client: &Client) -> String {
+        self.publish_health(client);
         match client.queues().await {
             Ok(names) => {
                 let stats: Vec<_> =
@@ -269,6 +294,7 @@ impl Metrics {
             }
             Err(e) => tracing::warn!(error = %e, "metrics: could not list schedule queues"),
         }
+        self.publish_health(client);
         self.handle.render()
     }
 }
