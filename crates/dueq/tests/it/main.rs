@@ -15,6 +15,7 @@ mod cases_ownership;
 mod cases_redis;
 mod cases_schedules;
 mod cases_scheduling;
+mod chaos;
 mod cluster;
 mod due;
 mod webhook;
