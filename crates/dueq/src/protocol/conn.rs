@@ -266,6 +266,7 @@ pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Con
     let health = Arc::new(Health::default());
     if let Some(s) = SentinelUrl::parse(url)? {
         let link = Arc::new(SentinelLink::connect(s, response_timeout).await?);
+        tokio::spawn(sentinel::watch(Arc::downgrade(&link)));
         return Ok(Connected {
             conn: Conn {
                 link: Link::Sentinel(link.clone()),

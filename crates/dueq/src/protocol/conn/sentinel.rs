@@ -9,6 +9,10 @@
 //! write wrote nothing, so this cannot apply it twice). Other failures reach the caller, who
 //! retries as after any Redis error.
 //!
+//! Failures alone are not enough: after a promotion the old primary keeps taking writes until
+//! Sentinel demotes it (seconds), and those writes are lost. So a watcher ([`watch`]) also
+//! asks the sentinels every 500 ms, and at once when one publishes `+switch-master`.
+//!
 //! URL variants: `rediss+sentinel://` speaks TLS to the sentinels and to Redis; the user
 //! info (`user:pass@`) is for Redis; `?sentinel_password=...` (and `sentinel_username`)
 //! for the sentinels. A host without a port means 26379.
@@ -228,6 +232,12 @@ impl SentinelLink {
             return false;
         }
         *last = Some(Instant::now());
+        self.switch_if_moved().await
+    }
+
+    /// Asks the sentinels and switches when they name another primary (the caller holds
+    /// `resolving`). Whether it switched.
+    async fn switch_if_moved(&self) -> bool {
         let addr = match ask_sentinels(&self.url).await {
             Ok(a) => a,
             Err(e) => {
@@ -263,6 +273,67 @@ impl SentinelLink {
             }
         }
     }
+}
+
+/// How often the watcher asks the sentinels even when nothing failed: a demoted primary may
+/// keep taking writes for seconds after the promotion (until Sentinel reconfigures it), and
+/// writes it takes then are lost; asking keeps that window short.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+
+/// The background half of the link, until it is dropped: asks the sentinels every
+/// [`WATCH_EVERY`] (with jitter) and at once when a sentinel publishes `+switch-master`.
+pub(crate) async fn watch(link: std::sync::Weak<SentinelLink>) {
+    use futures_util::StreamExt;
+    let mut events = None;
+    loop {
+        let Some(l) = link.upgrade() else { return };
+        if events.is_none() {
+            events = subscribe_switches(&l.url).await;
+        }
+        drop(l);
+        let pause = crate::backoff::jittered(WATCH_EVERY);
+        let switched = match events.as_mut() {
+            Some(stream) => tokio::select! {
+                m = stream.next() => {
+                    if m.is_none() {
+                        events = None;
+                    }
+                    true
+                }
+                () = tokio::time::sleep(pause) => false,
+            },
+            None => {
+                tokio::time::sleep(pause).await;
+                false
+            }
+        };
+        let Some(l) = link.upgrade() else { return };
+        let mut last = l.resolving.lock().await;
+        if switched || last.is_none_or(|t| t.elapsed() >= RESOLVE_GAP) {
+            *last = Some(Instant::now());
+            l.switch_if_moved().await;
+        }
+    }
+}
+
+/// A `+switch-master` subscription on the first sentinel that takes one.
+async fn subscribe_switches(
+    url: &SentinelUrl,
+) -> Option<std::pin::Pin<Box<dyn futures_util::Stream<Item = redis::Msg> + Send>>> {
+    for host in &url.sentinels {
+        let Ok(client) = redis::Client::open(url.sentinel_url(host).as_str()) else {
+            continue;
+        };
+        let Ok(Ok(mut ps)) =
+            tokio::time::timeout(SENTINEL_TIMEOUT, client.get_async_pubsub()).await
+        else {
+            continue;
+        };
+        if ps.subscribe("+switch-master").await.is_ok() {
+            return Some(Box::pin(ps.into_on_message()));
+        }
+    }
+    None
 }
 
 /// The first answer of `SENTINEL get-master-addr-by-name`, sentinel by sentinel.
