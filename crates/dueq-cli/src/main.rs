@@ -43,7 +43,7 @@ pub async fn shutdown_signal() {
     }
 }
 
-async fn connect(url: Option<&str>, replicas: u8) -> Result<dueq::Client> {
+async fn connect_with(url: Option<&str>, replicas: u8) -> Result<dueq::Client> {
     let url = url.unwrap_or(DEFAULT_REDIS);
     dueq::Client::builder(url)
         .replicas(replicas)
@@ -56,29 +56,27 @@ async fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     let redis = cli.redis.as_deref();
     let replicas = cli.replicas;
+    // every command's client does durable writes when --replicas asks for them
+    let connect = |url| connect_with(url, replicas);
     match &cli.command {
         Command::Serve(a) => cmd::serve::run(redis, replicas, a).await,
-        Command::Enqueue(a) => cmd::tasks::enqueue(&connect(redis, replicas).await?, a, json).await,
-        Command::Get(a) => cmd::tasks::get(&connect(redis, replicas).await?, a, json).await,
-        Command::Cancel(a) => cmd::tasks::cancel(&connect(redis, replicas).await?, a, json).await,
-        Command::Reschedule(a) => {
-            cmd::tasks::reschedule(&connect(redis, replicas).await?, a, json).await
-        }
+        Command::Enqueue(a) => cmd::tasks::enqueue(&connect(redis).await?, a, json).await,
+        Command::Get(a) => cmd::tasks::get(&connect(redis).await?, a, json).await,
+        Command::Cancel(a) => cmd::tasks::cancel(&connect(redis).await?, a, json).await,
+        Command::Reschedule(a) => cmd::tasks::reschedule(&connect(redis).await?, a, json).await,
         Command::Stats(a) => {
-            cmd::stats::stats(&connect(redis, replicas).await?, a.queue.as_deref(), json).await
+            cmd::stats::stats(&connect(redis).await?, a.queue.as_deref(), json).await
         }
-        Command::Pause(a) => {
-            cmd::stats::pause(&connect(redis, replicas).await?, &a.queue, true, json).await
-        }
+        Command::Pause(a) => cmd::stats::pause(&connect(redis).await?, &a.queue, true, json).await,
         Command::Resume(a) => {
-            cmd::stats::pause(&connect(redis, replicas).await?, &a.queue, false, json).await
+            cmd::stats::pause(&connect(redis).await?, &a.queue, false, json).await
         }
-        Command::Dead(d) => cmd::dead::run(&connect(redis, replicas).await?, d, json).await,
-        Command::Webhook(w) => cmd::webhook::run(&connect(redis, replicas).await?, w, json).await,
-        Command::Schedule(s) => cmd::schedule::run(&connect(redis, replicas).await?, s, json).await,
-        Command::Work(a) => cmd::work::run(connect(redis, replicas).await?, a, json).await,
+        Command::Dead(d) => cmd::dead::run(&connect(redis).await?, d, json).await,
+        Command::Webhook(w) => cmd::webhook::run(&connect(redis).await?, w, json).await,
+        Command::Schedule(s) => cmd::schedule::run(&connect(redis).await?, s, json).await,
+        Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
-        Command::Relay(a) => cmd::relay::run(connect(redis, replicas).await?, a, json).await,
+        Command::Relay(a) => cmd::relay::run(connect(redis).await?, a, json).await,
         Command::Bench(a) => {
             let workloads = if a.workload.is_empty() {
                 bench::Workload::ALL.to_vec()
