@@ -59,6 +59,11 @@ pub enum Command {
     /// Push delivery: a URL that `dueq serve` POSTs each due task of a queue to (signed).
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// A queue's stored settings: defaults, retention caps, rate and concurrency limits
+    /// (whole queue and per group), alert thresholds. Every worker and server applies a
+    /// change at its next claim.
+    #[command(subcommand)]
+    Settings(SettingsCommand),
     /// Recurring schedules: a cron pattern or an interval that enqueues one task per tick
     /// (fired by every running worker and server, each tick exactly once).
     #[command(subcommand)]
@@ -162,12 +167,35 @@ pub struct EnqueueArgs {
     /// If the key is live, replace that task's payload and due time instead of keeping it.
     #[arg(long)]
     pub replace: bool,
-    /// Attempts before the dead-letter queue (default 5).
+    /// Attempts before the dead-letter queue (default: the queue's setting, else 5).
     #[arg(long)]
     pub max_attempts: Option<u32>,
-    /// Lease of a claim, ms (default 30000).
+    /// Lease of a claim, ms (default: the queue's setting, else 30000).
     #[arg(long)]
     pub lease_ms: Option<u64>,
+    /// Group (a tenant, a customer): per-group limits apply to it, and groups are served
+    /// round-robin.
+    #[arg(long)]
+    pub group: Option<String>,
+}
+
+/// `dueq settings ...`.
+#[derive(Debug, Subcommand)]
+pub enum SettingsCommand {
+    /// Print the queue's settings as JSON (`null`: the default).
+    Get {
+        /// Queue name.
+        queue: String,
+    },
+    /// Change settings: a JSON object with the fields to change, as the HTTP PATCH body
+    /// (`null` clears a field), e.g. '{"concurrency": 10, "rate_limit": {"max": 100,
+    /// "per_ms": 1000}}'. Prints the settings after the change.
+    Set {
+        /// Queue name.
+        queue: String,
+        /// The fields to change, as JSON.
+        patch: String,
+    },
 }
 
 /// `dueq reschedule`.

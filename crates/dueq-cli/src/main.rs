@@ -73,6 +73,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Dead(d) => cmd::dead::run(&connect(redis).await?, d, json).await,
         Command::Webhook(w) => cmd::webhook::run(&connect(redis).await?, w, json).await,
+        Command::Settings(s) => cmd::settings::run(&connect(redis).await?, s).await,
         Command::Schedule(s) => cmd::schedule::run(&connect(redis).await?, s, json).await,
         Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,

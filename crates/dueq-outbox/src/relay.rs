@@ -75,8 +75,10 @@ impl Relay {
         }
         let q = self.client.queue(name)?;
         if self.cfg.succeeded_retention > 0 {
-            q.configure(dueq::QueueSettings::default().succeeded_max(self.cfg.succeeded_retention))
-                .await?;
+            q.update_settings(
+                &dueq::SettingsPatch::default().succeeded_max(Some(self.cfg.succeeded_retention)),
+            )
+            .await?;
         }
         lock(&self.queues).insert(name.to_owned(), q.clone());
         Ok(q)

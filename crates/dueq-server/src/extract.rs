@@ -51,17 +51,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                     ApiError::invalid(format!("could not read the body: {e}"))
                 }
             })?;
-        serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
-            if e.is_data() {
-                ApiError::invalid(e.to_string())
-            } else {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_json",
-                    format!("malformed JSON: {e}"),
-                )
-            }
-        })
+        // the path names the field of a bad value (`concurrency: invalid value: -3 ...`)
+        let de = &mut serde_json::Deserializer::from_slice(&bytes);
+        serde_path_to_error::deserialize(de)
+            .map(ApiJson)
+            .map_err(|e| {
+                let path = e.path().to_string();
+                let e = e.into_inner();
+                if e.is_data() {
+                    if path == "." || e.to_string().contains("unknown field") {
+                        ApiError::invalid(e.to_string())
+                    } else {
+                        ApiError::invalid(format!("{path}: {e}"))
+                    }
+                } else {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_json",
+                        format!("malformed JSON: {e}"),
+                    )
+                }
+            })
     }
 }
 

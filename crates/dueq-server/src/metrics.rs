@@ -6,8 +6,10 @@
 //!   `dueq_lease_expired_total`, and the gauges `dueq_queue_tasks{state}` (states that do
 //!   not overlap, so `sum by (queue)` is the tasks held; `succeeded` counts the records kept
 //!   by retention, 0 without it), `dueq_queue_due_tasks` (the part of `scheduled` that is
-//!   due now, its own gauge so that it is not counted twice) and
-//!   `dueq_queue_oldest_due_age_seconds`. They then count every producer and worker (Rust
+//!   due now, its own gauge so that it is not counted twice),
+//!   `dueq_queue_oldest_due_age_seconds`, `dueq_queue_throttled_seconds_total{limit}` (time
+//!   due work waited on a limit, kept in Redis by the claim script), `dueq_queue_behind` and
+//!   `dueq_queue_concurrency_limit`. They then count every producer and worker (Rust
 //!   workers, the CLI, other servers), not only this process; with several servers, take
 //!   `max` over instances rather than `sum`. Counting in-process instead was rejected: it
 //!   would miss every task not touched by this server, and lease expiry happens inside Redis.
@@ -120,6 +122,22 @@ impl Metrics {
                 "dueq_queue_oldest_due_age_seconds",
                 Unit::Seconds,
                 "How long the earliest due task has waited."
+            );
+            describe_counter!(
+                "dueq_queue_throttled_seconds_total",
+                Unit::Seconds,
+                "Time due work waited on a limit, whole seconds: rate, concurrency (the queue's), group_rate, \
+                 group_concurrency (summed over groups). From Redis: combine servers with max."
+            );
+            describe_gauge!(
+                "dueq_queue_behind",
+                "1 while the queue is over its alert threshold (settings alert_due_age_ms, \
+                 alert_due_count), else 0. From Redis."
+            );
+            describe_gauge!(
+                "dueq_queue_concurrency_limit",
+                "The queue's concurrency limit (compare with dueq_queue_tasks{state=\"active\"}); \
+                 absent without one."
             );
             describe_histogram!(
                 TASK_LATENESS_SECONDS,
@@ -243,6 +261,21 @@ impl Metrics {
             metrics::gauge!("dueq_queue_due_tasks", "queue" => q()).set(s.due as f64);
             metrics::gauge!("dueq_queue_oldest_due_age_seconds", "queue" => q())
                 .set(s.oldest_due_age_ms as f64 / 1000.0);
+            let t = s.throttled_ms;
+            for (limit, ms) in [
+                ("rate", t.rate),
+                ("concurrency", t.concurrency),
+                ("group_rate", t.group_rate),
+                ("group_concurrency", t.group_concurrency),
+            ] {
+                // an absolute counter holds integers: whole seconds
+                metrics::counter!("dueq_queue_throttled_seconds_total", "queue" => q(), "limit" => limit)
+                    .absolute(ms / 1000);
+            }
+            metrics::gauge!("dueq_queue_behind", "queue" => q()).set(f64::from(u8::from(s.behind)));
+            if let Some(c) = s.concurrency_limit {
+                metrics::gauge!("dueq_queue_concurrency_limit", "queue" => q()).set(c as f64);
+            }
         });
     }
 

@@ -179,6 +179,23 @@ pub struct TaskSpec {
     pub(crate) on_conflict: OnConflict,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) lease_ms: Option<u64>,
+    pub(crate) group: Option<String>,
+}
+
+/// Longest group name, in bytes.
+pub const MAX_GROUP_BYTES: usize = 256;
+
+/// Checks a group name: 1 to 256 bytes of UTF-8.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) naming `group`.
+pub fn validate_group(group: &str) -> Result<()> {
+    if group.is_empty() || group.len() > MAX_GROUP_BYTES {
+        return Err(Error::invalid(format!(
+            "group must be 1 to {MAX_GROUP_BYTES} bytes"
+        )));
+    }
+    Ok(())
 }
 
 impl TaskSpec {
@@ -191,7 +208,16 @@ impl TaskSpec {
             on_conflict: OnConflict::Keep,
             max_attempts: None,
             lease_ms: None,
+            group: None,
         }
+    }
+
+    /// The group (a tenant, a customer; 1 to 256 bytes): the queue's `group_concurrency` and
+    /// `group_rate_limit` apply to each group on its own, and due tasks of different groups
+    /// are handed out round-robin. Default none. A replace keeps the group the task has.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
     }
 
     /// Due this many milliseconds after the write lands, by the Redis clock. Default 0.
@@ -224,14 +250,15 @@ impl TaskSpec {
         self
     }
 
-    /// Attempts before the task goes to the dead-letter queue (1 to 65 535). Default 5.
+    /// Attempts before the task goes to the dead-letter queue (1 to 65 535). Default: the
+    /// queue's `max_attempts` setting (else 5), read when an attempt fails.
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = Some(max_attempts);
         self
     }
 
     /// How long a worker holds the task before it is presumed dead (1 ms to about 49 days).
-    /// Default 30 000.
+    /// Default: the queue's `lease_ms` setting (else 30 000), read at each claim.
     pub fn lease_ms(mut self, lease_ms: u64) -> Self {
         self.lease_ms = Some(lease_ms);
         self
@@ -318,6 +345,8 @@ pub struct Task {
     pub max_attempts: u32,
     /// Lease length a claim gets.
     pub lease_ms: u64,
+    /// Its group, if any.
+    pub group: Option<String>,
     /// The payload bytes.
     pub payload: Vec<u8>,
     /// Text of the last failure.
@@ -403,6 +432,8 @@ pub struct ClaimedTask {
     pub attempt: u32,
     /// Attempts allowed.
     pub max_attempts: u32,
+    /// Its group, if any.
+    pub group: Option<String>,
     /// Due time it was claimed at, epoch ms.
     pub due_at_ms: u64,
     /// Proof of ownership for ack, nack and extend.
@@ -484,6 +515,34 @@ pub struct QueueStats {
     pub oldest_due_age_ms: u64,
     /// Whether claims are paused.
     pub paused: bool,
+    /// Groups with scheduled tasks (ready to be served, or waiting at their concurrency limit).
+    pub groups_waiting: u64,
+    /// The queue limit holding due work back right now (`"rate"` or `"concurrency"`), if any.
+    pub throttled: Option<&'static str>,
+    /// Time due work waited on each limit, ever (ms, summed over every process).
+    pub throttled_ms: ThrottledMs,
+    /// The queue's concurrency limit (compare with `active`), if set.
+    pub concurrency_limit: Option<u64>,
+    /// The per-group concurrency limit, if set.
+    pub group_concurrency_limit: Option<u64>,
+    /// The queue's rate limit, if set.
+    pub rate_limit: Option<crate::settings::RateLimit>,
+    /// Whether the queue is over an alert threshold (`alert_due_age_ms`, `alert_due_count`).
+    pub behind: bool,
+}
+
+/// Time due work waited on each kind of limit, ms (`dueq_queue_throttled_seconds_total`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThrottledMs {
+    /// The queue's rate limit.
+    pub rate: u64,
+    /// The queue's concurrency limit.
+    pub concurrency: u64,
+    /// Group rate limits (summed over groups: the time each group was held).
+    pub group_rate: u64,
+    /// Group concurrency limits (summed over groups).
+    pub group_concurrency: u64,
 }
 
 /// One minute of a queue's activity, as counted by the scripts by the Redis clock (see

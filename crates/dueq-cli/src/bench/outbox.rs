@@ -78,7 +78,7 @@ pub async fn run(
     // The retention setting is made before timing starts.
     client
         .queue(queue)?
-        .configure(dueq::QueueSettings::default().succeeded_max(10_000))
+        .update_settings(&dueq::SettingsPatch::default().succeeded_max(Some(10_000)))
         .await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let relay_task = tokio::spawn(async move {
@@ -167,7 +167,7 @@ pub async fn run(
         tx.commit().await?;
     }
     let bq = client.queue(&backlog)?;
-    bq.configure(dueq::QueueSettings::default().succeeded_max(10_000))
+    bq.update_settings(&dueq::SettingsPatch::default().succeeded_max(Some(10_000)))
         .await?;
     let relay = Relay::new(pool.clone(), client.clone(), RelayConfig::default());
     let (cpu2, t2) = (probe.cpu_s().await?, Instant::now());

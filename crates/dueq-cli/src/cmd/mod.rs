@@ -5,6 +5,7 @@ pub mod relay;
 pub mod replay;
 pub mod schedule;
 pub mod serve;
+pub mod settings;
 pub mod stats;
 pub mod tasks;
 pub mod webhook;
@@ -29,6 +30,7 @@ pub fn task_json(t: &Task) -> Value {
         "payload": payload_json(&t.payload),
         "last_error": t.last_error,
         "created_at_ms": t.created_at_ms,
+        "group": t.group,
     })
 }
 

@@ -44,6 +44,9 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
     if let Some(l) = a.lease_ms {
         spec = spec.lease_ms(l);
     }
+    if let Some(g) = &a.group {
+        spec = spec.group(g.clone());
+    }
     let e = client.queue(&a.queue)?.enqueue(spec).await?;
     let outcome = match e.outcome {
         dueq::EnqueueOutcome::Created => "created",

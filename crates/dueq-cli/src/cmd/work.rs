@@ -1,7 +1,8 @@
 //! `dueq work QUEUE -- COMMAND...`: a worker that runs a command per task.
 //!
 //! The payload goes to the command's stdin; `DUEQ_QUEUE`, `DUEQ_TASK_ID`, `DUEQ_TASK_KEY`,
-//! `DUEQ_TASK_ATTEMPT` and `DUEQ_TASK_DUE_AT_MS` are set in its environment. Exit status 0
+//! `DUEQ_TASK_ATTEMPT`, `DUEQ_TASK_DUE_AT_MS`, `DUEQ_TASK_CLAIMED_AT_MS` (Redis time of
+//! the claim) and `DUEQ_TASK_GROUP` (empty without one) are set in its environment. Exit status 0
 //! acknowledges the task; any other status (or a command that cannot start) fails the attempt
 //! with the tail of its stderr as the error, and the task is retried with backoff until it runs
 //! out of attempts. On SIGINT or SIGTERM running commands are killed (after
@@ -112,6 +113,8 @@ async fn run_command(command: &[String], queue: &str, task: ClaimedTask) -> Outc
         .env("DUEQ_TASK_KEY", task.key.as_deref().unwrap_or(""))
         .env("DUEQ_TASK_ATTEMPT", task.attempt.to_string())
         .env("DUEQ_TASK_DUE_AT_MS", task.due_at_ms.to_string())
+        .env("DUEQ_TASK_CLAIMED_AT_MS", task.claimed_at_ms.to_string())
+        .env("DUEQ_TASK_GROUP", task.group.as_deref().unwrap_or(""))
         .stdin(Stdio::piped())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())

@@ -4,6 +4,7 @@
 
 mod bench;
 mod commands;
+mod flow;
 mod relay;
 mod replay;
 mod serve;

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use dueq_testkit::RedisServer;
 
-struct Served {
+pub(crate) struct Served {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     /// Every stderr line so far.
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -69,7 +69,7 @@ fn serve_command(args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 /// Starts `dueq serve --listen 127.0.0.1:0 ARGS` and waits for its "listening on" line.
-fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
+pub(crate) fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
     let mut child = serve_command(args, env).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -103,7 +103,7 @@ fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
 }
 
 /// One HTTP/1.1 request; returns (status, body).
-fn http(
+pub(crate) fn http(
     addr: &str,
     method: &str,
     path: &str,

@@ -66,6 +66,8 @@ pub struct ClaimedTaskResponse {
     pub lease_token: String,
     /// When the lease runs out unless extended, Unix epoch ms (Redis clock).
     pub lease_expires_at_ms: u64,
+    /// Its group, if any.
+    pub group: Option<String>,
 }
 
 /// The claimed tasks (possibly none).
@@ -186,6 +188,7 @@ pub async fn claim(
             due_at_ms: t.due_at_ms,
             lease_token: t.lease_token.as_str().to_owned(),
             lease_expires_at_ms: t.lease_expires_at_ms,
+            group: t.group,
         })
         .collect();
     Ok(Json(ClaimResponse { tasks }))

@@ -10,6 +10,7 @@ pub mod claim;
 pub mod dead;
 pub mod queues;
 pub mod schedules;
+pub mod settings;
 pub mod system;
 pub mod tasks;
 pub mod webhook;
@@ -40,6 +41,7 @@ pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(queues::get))
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
+        .routes(routes!(settings::get, settings::update))
         .routes(routes!(dead::list))
         .routes(routes!(dead::retry))
         .routes(routes!(dead::delete))

@@ -34,6 +34,15 @@ pub struct StatsResponse {
     pub oldest_due_age_ms: u64,
     /// Whether claims are paused.
     pub paused: bool,
+    /// Groups with scheduled tasks (ready, or waiting at their concurrency limit).
+    pub groups_waiting: u64,
+    /// The queue limit holding due work back now: `rate` or `concurrency` (null: none).
+    pub throttled: Option<String>,
+    /// The queue's concurrency limit (compare with `active`), if set.
+    pub concurrency_limit: Option<u64>,
+    /// Whether the queue is over its alert threshold (`alert_due_age_ms` or
+    /// `alert_due_count` in its settings).
+    pub behind: bool,
 }
 
 impl From<QueueStats> for StatsResponse {
@@ -49,6 +58,10 @@ impl From<QueueStats> for StatsResponse {
             next_due_at_ms: s.next_due_at_ms,
             oldest_due_age_ms: s.oldest_due_age_ms,
             paused: s.paused,
+            groups_waiting: s.groups_waiting,
+            throttled: s.throttled.map(str::to_owned),
+            concurrency_limit: s.concurrency_limit,
+            behind: s.behind,
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct Ready {
     pub eviction_safe: bool,
     /// The first problem, if any.
     pub error: Option<String>,
+    /// Queues over their alert threshold (settings `alert_due_age_ms`, `alert_due_count`).
+    /// Informational: a queue behind does not make the server unready.
+    pub queues_behind: Vec<String>,
 }
 
 /// Liveness: the process answers (no Redis call).
@@ -69,6 +72,18 @@ pub async fn readyz(State(st): State<AppState>) -> (StatusCode, Json<Ready>) {
         }
         _ => (None, true, None),
     };
+    let mut queues_behind = Vec::new();
+    if r.redis
+        && let Ok(names) = st.client().queues().await
+    {
+        for name in names {
+            if let Ok(q) = st.queue(&name)
+                && q.stats().await.is_ok_and(|s| s.behind)
+            {
+                queues_behind.push(name);
+            }
+        }
+    }
     let status = if ready {
         StatusCode::OK
     } else {
@@ -83,6 +98,7 @@ pub async fn readyz(State(st): State<AppState>) -> (StatusCode, Json<Ready>) {
             eviction_policy: policy,
             eviction_safe: safe,
             error: r.error.or(warn),
+            queues_behind,
         }),
     )
 }

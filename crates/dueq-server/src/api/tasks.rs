@@ -54,12 +54,19 @@ pub struct EnqueueRequest {
     pub key: Option<String>,
     /// What to do when `key` is live. Default `keep`.
     pub on_conflict: Option<OnConflictBody>,
-    /// Attempts before the dead-letter queue, 1 to 65535. Default 5.
+    /// Attempts before the dead-letter queue, 1 to 65535. Default: the queue's
+    /// `max_attempts` setting, else 5.
     #[schema(minimum = 1, maximum = 65535)]
     pub max_attempts: Option<u32>,
-    /// Lease of a claim, 1 to 4294967295 ms. Default 30000.
+    /// Lease of a claim, 1 to 4294967295 ms. Default: the queue's `lease_ms` setting, else
+    /// 30000.
     #[schema(minimum = 1, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
+    /// Group (a tenant, a customer), 1 to 256 bytes: `group_concurrency` and
+    /// `group_rate_limit` apply to each group on its own, and due tasks of different groups
+    /// are handed out round-robin. A replace keeps the task's group.
+    #[schema(min_length = 1, max_length = 256)]
+    pub group: Option<String>,
     /// Durable write (DESIGN 2.14): answer only once this many replicas confirm the write
     /// (`WAIT`, up to 1 000 ms), else 503 `not_replicated` (the task was written on the
     /// primary: re-send it with its `key` to be sure). 0 to 16; default the server's setting
@@ -133,6 +140,8 @@ pub struct TaskResponse {
     pub last_error: Option<String>,
     /// When it was enqueued, Unix epoch ms.
     pub created_at_ms: u64,
+    /// Its group, if any.
+    pub group: Option<String>,
 }
 
 impl From<Task> for TaskResponse {
@@ -147,6 +156,7 @@ impl From<Task> for TaskResponse {
             payload: payload_raw(&t.payload),
             last_error: t.last_error,
             created_at_ms: t.created_at_ms,
+            group: t.group,
         }
     }
 }
@@ -217,6 +227,9 @@ fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
     }
     if let Some(l) = r.lease_ms {
         s = s.lease_ms(l);
+    }
+    if let Some(g) = &r.group {
+        s = s.group(g.clone());
     }
     Ok(s)
 }

@@ -23,6 +23,7 @@ mod queues;
 mod recover;
 mod reliability;
 mod schedules;
+mod settings;
 mod tasks;
 mod timeouts;
 mod transport;

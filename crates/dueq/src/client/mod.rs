@@ -8,13 +8,13 @@ mod queue;
 mod schedules;
 mod webhook;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use dead::MAX_DEAD_OFFSET;
 pub(crate) use queue::cut_error;
-pub use queue::{CancelReport, Claim, MAX_ERROR_BYTES, Queue, QueueSettings, RecoverReport};
+pub use queue::{CancelReport, Claim, MAX_ERROR_BYTES, Queue, RecoverReport, Throttle};
 pub use webhook::{
     DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,
     MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
@@ -135,6 +135,7 @@ impl ClientBuilder {
                 cluster: c.cluster,
                 payload_limit_bytes: self.payload_limit_bytes,
                 registered: Mutex::new(HashSet::new()),
+                settings: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -204,6 +205,19 @@ struct Inner {
     payload_limit_bytes: usize,
     /// Queue names already added to the `dueq:queues` set by this client.
     registered: Mutex<HashSet<String>>,
+    /// Per queue: the queue's backoff setting as last read, and the settings versions seen.
+    settings: Mutex<HashMap<String, CachedSettings>>,
+}
+
+/// How long a cached queue backoff setting is trusted when no claim has shown a new version.
+const SETTINGS_TTL: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct CachedSettings {
+    /// Newest settings version a claim of this client returned.
+    seen: u64,
+    /// Version, read time and backoff of the last read.
+    read: Option<(u64, std::time::Instant, Option<crate::backoff::Backoff>)>,
 }
 
 impl std::fmt::Debug for Client {
@@ -402,6 +416,55 @@ impl Client {
 
     pub(crate) fn wake_hub(&self) -> &Arc<WakeHub> {
         &self.inner.wake
+    }
+
+    /// Notes the settings version a claim of `queue` returned.
+    pub(crate) fn settings_seen(&self, queue: &str, version: u64) {
+        let mut m = self
+            .inner
+            .settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match m.get_mut(queue) {
+            Some(c) => c.seen = c.seen.max(version),
+            None => {
+                m.insert(
+                    queue.to_owned(),
+                    CachedSettings {
+                        seen: version,
+                        read: None,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The queue's backoff setting when the cached read is current (`Some(None)`: it has none).
+    pub(crate) fn cached_backoff(&self, queue: &str) -> Option<Option<crate::backoff::Backoff>> {
+        let m = self
+            .inner
+            .settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let c = m.get(queue)?;
+        let (version, at, b) = c.read?;
+        (version >= c.seen && at.elapsed() < SETTINGS_TTL).then_some(b)
+    }
+
+    /// Caches a read of the queue's backoff setting.
+    pub(crate) fn store_backoff(
+        &self,
+        queue: &str,
+        version: u64,
+        b: Option<crate::backoff::Backoff>,
+    ) {
+        let mut m = self
+            .inner
+            .settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let c = m.entry(queue.to_owned()).or_default();
+        c.read = Some((version, std::time::Instant::now(), b));
     }
 
     pub(crate) async fn register(&self, name: &str) -> Result<()> {

@@ -9,13 +9,15 @@ use crate::due::DueClaimer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::call::MAX_BATCH;
 use crate::protocol::keys::QueueKeys;
+pub use crate::protocol::leases::Throttle;
 use crate::protocol::leases::{self, ClaimTracking, NackItem};
 use crate::protocol::queues;
 use crate::protocol::tasks::{self, EnqueueItem};
+use crate::settings::{QueueSettings, SettingsPatch};
 use crate::task::{
-    AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, Due, Enqueued,
-    LeaseToken, MAX_ATTEMPTS, MinuteStats, NackOutcome, QueueStats, RescheduleOutcome, Task,
-    TaskId, TaskRef, TaskSpec, validate_key, validate_lease_ms,
+    AckOutcome, CancelOutcome, ClaimedTask, Due, Enqueued, LeaseToken, MAX_ATTEMPTS, MinuteStats,
+    NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, validate_group,
+    validate_key, validate_lease_ms,
 };
 
 /// Longest `last_error` text kept, in bytes (longer texts are cut at a character boundary).
@@ -45,6 +47,10 @@ pub struct Claim {
     pub paused: bool,
     /// Whether a lease without a deadline entry was seen (run [`Queue::recover`]).
     pub orphans: bool,
+    /// A queue limit that held due work back, if any.
+    pub throttle: Option<Throttle>,
+    /// Version of the queue's settings (changes with every settings change).
+    pub settings_version: u64,
 }
 
 /// A cancel's outcome with its context.
@@ -74,31 +80,6 @@ pub struct RecoverReport {
     /// Whether the sweep for leases without a deadline entry finished a full round in this
     /// call (it looks at up to 1 000 leases per call).
     pub swept: bool,
-}
-
-/// Queue settings stored in Redis, shared by every client and worker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct QueueSettings {
-    /// Dead-letter queue cap: the newest this many dead tasks are kept. Default 10 000.
-    pub dead_max: Option<u64>,
-    /// Succeeded tasks kept for lookup (newest first). Default 0: an acknowledged task leaves
-    /// nothing behind.
-    pub succeeded_max: Option<u64>,
-}
-
-impl QueueSettings {
-    /// Keep at most `n` dead tasks.
-    pub fn dead_max(mut self, n: u64) -> Self {
-        self.dead_max = Some(n);
-        self
-    }
-
-    /// Keep at most `n` succeeded tasks.
-    pub fn succeeded_max(mut self, n: u64) -> Self {
-        self.succeeded_max = Some(n);
-        self
-    }
 }
 
 pub(crate) fn cut_error(e: &str) -> &str {
@@ -172,6 +153,9 @@ impl Queue {
             }
         }
         spec.due.parts()?;
+        if let Some(g) = &spec.group {
+            validate_group(g)?;
+        }
         if spec.max_attempts == Some(0) || spec.max_attempts > Some(MAX_ATTEMPTS) {
             return Err(Error::invalid(format!(
                 "max_attempts must be 1 to {MAX_ATTEMPTS}"
@@ -220,8 +204,10 @@ impl Queue {
                     key: s.key.as_deref(),
                     on_conflict: s.on_conflict,
                     due: s.due,
-                    max_attempts: s.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
-                    lease_ms: s.lease_ms.unwrap_or(DEFAULT_LEASE_MS),
+                    // 0: the queue's setting, read where it is used
+                    max_attempts: s.max_attempts.unwrap_or(0),
+                    lease_ms: s.lease_ms.unwrap_or(0),
+                    group: s.group.as_deref(),
                     payload: &s.payload,
                 })
                 .collect();
@@ -306,29 +292,57 @@ impl Queue {
         self.set_meta(&[("paused", "0".into())]).await
     }
 
-    /// Stores retention settings for the queue.
+    /// The queue's stored settings (see [`QueueSettings`]; `None` fields are defaults).
     ///
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
-    pub async fn configure(&self, settings: QueueSettings) -> Result<()> {
-        let mut v = Vec::new();
-        if let Some(n) = settings.dead_max {
-            v.push(("dead_max", n.to_string()));
-        }
-        if let Some(n) = settings.succeeded_max {
-            v.push(("done_max", n.to_string()));
-        }
-        if v.is_empty() {
-            return Ok(());
-        }
-        self.set_meta(&v).await
+    pub async fn settings(&self) -> Result<QueueSettings> {
+        Ok(queues::settings_get(&mut self.client.conn(), &self.keys)
+            .await?
+            .0)
     }
 
-    /// Writes settings fields; the queue is listed by [`Client::queues`] from then on, even
+    /// Changes the queue's settings: fields the patch leaves `None` stay as they are. Every
+    /// process applies the change at its next claim. Returns the settings after the change.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] naming the field, before anything is written;
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn update_settings(&self, patch: &SettingsPatch) -> Result<QueueSettings> {
+        patch.validate()?;
+        if !patch.is_empty() {
+            let (set, clear) = patch.fields();
+            self.client.register(self.name()).await?;
+            queues::settings_set(&mut self.client.conn(), &self.keys, &set, &clear).await?;
+        }
+        self.settings().await
+    }
+
+    /// Writes `meta` fields; the queue is listed by [`Client::queues`] from then on, even
     /// before its first task (a queue paused ahead of time must show up).
     async fn set_meta(&self, fields: &[(&str, String)]) -> Result<()> {
         self.client.register(self.name()).await?;
-        queues::configure(&mut self.client.conn(), &self.keys, fields).await
+        queues::settings_set(&mut self.client.conn(), &self.keys, fields, &[]).await?;
+        Ok(())
+    }
+
+    /// The backoff table for a failed attempt: the queue's `backoff` setting when it has one
+    /// (cached per client, read again when a claim shows a new settings version or after
+    /// 10 s), else this handle's ([`Queue::with_backoff`]).
+    async fn backoff_table(&self) -> Vec<u64> {
+        let policy = match self.client.cached_backoff(self.name()) {
+            Some(b) => b,
+            None => match queues::settings_get(&mut self.client.conn(), &self.keys).await {
+                Ok((s, version)) => {
+                    let b = s.backoff.map(|b| b.policy());
+                    self.client.store_backoff(self.name(), version, b);
+                    b
+                }
+                // the failure itself will surface in the call that follows
+                Err(_) => None,
+            },
+        };
+        policy.unwrap_or(self.backoff).table_ms()
     }
 
     /// Claims up to `max` due tasks (1 to 1 000), each under a lease of its own `lease_ms`
@@ -362,6 +376,7 @@ impl Queue {
             tracking,
         )
         .await?;
+        self.client.settings_seen(self.name(), r.settings_version);
         Ok(Claim {
             tasks: r.tasks,
             now_ms: r.now_ms,
@@ -369,6 +384,8 @@ impl Queue {
             next_lease_deadline_ms: r.next_deadline_ms,
             paused: r.paused,
             orphans: r.orphans,
+            throttle: r.throttle,
+            settings_version: r.settings_version,
         })
     }
 
@@ -421,7 +438,7 @@ impl Queue {
             &mut self.client.conn(),
             &self.keys,
             &[item],
-            &self.backoff.table_ms(),
+            &self.backoff_table().await,
         )
         .await?;
         v.into_iter()
@@ -463,7 +480,7 @@ impl Queue {
             &mut self.client.conn(),
             &self.keys,
             items,
-            &self.backoff.table_ms(),
+            &self.backoff_table().await,
         )
         .await
     }
@@ -520,7 +537,7 @@ impl Queue {
             &mut self.client.conn(),
             &self.keys,
             MAX_BATCH,
-            &self.backoff.table_ms(),
+            &self.backoff_table().await,
         )
         .await?;
         Ok(RecoverReport {

@@ -38,7 +38,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::{Instant, sleep_until};
 
-use crate::client::{Claim, Queue};
+use crate::client::{Claim, Queue, Throttle};
 use crate::error::{ErrorKind, Result};
 use crate::protocol::leases::ClaimTracking;
 use crate::task::ClaimedTask;
@@ -75,6 +75,8 @@ pub struct DueClaimer {
     next_look: Instant,
     /// End of the pause after a failed call: wake-ups do not cut it short.
     pause_until: Instant,
+    /// No look before this instant: the queue's rate limit has no slot until then.
+    hold_until: Instant,
     error_pause: Duration,
     /// Whether claims are tracked for lost-reply replay.
     replay: bool,
@@ -112,6 +114,7 @@ impl DueClaimer {
             tracking: Tracking::new(),
             next_look: Instant::now(),
             pause_until: Instant::now(),
+            hold_until: Instant::now(),
             error_pause: FIRST_ERROR_PAUSE,
             replay: true,
         }
@@ -263,18 +266,34 @@ impl DueClaimer {
     /// paused), the next lease deadline (to recover it), and the fallback poll.
     ///
     /// This is the one place that turns a claim's answer into a sleep: a limit that holds
-    /// work back (a rate limit's next free slot) belongs here.
-    fn plan_next_look(&self, max: usize, claim: &Claim) -> Instant {
+    /// work back belongs here: a full rate limit holds the next look (timer and wake-ups)
+    /// until its next slot opens; a full concurrency limit waits for the wake-up an ending
+    /// task publishes.
+    fn plan_next_look(&mut self, max: usize, claim: &Claim) -> Instant {
         let now = Instant::now();
-        if (max > 0 && claim.tasks.len() >= max) || self.recovery.sweep_waiting() {
+        self.hold_until = now;
+        if self.recovery.sweep_waiting()
+            || (max > 0 && claim.tasks.len() >= max && claim.throttle.is_none())
+        {
             return now;
         }
         let mut at = now + self.poll;
-        if max > 0
-            && !claim.paused
-            && let Some(due) = claim.next_due_at_ms
-        {
-            at = at.min(self.clock.instant_of(due));
+        match claim.throttle {
+            // (at most the fallback poll, so a settings change that lifts the limit is seen
+            // within it)
+            Some(Throttle::Rate { opens_at_ms }) => {
+                at = at.min(self.clock.instant_of(opens_at_ms));
+                self.hold_until = at;
+            }
+            Some(Throttle::Concurrency) => {}
+            _ => {
+                if max > 0
+                    && !claim.paused
+                    && let Some(due) = claim.next_due_at_ms
+                {
+                    at = at.min(self.clock.instant_of(due));
+                }
+            }
         }
         if let Some(d) = self.recovery.next_deadline_ms() {
             at = at.min(self.clock.instant_of(d.saturating_add(1)));
@@ -319,7 +338,11 @@ impl DueClaimer {
                 _ = sleep_until(self.next_look) => return,
                 msg = msg => match msg {
                     Ok(due) => {
-                        let at = self.clock.instant_of(due).max(self.pause_until);
+                        let at = self
+                            .clock
+                            .instant_of(due)
+                            .max(self.pause_until)
+                            .max(self.hold_until);
                         if at <= Instant::now() {
                             return;
                         }

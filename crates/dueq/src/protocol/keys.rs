@@ -83,6 +83,25 @@ pub struct QueueKeys {
     /// Next fire time of every unpaused schedule: sorted set name → epoch ms, the one index
     /// a firing process sleeps on.
     pub schedule_next: String,
+    /// Scheduled tasks of groups: sorted set, every score 0, member = group prefix, due time,
+    /// id (see `lib.lua`).
+    pub gsched: String,
+    /// Scheduled tasks of groups by due time: sorted set id → due time.
+    pub gdue: String,
+    /// Group of each task that has one: hash id → group.
+    pub groups: String,
+    /// Groups with scheduled tasks: sorted set group → when it may next be served.
+    pub gready: String,
+    /// Active tasks per group: hash group → count.
+    pub gactive: String,
+    /// Groups at their concurrency limit: hash group → since (ms).
+    pub gparked: String,
+    /// Rate-limit logs: sorted set, every score 0 (see `lib.lua`).
+    pub rate: String,
+    /// Rate-limit totals: hash owner → "total floor".
+    pub rate_n: String,
+    /// Rate-limit logs by newest entry: sorted set owner prefix → ms.
+    pub rate_idle: String,
     /// Pub/sub channel that wakes idle workers.
     pub wake: String,
     /// Pub/sub channel that wakes schedule firers when a schedule changes (message: its next
@@ -116,13 +135,45 @@ impl QueueKeys {
             schedules: k("schedules"),
             schedule_state: k("schedule_state"),
             schedule_next: k("schedule_next"),
+            gsched: k("gsched"),
+            gdue: k("gdue"),
+            groups: k("groups"),
+            gready: k("gready"),
+            gactive: k("gactive"),
+            gparked: k("gparked"),
+            rate: k("rate"),
+            rate_n: k("rate_n"),
+            rate_idle: k("rate_idle"),
             wake: k("wake"),
             schedule_wake: k("schedule_wake"),
         })
     }
 
+    /// The nine group and rate-limit keys, in the order scripts take them (`group_keys` in
+    /// `lib.lua`).
+    pub fn group_keys(&self) -> [&str; 9] {
+        [
+            &self.gsched,
+            &self.gdue,
+            &self.groups,
+            &self.gready,
+            &self.gactive,
+            &self.gparked,
+            &self.rate,
+            &self.rate_n,
+            &self.rate_idle,
+        ]
+    }
+
+    /// `keys` followed by the nine group keys: the KEYS of a script that touches groups.
+    pub(crate) fn with_group_keys<'a>(&'a self, keys: &[&'a String]) -> Vec<&'a str> {
+        let mut v: Vec<&str> = keys.iter().map(|s| s.as_str()).collect();
+        v.extend(self.group_keys());
+        v
+    }
+
     /// Every key and channel of the queue, for inspection and tests.
-    pub fn all(&self) -> [&str; 18] {
+    pub fn all(&self) -> [&str; 27] {
         [
             &self.sched,
             &self.active,
@@ -140,6 +191,15 @@ impl QueueKeys {
             &self.schedules,
             &self.schedule_state,
             &self.schedule_next,
+            &self.gsched,
+            &self.gdue,
+            &self.groups,
+            &self.gready,
+            &self.gactive,
+            &self.gparked,
+            &self.rate,
+            &self.rate_n,
+            &self.rate_idle,
             &self.wake,
             &self.schedule_wake,
         ]

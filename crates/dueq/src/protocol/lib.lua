@@ -10,6 +10,8 @@
 -- which holds the two times only Redis may decide. 24 bytes of overhead keep a record with a
 -- 100-byte payload in a 128-byte allocation. The last error text lives in the `errors` hash
 -- (only tasks that failed have one).
+-- `max_attempts` or `lease_ms` 0 means "the queue's setting" (meta fields of the same names;
+-- else 5 and 30 000, DEFAULT_MAX_ATTEMPTS and DEFAULT_LEASE_MS in task.rs), read where used.
 local HDR = '<I4I2I4I2'
 local HDR_LEN = 12
 local TAIL = '<I6I6'
@@ -103,13 +105,14 @@ end
 
 -- Keeps at most `cap` members in a retention sorted set (oldest go first) and drops their
 -- records and errors; removes at most CHUNK per call so the work stays bounded.
-local function trim(zkey, tasks_key, errors_key, cap)
+local function trim(zkey, tasks_key, errors_key, cap, groups_key)
   local excess = redis.call('ZCARD', zkey) - cap
   if excess <= 0 then return end
   local victims = redis.call('ZRANGE', zkey, 0, math.min(excess, CHUNK) - 1)
   chunked('ZREM', zkey, victims)
   chunked('HDEL', tasks_key, victims)
   chunked('HDEL', errors_key, victims)
+  if groups_key then chunked('HDEL', groups_key, victims) end
 end
 
 -- Per-minute history (the `hist` hash, read by history.lua): adds `n` to counter `what` of
@@ -145,32 +148,166 @@ local function quarantine(K, id, now)
   hist_add(K.hist, now, 'd', 1)
 end
 
+-- Groups. A task with a group is not in `sched`; it sits in three places keyed by its group:
+-- `gsched` (sorted set, every score 0, ordered by member = group prefix, big-endian due time,
+-- id, so one range read finds a group's due tasks in due order), `gdue` (score = due time, for
+-- stats and lookups) and `groups` (id -> group, kept until the task is gone). A group with
+-- scheduled tasks has a marker in `gready` (member = group, score = when the group may next be
+-- served: its first due time, or the claim time once it was served, which sends it behind the
+-- groups still waiting (round-robin), or the instant its rate limit opens). A group at its
+-- concurrency limit leaves `gready` and waits in `gparked` (group -> since ms) until one of its
+-- tasks stops being active. `gactive` counts active tasks per group. `G` names the keys
+-- gsched, gdue, groups, gready, gactive, gparked, rate, rate_n, rate_idle; scripts pass them
+-- as nine consecutive KEYS (group_keys).
+local function group_keys(at)
+  return {gsched = KEYS[at], gdue = KEYS[at + 1], groups = KEYS[at + 2], gready = KEYS[at + 3],
+    gactive = KEYS[at + 4], gparked = KEYS[at + 5], rate = KEYS[at + 6], rate_n = KEYS[at + 7],
+    rate_idle = KEYS[at + 8]}
+end
+
+local function be6(n) return struct.pack('>I6', n) end
+
+-- The member prefix of group (or rate-limit owner) `g`: its length, then its bytes, so no
+-- group's members fall inside another group's range.
+local function gprefix(g) return struct.pack('>I2', #g) .. g end
+
+-- The first scheduled task of the group with prefix `p`: due time (nil when it has none).
+local function ghead(G, p)
+  local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 1)
+  if r[1] then return (struct.unpack('>I6', r[1], #p + 1)) end
+  return nil
+end
+
+-- Earliest time anything is due: ungrouped tasks and ready groups (nil when nothing waits).
+local function earliest_due(sched, G)
+  local a, b = earliest(sched), earliest(G.gready)
+  if a and b then return math.min(a, b) end
+  return a or b
+end
+
+-- Schedules task `id` of group `g` at `due` and makes the group ready by then, unless it is
+-- parked at its concurrency limit. A ready group keeps its place in the rotation unless its
+-- marker lies in the future and this task is due sooner.
+local function gschedule(G, g, id, due, now)
+  redis.call('ZADD', G.gsched, 0, gprefix(g) .. be6(due) .. id)
+  redis.call('ZADD', G.gdue, due, id)
+  redis.call('HSET', G.groups, id, g)
+  if redis.call('HEXISTS', G.gparked, g) == 1 then return end
+  local s = tonumber(redis.call('ZSCORE', G.gready, g) or '-1')
+  if s < 0 or (s > now and due < s) then redis.call('ZADD', G.gready, due, g) end
+end
+
+-- Takes scheduled task `id` of group `g` (due at `due`) out of the group index.
+local function gunschedule(G, g, id, due)
+  redis.call('ZREM', G.gsched, gprefix(g) .. be6(due) .. id)
+  redis.call('ZREM', G.gdue, id)
+end
+
+-- An active task of group `g` stopped being active (ack, nack, release, expired lease): its
+-- slot is free, so a parked group is ready again. Returns true when it made a group ready.
+local function gfinish(G, g, now, stats)
+  if redis.call('HINCRBY', G.gactive, g, -1) <= 0 then redis.call('HDEL', G.gactive, g) end
+  local since = redis.call('HGET', G.gparked, g)
+  if not since then return false end
+  redis.call('HDEL', G.gparked, g)
+  redis.call('HINCRBY', stats, 'throttled_ms_group_concurrency', math.max(now - tonumber(since), 0))
+  local head = ghead(G, gprefix(g))
+  if not head then return false end
+  redis.call('ZADD', G.gready, math.max(head, now), g)
+  return true
+end
+
+-- Whether the queue is at its concurrency limit, so that a task leaving `active` frees a slot
+-- a throttled claimer waits for.
+local function at_concurrency(meta, active)
+  local c = tonumber(redis.call('HGET', meta, 'concurrency') or '0')
+  return c > 0 and redis.call('ZCARD', active) >= c
+end
+
+-- Sliding-window rate limits on the Redis clock. Each limit owner ('' for the queue, else a
+-- group) has a log in `rate` (sorted set, every score 0, member = owner prefix, big-endian
+-- claim time, running total of tasks taken), one entry per claim that took tasks, and
+-- `rate_n` (owner -> "total floor", floor = the running total of the newest entry that left
+-- the window), so the count in the window is total - floor, found in O(log n). `rate_idle`
+-- (owner prefix -> time of its newest entry) lets claims drop logs nobody adds to.
+-- Returns the room left now, and when it is 0 the instant the next slot opens; `st` is
+-- passed on to rate_take.
+local function rate_room(G, owner, max, per_ms, now)
+  local p = gprefix(owner)
+  local st = {p = p, owner = owner, total = 0, floor = 0}
+  local v = redis.call('HGET', G.rate_n, owner)
+  if not v then return max, nil, st end
+  local total, floor = string.match(v, '^(%d+) (%d+)$')
+  st.total, st.floor = tonumber(total) or 0, tonumber(floor) or 0
+  -- entries at or before now - per_ms are out of the window
+  local hi = '(' .. p .. be6(math.max(now - per_ms + 1, 0))
+  local last = redis.call('ZREVRANGEBYLEX', G.rate, hi, '[' .. p, 'LIMIT', 0, 1)
+  if last[1] then
+    st.floor = struct.unpack('>I6', last[1], #p + 7)
+    redis.call('ZREMRANGEBYLEX', G.rate, '[' .. p, hi)
+    redis.call('HSET', G.rate_n, owner, int(st.total) .. ' ' .. int(st.floor))
+  end
+  local room = max - (st.total - st.floor)
+  if room > 0 then return room, nil, st end
+  local first = redis.call('ZRANGEBYLEX', G.rate, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 1)
+  if not first[1] then return 1, nil, st end
+  return 0, struct.unpack('>I6', first[1], #p + 1) + per_ms, st
+end
+
+-- Logs `n` tasks taken now against the limit whose state rate_room returned.
+local function rate_take(G, st, n, now)
+  st.total = st.total + n
+  redis.call('ZADD', G.rate, 0, st.p .. be6(now) .. be6(st.total))
+  redis.call('HSET', G.rate_n, st.owner, int(st.total) .. ' ' .. int(st.floor))
+  redis.call('ZADD', G.rate_idle, now, st.p)
+end
+
+-- Drops up to 10 logs whose newest entry is at or before `before` (their window is empty).
+local function rate_forget(G, before)
+  local old = redis.call('ZRANGEBYSCORE', G.rate_idle, '-inf', before, 'LIMIT', 0, 10)
+  for i = 1, #old do
+    local p = old[i]
+    redis.call('ZREMRANGEBYLEX', G.rate, '[' .. p, '(' .. p .. '\255')
+    redis.call('HDEL', G.rate_n, string.sub(p, 3))
+    redis.call('ZREM', G.rate_idle, p)
+  end
+end
+
 -- One attempt of an active task failed (nack or expired lease). `K` names the keys:
--- sched, tasks, keys, dead, stats, meta, errors. The lease is already removed.
+-- sched, tasks, keys, dead, stats, meta, errors, and `K.G` the group keys. The lease is
+-- already removed. Sets `K.woke` when the task's group became ready again.
 -- Returns 1, due_at when the task was rescheduled, 2, 0 when it went to the dead-letter queue.
 local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
+  local g = redis.call('HGET', K.G.groups, id)
+  if g and gfinish(K.G, g, now, K.stats) then K.woke = true end
   if not rec_ok(rec) then
     quarantine(K, id, now)
     return 2, 0
   end
   local attempt, max_attempts = rec_head(rec)
+  if max_attempts == 0 then max_attempts = tonumber(redis.call('HGET', K.meta, 'max_attempts') or '5') or 5 end
   attempt = math.min(attempt + 1, MAX_ATTEMPT)
   redis.call('HINCRBY', K.stats, 'failed_total', 1)
   redis.call('HSET', K.errors, id, err)
   if permanent or attempt >= max_attempts then
+    -- a dead task keeps its group (in `groups`), so a retry puts it back in it
     redis.call('HSET', K.tasks, id, rec_update(rec, attempt, nil))
     redis.call('ZADD', K.dead, now, id)
     release_key(K.keys, rec, id)
     redis.call('HINCRBY', K.stats, 'dead_total', 1)
     hist_add(K.hist, now, 'd', 1)
-    trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'))
+    trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'), K.G.groups)
     return 2, 0
   end
   local due = now + retry_ms
   if due > MAX_DUE_MS then due = MAX_DUE_MS end
-  local before = earliest(K.sched)
+  local before = earliest_due(K.sched, K.G)
   redis.call('HSET', K.tasks, id, rec_update(rec, attempt, due))
-  redis.call('ZADD', K.sched, due, id)
+  if g then
+    gschedule(K.G, g, id, due, now)
+  else
+    redis.call('ZADD', K.sched, due, id)
+  end
   redis.call('HINCRBY', K.stats, 'retried_total', 1)
   hist_add(K.hist, now, 'r', 1)
   wake(channel, due, before)
@@ -178,13 +315,14 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
 end
 
 -- A lease is stored in the `leases` hash as "token deadline flags"; flags: 1 when the task has
--- a business key, + 2 when it has failed before (it has an error text), so an ack knows what
--- to clean up without reading the record. Returns token, deadline, keyed, failed.
+-- a business key, + 2 when it has failed before (it has an error text), + 4 when it belongs
+-- to a group, so an ack knows what to clean up without reading the record. Returns token,
+-- deadline, keyed, failed, grouped.
 local function lease_split(lv)
   local token, deadline, flags = string.match(lv, '^(%S+) (%d+) ?(%d?)$')
-  if not token then return lv, 0, true, true end
-  local f = tonumber(flags) or 3
-  return token, tonumber(deadline), f % 2 == 1, f >= 2
+  if not token then return lv, 0, true, true, true end
+  local f = tonumber(flags) or 7
+  return token, tonumber(deadline), f % 2 == 1, math.floor(f / 2) % 2 == 1, f >= 4
 end
 
 -- Resolves ARGV "id"/"key" addressing to a task id (or nil).

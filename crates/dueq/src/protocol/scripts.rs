@@ -29,22 +29,22 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ENQUEUE => "tasks/enqueue.lua", 6;
-    CLAIM => "leases/claim.lua", 10;
-    ACK => "leases/ack.lua", 9;
-    NACK => "leases/nack.lua", 10;
+    ENQUEUE => "tasks/enqueue.lua", 15;
+    CLAIM => "leases/claim.lua", 19;
+    ACK => "leases/ack.lua", 18;
+    NACK => "leases/nack.lua", 19;
     EXTEND => "leases/extend.lua", 2;
-    RELEASE => "leases/release.lua", 4;
-    RECOVER => "leases/recover.lua", 11;
-    CANCEL => "tasks/cancel.lua", 7;
-    RESCHEDULE => "tasks/reschedule.lua", 5;
-    GET => "tasks/get.lua", 8;
-    STATS => "queues/stats.lua", 6;
+    RELEASE => "leases/release.lua", 15;
+    RECOVER => "leases/recover.lua", 20;
+    CANCEL => "tasks/cancel.lua", 16;
+    RESCHEDULE => "tasks/reschedule.lua", 14;
+    GET => "tasks/get.lua", 18;
+    STATS => "queues/stats.lua", 9;
     HISTORY => "queues/history.lua", 1;
     DEAD_LIST => "dead/dead_list.lua", 3;
-    DEAD_RETRY => "dead/dead_retry.lua", 5;
-    DEAD_DELETE => "dead/dead_delete.lua", 3;
-    CONFIGURE => "queues/configure.lua", 1;
+    DEAD_RETRY => "dead/dead_retry.lua", 14;
+    DEAD_DELETE => "dead/dead_delete.lua", 4;
+    SETTINGS_SET => "queues/settings_set.lua", 10;
     WEBHOOK_SET => "webhook/webhook_set.lua", 1;
     WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1;
     SCHEDULE_SET => "schedules/schedule_set.lua", 3;
@@ -106,15 +106,36 @@ mod tests {
             );
             assert!(text.contains("-- Returns:"), "{file}: no Returns line");
             let header: String = text.lines().take_while(|l| l.starts_with("--")).collect();
-            let declared = (1..=20)
+            // `KEYS[a..b]` declares a range; `group_keys(a)` uses the nine keys from `a`
+            let ranges = |text: &str, open: &str, close: &str| -> Vec<usize> {
+                text.match_indices(open)
+                    .filter_map(|(at, _)| {
+                        let rest = &text[at + open.len()..];
+                        let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                        rest[n.len()..]
+                            .starts_with(close)
+                            .then(|| n.parse().unwrap())
+                    })
+                    .collect()
+            };
+            let mut declared: Vec<usize> = (1..=40)
                 .filter(|i| header.contains(&format!("KEYS[{i}]")))
-                .count();
-            assert_eq!(declared, keys, "{file}: header declares {declared} KEYS");
+                .collect();
+            for a in ranges(&header, "KEYS[", "..") {
+                assert!(header.contains(&format!("KEYS[{a}..{}]", a + 8)), "{file}");
+                declared.extend(a..a + 9);
+            }
+            assert_eq!(declared.len(), keys, "{file}: header declares {declared:?}");
             let body: String = text.lines().filter(|l| !l.starts_with("--")).collect();
-            let used = (1..=20)
+            let mut used: Vec<usize> = (1..=40)
                 .filter(|i| body.contains(&format!("KEYS[{i}]")))
-                .count();
-            assert_eq!(used, keys, "{file}: body uses {used} KEYS");
+                .collect();
+            for a in ranges(&body, "group_keys(", ")") {
+                used.extend(a..a + 9);
+            }
+            used.sort_unstable();
+            used.dedup();
+            assert_eq!(used.len(), keys, "{file}: body uses {used:?}");
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use dueq::{
     AckOutcome, CancelOutcome, DeadRetryOutcome, EnqueueOutcome, LeaseToken, NackOutcome,
-    OnConflict, QueueSettings, RescheduleOutcome, TaskRef, TaskSpec, TaskState,
+    OnConflict, RescheduleOutcome, SettingsPatch, TaskRef, TaskSpec, TaskState,
 };
 
 use crate::support::{Ctx, DEADLINE};
@@ -190,7 +190,7 @@ async fn replace_reschedule_cancel() {
 async fn retention_keeps_succeeded_records() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("kept");
-    q.configure(QueueSettings::default().succeeded_max(2))
+    q.update_settings(&SettingsPatch::default().succeeded_max(Some(2)))
         .await
         .unwrap();
     let mut ids = Vec::new();

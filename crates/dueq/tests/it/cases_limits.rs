@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use dueq::{
     AckOutcome, Backoff, CancelOutcome, ClaimedTask, Client, EnqueueOutcome, ErrorKind, LeaseToken,
-    NackOutcome, Queue, QueueSettings, TaskId, TaskRef, TaskSpec, TaskState,
+    NackOutcome, Queue, SettingsPatch, TaskId, TaskRef, TaskSpec, TaskState,
 };
 use dueq_testkit::{RedisServer, hlen, keys_matching, zcard};
 
@@ -59,7 +59,7 @@ async fn c13_names_that_fight_the_key_layout() {
     let a = ctx.queue("billing");
     let b = ctx.queue("billing.v2");
     for q in [&a, &b] {
-        q.configure(QueueSettings::default().succeeded_max(10))
+        q.update_settings(&SettingsPatch::default().succeeded_max(Some(10)))
             .await
             .unwrap();
         for k in ["shared-1", "shared-2", "shared-3", "shared-4"] {
@@ -480,7 +480,7 @@ async fn c15_backoff_end_to_end() {
     }
 
     // --- a huge counter on a task that succeeds and is kept by retention
-    q.configure(QueueSettings::default().succeeded_max(10))
+    q.update_settings(&SettingsPatch::default().succeeded_max(Some(10)))
         .await
         .unwrap();
     let e = q.enqueue(TaskSpec::new(b"ok".to_vec())).await.unwrap();
@@ -581,9 +581,13 @@ async fn c16_retention() {
     let ctx = Ctx::new().await;
     let mut raw = ctx.raw();
     let q = ctx.queue("kept");
-    q.configure(QueueSettings::default().succeeded_max(1_000).dead_max(500))
-        .await
-        .unwrap();
+    q.update_settings(
+        &SettingsPatch::default()
+            .succeeded_max(Some(1_000))
+            .dead_max(Some(500)),
+    )
+    .await
+    .unwrap();
     let k = q.keys().clone();
     let footprint = |raw: &mut redis::Connection| {
         (

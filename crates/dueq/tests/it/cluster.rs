@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use dueq::{
     AckOutcome, Backoff, CancelOutcome, Client, DeadRetryOutcome, Due, NackOutcome, Outcome,
-    QueueSettings, RescheduleOutcome, TaskRef, TaskSpec, TaskState, Worker,
+    RescheduleOutcome, SettingsPatch, TaskRef, TaskSpec, TaskState, Worker,
 };
 use dueq_testkit::RedisCluster;
 use tokio::sync::mpsc;
@@ -20,9 +20,13 @@ async fn every_operation(client: &Client, name: &str) {
         .queue(name)
         .unwrap()
         .with_backoff(Backoff::new(1, 1.0, 1));
-    q.configure(QueueSettings::default().succeeded_max(10).dead_max(10))
-        .await
-        .unwrap();
+    q.update_settings(
+        &SettingsPatch::default()
+            .succeeded_max(Some(10))
+            .dead_max(Some(10)),
+    )
+    .await
+    .unwrap();
 
     // enqueue, single and batch
     let one = q

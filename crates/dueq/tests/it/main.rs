@@ -18,5 +18,6 @@ mod cases_scheduling;
 mod chaos;
 mod cluster;
 mod due;
+mod flow;
 mod webhook;
 mod worker;

@@ -1,13 +1,15 @@
 -- dead_retry: moves dead tasks back to scheduled, due now, with a fresh attempt count.
 -- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys  KEYS[5] errors
+-- KEYS[6..14] group keys (see lib.lua; a task retried goes back to its group)
 -- ARGV[1] wake channel, ARGV[2] n, then n task ids
 -- Returns: {now_ms, then per task: 'retried' | 'not_found' | 'conflict' (its business key is
 --   live again on another task)}
 local sched, dead, tasks, keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local G = group_keys(6)
 local now = now_ms()
 local n = tonumber(ARGV[2])
 local out = {now}
-local before = earliest(sched)
+local before = earliest_due(sched, G)
 local any = false
 for i = 1, n do
   local id = ARGV[2 + i]
@@ -25,7 +27,8 @@ for i = 1, n do
       -- attempts count afresh, so the old error goes too (a claim only looks for errors of
       -- tasks with attempts behind them)
       redis.call('HDEL', KEYS[5], id)
-      redis.call('ZADD', sched, now, id)
+      local g = redis.call('HGET', G.groups, id)
+      if g then gschedule(G, g, id, now, now) else redis.call('ZADD', sched, now, id) end
       if key ~= '' then redis.call('HSET', keys, key, id) end
       out[#out + 1] = 'retried'
       any = true

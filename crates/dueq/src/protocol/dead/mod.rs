@@ -56,7 +56,7 @@ pub(crate) async fn dead_retry(
     for id in ids {
         a.s(id.as_str());
     }
-    let keys = [&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors].map(String::as_str);
+    let keys = k.with_group_keys(&[&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors]);
     let mut r = run(conn, "dead_retry", &scripts::DEAD_RETRY, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(ids.len());
@@ -80,7 +80,7 @@ pub(crate) async fn dead_delete(
     for id in ids {
         a.s(id.as_str());
     }
-    let keys = [&k.dead, &k.tasks, &k.errors].map(String::as_str);
+    let keys = [&k.dead, &k.tasks, &k.errors, &k.groups].map(String::as_str);
     let mut r = run(conn, "dead_delete", &scripts::DEAD_DELETE, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(ids.len());

@@ -1,33 +1,35 @@
 -- ack: completes active tasks whose lease token is still current (fencing).
 -- KEYS[1] active  KEYS[2] leases  KEYS[3] tasks  KEYS[4] keys  KEYS[5] done  KEYS[6] stats  KEYS[7] meta
--- KEYS[8] errors  KEYS[9] hist
--- ARGV[1] n, then per task: id, lease_token
+-- KEYS[8] errors  KEYS[9] hist  KEYS[10..18] group keys (see lib.lua)
+-- ARGV[1] wake channel (told when a slot under a concurrency limit frees up), ARGV[2] n,
+--   then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 acknowledged | 0 lease_lost}
 local active, leases, tasks, keys, done, stats, meta, errors, hist =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local n = tonumber(ARGV[1])
+local G = group_keys(10)
+local n = tonumber(ARGV[2])
 local now = now_ms()
 local out = {now}
 local ids = {}
-for i = 1, n do ids[i] = ARGV[2 * i] end
+for i = 1, n do ids[i] = ARGV[1 + 2 * i] end
 local lvs = hmget_chunked(leases, ids)
 local keep = tonumber(redis.call('HGET', meta, 'done_max') or '0')
 -- lease values repeat across a batch (one token per claim call): split each once
 local split = {}
-local seen, okids, keyed, failed = {}, {}, {}, {}
+local seen, okids, keyed, failed, grouped = {}, {}, {}, {}, {}
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
-local nok, nkeyed, nfailed = 0, 0, 0
+local nok, nkeyed, nfailed, ngrouped = 0, 0, 0, 0
 for i = 1, n do
   local id, lv = ids[i], lvs[i]
   local ok = 0
   if lv and not seen[id] then
     local s = split[lv]
     if not s then
-      local token, _, k, f = lease_split(lv)
-      s = {token, k, f}
+      local token, _, k, f, g = lease_split(lv)
+      s = {token, k, f, g}
       split[lv] = s
     end
-    if s[1] == ARGV[2 * i + 1] then
+    if s[1] == ARGV[2 * i + 2] then
       seen[id] = true
       ok = 1
       nok = nok + 1
@@ -41,12 +43,25 @@ for i = 1, n do
         nfailed = nfailed + 1
         failed[nfailed] = id
       end
+      if s[4] then
+        ngrouped = ngrouped + 1
+        grouped[ngrouped] = id
+      end
     end
   end
   out[i + 1] = ok
 end
-if #okids > 0 then
+if nok > 0 then
+  local wake_up = at_concurrency(meta, active)
   chunked('ZREM', active, okids)
+  if ngrouped > 0 then
+    local gs = hmget_chunked(G.groups, grouped)
+    for j = 1, ngrouped do
+      if gs[j] and gfinish(G, gs[j], now, stats) then wake_up = true end
+    end
+    chunked('HDEL', G.groups, grouped)
+  end
+  if wake_up then redis.call('PUBLISH', ARGV[1], int(now)) end
   chunked('HDEL', leases, okids)
   local recs = hmget_chunked(tasks, keyed)
   local dargs = {}

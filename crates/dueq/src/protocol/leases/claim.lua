@@ -1,47 +1,63 @@
--- claim: hands out up to `max` due tasks under a fresh lease each (FIFO among equal due times).
+-- claim: hands out up to `max` due tasks under a fresh lease each, within the queue's limits.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] claims
+-- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats  KEYS[10] hist  KEYS[11..19] group keys
+--   (gsched, gdue, groups, gready, gactive, gparked, rate, rate_n, rate_idle; see lib.lua)
 -- ARGV[1] max (0..1000; 0 only reports timing)  ARGV[2] lease_ms override (0 = each task's own)
 -- ARGV[3] claim id ('' = untracked): remember what this call hands out, so that a caller that
 --   never got the reply can ask for it again
 -- ARGV[4] claim id to forget ('' = none): an earlier call whose reply did arrive
 -- ARGV[5] r, ARGV[6..5+r] claim ids whose replies were lost: their tasks still leased under
 --   the same token are handed out again first (new deadline, same token)
--- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats  KEYS[10] hist
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
---   orphans (1 when a lease has no deadline entry), then per task:
---   id, lease_token, due_at_ms, lease_deadline_ms, record, last error ('' = none)}
+--   orphans (1 when a lease has no deadline entry), settings version, throttle ('' | 'rate' |
+--   'concurrency': a queue limit held due work back), rate slot opens at ms (-1 = none),
+--   the queue's max_attempts (for records that leave it 0), then per task: id, lease_token, due_at_ms, lease_deadline_ms, record, last error
+--   ('' = none), group ('' = none)}
+-- Order: ungrouped tasks by due time (FIFO among equal due times); a group is one contender
+-- placed by when it became due or was last served, so groups are served round-robin and a
+-- group's own tasks come in due order. Limits: the queue's concurrency (active tasks) and
+-- rate (sliding window of claimed tasks), then each group's.
 -- One lease token serves every task of a call: a token only has to differ between two claims
 -- of the same task, and those are always different calls.
 local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local errors = KEYS[7]
-local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9], hist = KEYS[10]}
+local G = group_keys(11)
+local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9], hist = KEYS[10], G = G}
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
 local claim_id, forget = ARGV[3], ARGV[4]
 local now = now_ms()
-local paused = redis.call('HGET', meta, 'paused') == '1'
-local out = {now, paused and 1 or 0, -1, -1, 0}
+local cfg = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate_max', 'rate_per_ms',
+  'group_concurrency', 'group_rate_max', 'group_rate_per_ms', 'settings_v', 'thr_rate',
+  'thr_concurrency', 'max_attempts', 'lease_ms')
+local paused = cfg[1] == '1'
+local conc = tonumber(cfg[2] or '0') or 0
+local rmax, rper = tonumber(cfg[3] or '0') or 0, tonumber(cfg[4] or '0') or 0
+local gconc = tonumber(cfg[5] or '0') or 0
+local grmax, grper = tonumber(cfg[6] or '0') or 0, tonumber(cfg[7] or '0') or 0
+local default_lease = tonumber(cfg[12] or '30000') or 30000
+local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5'}
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
 local za, la, log = {}, {}, {}
 local nz, no = 0, #out
--- made[token][lease_ms * 4 + flags] = {deadline, deadline string, lease value}
+-- made[token][lease_ms * 8 + flags] = {deadline, deadline string, lease value}
 local made = {}
 
-local function hand_out(id, token, rec, due)
+local function hand_out(id, token, rec, due, group)
   local attempt, _, lease_ms, klen = struct.unpack(HDR, rec)
-  if override > 0 then lease_ms = override end
-  local flags = (klen > 0 and 1 or 0) + (attempt > 0 and 2 or 0)
+  if override > 0 then lease_ms = override elseif lease_ms == 0 then lease_ms = default_lease end
+  local flags = (klen > 0 and 1 or 0) + (attempt > 0 and 2 or 0) + (group ~= '' and 4 or 0)
   local by_token = made[token]
   if not by_token then
     by_token = {}
     made[token] = by_token
   end
-  local m = by_token[lease_ms * 4 + flags]
+  local m = by_token[lease_ms * 8 + flags]
   if not m then
     local deadline = now + lease_ms
     local ds = int(deadline)
     m = {deadline, ds, token .. ' ' .. ds .. ' ' .. flags}
-    by_token[lease_ms * 4 + flags] = m
+    by_token[lease_ms * 8 + flags] = m
   end
   za[nz + 1] = m[2]; za[nz + 2] = id
   la[nz + 1] = id; la[nz + 2] = m[3]
@@ -53,7 +69,8 @@ local function hand_out(id, token, rec, due)
   out[no + 4] = m[1]
   out[no + 5] = rec
   out[no + 6] = attempt > 0 and (redis.call('HGET', errors, id) or '') or ''
-  no = no + 6
+  out[no + 7] = group
+  no = no + 7
 end
 
 if forget ~= '' then redis.call('HDEL', claims, forget) end
@@ -71,53 +88,211 @@ for i = 1, tonumber(ARGV[5]) do
       local rec = lv and lease_split(lv) == token and redis.call('HGET', tasks, id)
       if rec and rec_ok(rec) then
         local _, _, _, due = rec_head(rec)
-        hand_out(id, token, rec, due)
+        local _, _, _, _, grouped = lease_split(lv)
+        hand_out(id, token, rec, due, grouped and (redis.call('HGET', G.groups, id) or '') or '')
       end
     end
   end
 end
 
-local room = max - #log / 2
+local token = nil
+local fresh, late_sum, late_max = 0, 0, 0
+
+-- Hands out the tasks `ids` (due times `dues`, `n` of them) taken off their index.
+local function hand_out_all(ids, dues, n, group)
+  if n == 0 then return 0 end
+  if not token then token = int(redis.call('HINCRBY', meta, 'seq', 1)) end
+  local recs = hmget_chunked(tasks, ids)
+  local given = 0
+  for j = 1, n do
+    -- a missing record (hash entry deleted by hand) leaves nothing to run; an unreadable
+    -- one goes to the dead-letter queue instead of stopping the queue
+    if recs[j] and rec_ok(recs[j]) then
+      local d = dues[j]
+      hand_out(ids[j], token, recs[j], d, group)
+      given = given + 1
+      late_sum = late_sum + (now - d)
+      if now - d > late_max then late_max = now - d end
+    else
+      if recs[j] then quarantine(K, ids[j], now) end
+      if group ~= '' then redis.call('HDEL', G.groups, ids[j]) end
+    end
+  end
+  fresh = fresh + given
+  return given
+end
+
+-- The first `n` ungrouped due tasks (`due` holds id, score pairs): they are exactly the
+-- lowest-ranked members of `sched` (score, then member order), so they go by rank from the
+-- head: O(log n + k) instead of k descents of a large skip list.
+local function take_plain(due, n)
+  if n == 0 then return 0 end
+  local ids, dues = {}, {}
+  for i = 1, n do
+    ids[i] = due[2 * i - 1]
+    dues[i] = tonumber(due[2 * i])
+  end
+  redis.call('ZREMRANGEBYRANK', sched, 0, n - 1)
+  return hand_out_all(ids, dues, n, '')
+end
+
+-- Serves group `g` up to `q` due tasks within its limits, then puts it back in the rotation,
+-- parks it at its concurrency limit, holds it until its rate limit opens, or drops its
+-- marker when it has nothing scheduled.
+local function serve_group(g, q)
+  local p = gprefix(g)
+  local running = 0
+  if gconc > 0 then
+    running = tonumber(redis.call('HGET', G.gactive, g) or '0') or 0
+    q = math.min(q, gconc - running)
+  end
+  local limit = nil
+  if grmax > 0 and grper > 0 and q > 0 then
+    local room, opens
+    room, opens, limit = rate_room(G, g, grmax, grper, now)
+    if room <= 0 then
+      redis.call('ZADD', G.gready, opens, g)
+      redis.call('HINCRBY', K.stats, 'throttled_ms_group_rate', opens - now)
+      return 0
+    end
+    q = math.min(q, room)
+  end
+  local n = 0
+  if q > 0 then
+    local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. be6(now + 1), 'LIMIT', 0, q)
+    n = #r
+    if n > 0 then
+      redis.call('ZREMRANGEBYLEX', G.gsched, '[' .. r[1], '[' .. r[n])
+      local ids, dues = {}, {}
+      for i = 1, n do
+        dues[i] = struct.unpack('>I6', r[i], #p + 1)
+        ids[i] = string.sub(r[i], #p + 7)
+      end
+      chunked('ZREM', G.gdue, ids)
+      n = hand_out_all(ids, dues, n, g)
+      if n > 0 then
+        redis.call('HINCRBY', G.gactive, g, n)
+        if limit then rate_take(G, limit, n, now) end
+      end
+    end
+  end
+  local head = ghead(G, p)
+  if not head then
+    redis.call('ZREM', G.gready, g)
+  elseif gconc > 0 and running + n >= gconc then
+    redis.call('ZREM', G.gready, g)
+    redis.call('HSET', G.gparked, g, int(now))
+  else
+    redis.call('ZADD', G.gready, math.max(head, now), g)
+  end
+  return n
+end
+
+-- Serves ready groups only, an equal share of `room` each, for up to two rounds.
+local function take_groups(room)
+  local taken = 0
+  for _ = 1, 2 do
+    if room <= 0 then break end
+    local ready = redis.call('ZRANGEBYSCORE', G.gready, '-inf', now, 'LIMIT', 0, room)
+    if #ready == 0 then break end
+    local share = math.max(1, math.floor(room / #ready))
+    local round = 0
+    for i = 1, #ready do
+      if room <= 0 then break end
+      local n = serve_group(ready[i], math.min(share, room))
+      room = room - n
+      round = round + n
+    end
+    taken = taken + round
+    if round == 0 then break end
+  end
+  return taken
+end
+
+-- Takes up to `room` due tasks: ungrouped ones and ready groups merged by score, each group
+-- given an equal share of the room, then groups again with what room is left.
+local function take_due(room)
+  local plain = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
+  local g0 = earliest(G.gready)
+  if not g0 or g0 > now then return take_plain(plain, #plain / 2) end
+  local ready = redis.call('ZRANGEBYSCORE', G.gready, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
+  local np, ng = #plain / 2, #ready / 2
+  local share = math.max(1, math.floor(room / (np + ng)))
+  local i, j, nplain, taken = 1, 1, 0, 0
+  while room > 0 and (i <= ng or j <= np) do
+    local gs = i <= ng and tonumber(ready[2 * i]) or nil
+    local ps = j <= np and tonumber(plain[2 * j]) or nil
+    if ps and (not gs or ps <= gs) then
+      nplain = nplain + 1
+      room = room - 1
+      j = j + 1
+    else
+      local n = serve_group(ready[2 * i - 1], math.min(share, room))
+      room = room - n
+      taken = taken + n
+      i = i + 1
+    end
+  end
+  taken = taken + take_plain(plain, nplain)
+  if room > 0 and taken > 0 then taken = taken + take_groups(room) end
+  return taken
+end
+
+-- Times due work spent held back by a queue limit: `thr_<limit>` in meta is when it started.
+local function throttle_clock(limit, since, on)
+  if on and not since then
+    redis.call('HSET', meta, 'thr_' .. limit, int(now))
+  elseif not on and since then
+    redis.call('HINCRBY', K.stats, 'throttled_ms_' .. limit, math.max(now - tonumber(since), 0))
+    redis.call('HDEL', meta, 'thr_' .. limit)
+  end
+end
+
+local room = max - nz / 2
 -- the earliest due time decides whether to look further (an idle poll stops here)
-local first = earliest(sched)
-if not paused and room > 0 and first and first <= now then
-  local due = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
-  if #due > 0 then
-    local ids = {}
-    for i = 1, #due, 2 do ids[(i + 1) / 2] = due[i] end
-    local recs = hmget_chunked(tasks, ids)
-    -- the due ids are exactly the lowest-ranked members (score, then member order), so they
-    -- go by rank from the head: O(log n + k) instead of k descents of a large skip list
-    redis.call('ZREMRANGEBYRANK', sched, 0, #ids - 1)
-    local token = int(redis.call('HINCRBY', meta, 'seq', 1))
-    local fresh, late_sum, late_max = 0, 0, 0
-    for j = 1, #ids do
-      -- a missing record (hash entry deleted by hand) leaves nothing to run; an unreadable
-      -- one goes to the dead-letter queue instead of stopping the queue
-      if recs[j] and rec_ok(recs[j]) then
-        local d = tonumber(due[2 * j])
-        hand_out(ids[j], token, recs[j], d)
-        fresh = fresh + 1
-        late_sum = late_sum + (now - d)
-        if now - d > late_max then late_max = now - d end
-      elseif recs[j] then
-        quarantine(K, ids[j], now)
-      end
+local first = earliest_due(sched, G)
+local due_now = not paused and room > 0 and first ~= nil and first <= now
+local by_rate, by_conc = false, false
+if due_now then
+  if conc > 0 then
+    local free = conc - redis.call('ZCARD', active)
+    if free <= 0 then by_conc = true end
+    room = math.min(room, free)
+  end
+  local limit = nil
+  if rmax > 0 and rper > 0 and room > 0 then
+    local r, opens
+    r, opens, limit = rate_room(G, '', rmax, rper, now)
+    if r <= 0 then
+      by_rate = true
+      out[8] = opens
     end
-    if fresh > 0 then
-      -- the first claim of a minute also drops minutes older than the hour kept
-      if hist_add(K.hist, now, 'c', fresh) == fresh then hist_trim(K.hist, now) end
-      hist_add(K.hist, now, 'l', late_sum)
-      local xf = int(math.floor(now / 60000)) .. ':x'
-      if late_max > (tonumber(redis.call('HGET', K.hist, xf)) or -1) then
-        redis.call('HSET', K.hist, xf, int(late_max))
-      end
-    end
-    first = earliest(sched)
+    room = math.min(room, r)
+  end
+  if room > 0 then
+    local n = take_due(room)
+    if limit and n > 0 then rate_take(G, limit, n, now) end
+  end
+  if rmax > 0 or grmax > 0 then rate_forget(G, now - math.max(rper, grper)) end
+  first = earliest_due(sched, G)
+end
+if by_conc then out[7] = 'concurrency' elseif by_rate then out[7] = 'rate' end
+if max > 0 then
+  if conc > 0 or cfg[10] then throttle_clock('concurrency', cfg[10], by_conc) end
+  if rmax > 0 or cfg[9] then throttle_clock('rate', cfg[9], by_rate) end
+end
+
+if fresh > 0 then
+  -- the first claim of a minute also drops minutes older than the hour kept
+  if hist_add(K.hist, now, 'c', fresh) == fresh then hist_trim(K.hist, now) end
+  hist_add(K.hist, now, 'l', late_sum)
+  local xf = int(math.floor(now / 60000)) .. ':x'
+  if late_max > (tonumber(redis.call('HGET', K.hist, xf)) or -1) then
+    redis.call('HSET', K.hist, xf, int(late_max))
   end
 end
 
-if #za > 0 then
+if nz > 0 then
   chunked('ZADD', active, za)
   chunked('HSET', leases, la)
   if claim_id ~= '' then

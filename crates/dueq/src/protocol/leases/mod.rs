@@ -17,7 +17,24 @@ pub(crate) struct ClaimReply {
     pub next_due_ms: Option<u64>,
     pub next_deadline_ms: Option<u64>,
     pub orphans: bool,
+    /// Settings version (bumped by every settings change).
+    pub settings_version: u64,
+    /// A queue limit that held due work back.
+    pub throttle: Option<Throttle>,
     pub tasks: Vec<ClaimedTask>,
+}
+
+/// Which queue limit held due work back in a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Throttle {
+    /// The rate limit; the next slot opens at this Redis time (ms).
+    Rate {
+        /// Redis time at which the next slot opens, epoch ms.
+        opens_at_ms: u64,
+    },
+    /// The concurrency limit; a slot frees up when an active task ends.
+    Concurrency,
 }
 
 /// Claim ids a caller uses to recover from lost replies (see `claim.lua`).
@@ -47,19 +64,33 @@ pub(crate) async fn claim(
     for r in tracking.resume {
         a.s(r);
     }
-    let keys = [
+    let keys = k.with_group_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors, &k.dead, &k.stats,
         &k.hist,
-    ]
-    .map(String::as_str);
+    ]);
     let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
     let now_ms = r.u64()?;
+    let paused = r.i64()? == 1;
+    let next_due_ms = r.opt_u64()?;
+    let next_deadline_ms = r.opt_u64()?;
+    let orphans = r.i64()? == 1;
+    let settings_version = r.u64()?;
+    let throttle = r.string()?;
+    let opens = r.opt_u64()?;
+    let throttle = match (throttle.as_str(), opens) {
+        ("rate", Some(opens_at_ms)) => Some(Throttle::Rate { opens_at_ms }),
+        ("concurrency", _) => Some(Throttle::Concurrency),
+        _ => None,
+    };
+    let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
     let mut reply = ClaimReply {
         now_ms,
-        paused: r.i64()? == 1,
-        next_due_ms: r.opt_u64()?,
-        next_deadline_ms: r.opt_u64()?,
-        orphans: r.i64()? == 1,
+        paused,
+        next_due_ms,
+        next_deadline_ms,
+        orphans,
+        settings_version,
+        throttle,
         tasks: Vec::new(),
     };
     while r.remaining() > 0 {
@@ -69,13 +100,19 @@ pub(crate) async fn claim(
         let lease_expires_at_ms = r.u64()?;
         let rec = Record::decode(r.bytes()?)?;
         let last_error = r.opt_string()?;
+        let group = r.opt_string()?;
         let attempt = rec.attempt.saturating_add(1);
         reply.tasks.push(ClaimedTask {
             id,
             key: rec.key,
             payload: rec.payload,
             attempt,
-            max_attempts: rec.max_attempts,
+            max_attempts: if rec.max_attempts == 0 {
+                default_max_attempts
+            } else {
+                rec.max_attempts
+            },
+            group,
             due_at_ms,
             lease_token,
             lease_expires_at_ms,
@@ -93,14 +130,13 @@ pub(crate) async fn ack(
     items: &[(TaskId, LeaseToken)],
 ) -> Result<Vec<AckOutcome>> {
     let mut a = Args::default();
-    a.n(items.len());
+    a.s(&k.wake).n(items.len());
     for (id, token) in items {
         a.s(id.as_str()).s(token.as_str());
     }
-    let keys = [
+    let keys = k.with_group_keys(&[
         &k.active, &k.leases, &k.tasks, &k.keys, &k.done, &k.stats, &k.meta, &k.errors, &k.hist,
-    ]
-    .map(String::as_str);
+    ]);
     let mut r = run(conn, "ack", &scripts::ACK, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
@@ -142,11 +178,10 @@ pub(crate) async fn nack(
             .s(if it.permanent { "1" } else { "0" })
             .s(it.error);
     }
-    let keys = [
+    let keys = k.with_group_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.errors,
         &k.hist,
-    ]
-    .map(String::as_str);
+    ]);
     let mut r = run(conn, "nack", &scripts::NACK, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
@@ -193,7 +228,7 @@ pub(crate) async fn release(
     for (id, token) in items {
         a.s(id.as_str()).s(token.as_str());
     }
-    let keys = [&k.sched, &k.active, &k.leases, &k.tasks].map(String::as_str);
+    let keys = k.with_group_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.stats]);
     let mut r = run(conn, "release", &scripts::RELEASE, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
@@ -224,11 +259,10 @@ pub(crate) async fn recover(
     for d in backoff_ms {
         a.n(d);
     }
-    let keys = [
+    let keys = k.with_group_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.claims,
         &k.errors, &k.hist,
-    ]
-    .map(String::as_str);
+    ]);
     let mut r = run(conn, "recover", &scripts::RECOVER, &keys, a.take()).await?;
     Ok(RecoverReply {
         now_ms: r.u64()?,

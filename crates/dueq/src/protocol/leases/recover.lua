@@ -3,12 +3,13 @@
 -- and forgets claim records (see claim.lua) of callers gone for over an hour.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
 -- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors  KEYS[11] hist
+-- KEYS[12..20] group keys (see lib.lua)
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none), swept (1 when the
 --   sweep of the leases hash came back to its start during this call)}
 local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
-  errors = KEYS[10], hist = KEYS[11]}
+  errors = KEYS[10], hist = KEYS[11], G = group_keys(12)}
 local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
 local channel = ARGV[1]
 local max = tonumber(ARGV[2])
@@ -64,6 +65,7 @@ for i = 1, #cscan[2], 2 do
 end
 
 local recovered, dead = 0, 0
+local wake_up = #expired > 0 and at_concurrency(K.meta, active)
 for i = 1, #expired do
   local id = expired[i]
   redis.call('ZREM', active, id)
@@ -77,6 +79,7 @@ for i = 1, #expired do
   end
 end
 if #expired > 0 then redis.call('HINCRBY', K.stats, 'lease_expired_total', #expired) end
+if wake_up or K.woke then redis.call('PUBLISH', channel, int(now)) end
 local next_deadline = earliest(active)
 if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
   next_deadline = orphan_next

@@ -1,15 +1,19 @@
 -- release: hands leases back unfinished (graceful shutdown): the task is due again at once,
 -- at its old due time, and the attempt is not counted.
--- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks
+-- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] stats
+-- KEYS[7..15] group keys (see lib.lua)
 -- ARGV[1] wake channel, ARGV[2] n, then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 released | 0 lease_lost}
 local sched, active, leases, tasks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, stats = KEYS[5], KEYS[6]
+local G = group_keys(7)
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out = {now}
-local before = earliest(sched)
+local before = earliest_due(sched, G)
 local soonest = nil
+local wake_up = at_concurrency(meta, active)
 for i = 1, n do
   local id, token = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
   local lv = redis.call('HGET', leases, id)
@@ -21,11 +25,21 @@ for i = 1, n do
     redis.call('ZREM', active, id)
     redis.call('HDEL', leases, id)
     local _, _, _, due = rec_head(rec)
-    redis.call('ZADD', sched, due, id)
+    local g = redis.call('HGET', G.groups, id)
+    if g then
+      if gfinish(G, g, now, stats) then wake_up = true end
+      gschedule(G, g, id, due, now)
+    else
+      redis.call('ZADD', sched, due, id)
+    end
     if soonest == nil or due < soonest then soonest = due end
     ok = 1
   end
   out[#out + 1] = ok
 end
-if soonest ~= nil then wake(channel, math.max(soonest, now), before) end
+if wake_up then
+  redis.call('PUBLISH', channel, int(now))
+elseif soonest ~= nil then
+  wake(channel, math.max(soonest, now), before)
+end
 return out

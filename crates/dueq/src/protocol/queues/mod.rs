@@ -1,15 +1,19 @@
-//! Queue-wide operations: stats, per-minute history, stored settings (pause, resume, caps)
-//! and the `dueq:queues` registry used for listing.
+//! Queue-wide operations: stats, per-minute history, stored settings (pause, resume,
+//! defaults, caps, limits) and the `dueq:queues` registry used for listing.
 
 use super::call::{Args, run};
 use super::conn::Conn;
 use super::keys::{QUEUES_KEY, QueueKeys};
 use super::scripts;
 use crate::error::Result;
+use crate::settings::{QueueSettings, RateLimit, STORED_FIELDS};
 use crate::task::{MinuteStats, QueueStats};
 
 pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> {
-    let keys = [&k.sched, &k.active, &k.dead, &k.done, &k.stats, &k.meta].map(String::as_str);
+    let keys = [
+        &k.sched, &k.active, &k.dead, &k.done, &k.stats, &k.meta, &k.gdue, &k.gready, &k.gparked,
+    ]
+    .map(String::as_str);
     let mut r = run(conn, "stats", &scripts::STATS, &keys, Vec::new()).await?;
     let mut s = QueueStats {
         queue: k.name.clone(),
@@ -21,12 +25,27 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
         succeeded_kept: r.u64()?,
         next_due_at_ms: r.opt_u64()?,
         paused: r.i64()? == 1,
+        groups_waiting: r.u64()?,
         ..QueueStats::default()
     };
+    let mut since = [None, None];
+    let (mut rate, mut alert) = ((None, None), (None, None));
     while r.remaining() > 0 {
         let name = r.string()?;
         let value = r.u64()?;
         match name.as_str() {
+            "throttled_ms_rate" => s.throttled_ms.rate += value,
+            "throttled_ms_concurrency" => s.throttled_ms.concurrency += value,
+            "throttled_ms_group_rate" => s.throttled_ms.group_rate += value,
+            "throttled_ms_group_concurrency" => s.throttled_ms.group_concurrency += value,
+            "meta:thr_rate" => since[0] = Some(value),
+            "meta:thr_concurrency" => since[1] = Some(value),
+            "meta:concurrency" => s.concurrency_limit = Some(value),
+            "meta:group_concurrency" => s.group_concurrency_limit = Some(value),
+            "meta:rate_max" => rate.0 = Some(value),
+            "meta:rate_per_ms" => rate.1 = Some(value),
+            "meta:alert_due_age_ms" => alert.0 = Some(value),
+            "meta:alert_due_count" => alert.1 = Some(value),
             "enqueued_total" => s.enqueued_total = value,
             "succeeded_total" => s.succeeded_total = value,
             "failed_total" => s.failed_total = value,
@@ -40,6 +59,22 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
     s.oldest_due_age_ms = s
         .next_due_at_ms
         .map_or(0, |due| s.now_ms.saturating_sub(due));
+    if let (Some(max), Some(per_ms)) = rate {
+        s.rate_limit = Some(RateLimit::new(max, per_ms));
+    }
+    s.behind = alert
+        .0
+        .is_some_and(|age| s.due > 0 && s.oldest_due_age_ms >= age)
+        || alert.1.is_some_and(|count| s.due >= count);
+    // a throttle still going on counts up to now
+    if let Some(t) = since[0] {
+        s.throttled_ms.rate += s.now_ms.saturating_sub(t);
+        s.throttled = Some("rate");
+    }
+    if let Some(t) = since[1] {
+        s.throttled_ms.concurrency += s.now_ms.saturating_sub(t);
+        s.throttled = Some("concurrency");
+    }
     Ok(s)
 }
 
@@ -85,18 +120,41 @@ pub(crate) async fn history(conn: &mut Conn, k: &QueueKeys) -> Result<Vec<Minute
     Ok(out)
 }
 
-pub(crate) async fn configure(
+/// Sets and clears `meta` fields; returns the new settings version.
+pub(crate) async fn settings_set(
     conn: &mut Conn,
     k: &QueueKeys,
-    settings: &[(&str, String)],
-) -> Result<()> {
+    set: &[(&str, String)],
+    clear: &[&str],
+) -> Result<u64> {
     let mut a = Args::default();
-    a.s(&k.wake);
-    for (name, value) in settings {
+    a.s(&k.wake).n(set.len());
+    for (name, value) in set {
         a.s(name).s(value);
     }
-    run(conn, "configure", &scripts::CONFIGURE, &[&k.meta], a.take()).await?;
-    Ok(())
+    for name in clear {
+        a.s(name);
+    }
+    let keys = k.with_group_keys(&[&k.meta]);
+    let mut r = run(
+        conn,
+        "settings_set",
+        &scripts::SETTINGS_SET,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    r.u64()?;
+    r.u64()
+}
+
+/// The queue's stored settings and their version.
+pub(crate) async fn settings_get(conn: &mut Conn, k: &QueueKeys) -> Result<(QueueSettings, u64)> {
+    let mut cmd = redis::cmd("HMGET");
+    cmd.arg(&k.meta).arg(&STORED_FIELDS[..]).arg("settings_v");
+    let mut v: Vec<Option<String>> = cmd.query_async(conn).await?;
+    let version = v.pop().flatten().and_then(|s| s.parse().ok()).unwrap_or(0);
+    Ok((QueueSettings::from_fields(&v), version))
 }
 
 pub(crate) async fn register_queue(conn: &mut Conn, name: &str) -> Result<()> {

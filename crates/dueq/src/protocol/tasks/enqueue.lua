@@ -1,13 +1,16 @@
 -- enqueue: adds a batch of tasks; a live business key keeps (or replaces) its task.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
+-- KEYS[7..15] group keys (see lib.lua)
 -- ARGV[1] wake channel
--- ARGV[2] n (tasks in this batch), then 4 values per task:
+-- ARGV[2] n (tasks in this batch), then 5 values per task:
 --   key ('' = none); mode: on_conflict ('k' keep | 'r' replace) followed by due kind ('a' at |
---   'd' delay), e.g. 'kd'; due value (ms); spec (the record without its tail, see lib.lua)
+--   'd' delay), e.g. 'kd'; due value (ms); spec (the record without its tail, see lib.lua);
+--   group ('' = none; a replace keeps the task's group)
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
 --   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused)
 --   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written)
 local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local G = group_keys(7)
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local now = now_ms()
@@ -16,7 +19,7 @@ local created_at = struct.pack('<I6', now)
 -- Due times as numbers and as score strings; a delay shared by many tasks is computed once.
 local dues, due_str, due_bin, by_delay = {}, {}, {}, {}
 for i = 1, n do
-  local b = 2 + (i - 1) * 4
+  local b = 2 + (i - 1) * 5
   local v = ARGV[b + 3]
   if string.byte(ARGV[b + 2], 2) == 100 then -- 'd': delay
     local c = by_delay[v]
@@ -33,7 +36,7 @@ for i = 1, n do
   if dues[i] > MAX_DUE_MS or dues[i] < 0 then return {'bad_due', now, i} end
 end
 
-local before = earliest(sched)
+local before = earliest_due(sched, G)
 local first = redis.call('HINCRBY', meta, 'seq', n) - n
 local hargs, zargs = {}, {}
 -- tasks created earlier in this batch, by key: position of their values in hargs/zargs
@@ -41,11 +44,11 @@ local fresh = {}
 local out = {'ok', now}
 local created, soonest = 0, nil
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
-local nh, no = 0, 2
+local nh, nz, no = 0, 0, 2
 
 for i = 1, n do
-  local b = 2 + (i - 1) * 4
-  local key, replace, spec = ARGV[b + 1], string.byte(ARGV[b + 2], 1) == 114, ARGV[b + 4]
+  local b = 2 + (i - 1) * 5
+  local key, replace, spec, group = ARGV[b + 1], string.byte(ARGV[b + 2], 1) == 114, ARGV[b + 4], ARGV[b + 5]
   local due = dues[i]
   local done = false
   if key ~= '' then
@@ -53,7 +56,12 @@ for i = 1, n do
     if f then
       if replace then
         hargs[f.h + 1] = spec .. due_bin[i] .. created_at
-        zargs[f.z] = due_str[i]
+        if f.group then
+          gunschedule(G, f.group, f.id, f.due)
+          gschedule(G, f.group, f.id, due, now)
+        else
+          zargs[f.z] = due_str[i]
+        end
         f.due = due
         if soonest == nil or due < soonest then soonest = due end
         out[no + 1] = 2; out[no + 2] = f.id; out[no + 3] = due; no = no + 3
@@ -65,6 +73,11 @@ for i = 1, n do
       local existing = redis.call('HGET', keys, key)
       if existing then
         local score = redis.call('ZSCORE', sched, existing)
+        local g = nil
+        if not score then
+          score = redis.call('ZSCORE', G.gdue, existing)
+          if score then g = redis.call('HGET', G.groups, existing) end
+        end
         local rec = redis.call('HGET', tasks, existing)
         local active = redis.call('HEXISTS', leases, existing) == 1
         if rec and rec_ok(rec) and (score or active) then
@@ -75,7 +88,12 @@ for i = 1, n do
             local attempt, _, _, _, c = rec_head(rec)
             redis.call('HSET', tasks, existing, struct.pack('<I4', attempt) .. string.sub(spec, 5)
               .. struct.pack(TAIL, due, c))
-            redis.call('ZADD', sched, due_str[i], existing)
+            if g then
+              gunschedule(G, g, existing, tonumber(score))
+              gschedule(G, g, existing, due, now)
+            else
+              redis.call('ZADD', sched, due_str[i], existing)
+            end
             if soonest == nil or due < soonest then soonest = due end
             out[no + 1] = 2; out[no + 2] = existing; out[no + 3] = due; no = no + 3
           else
@@ -92,12 +110,17 @@ for i = 1, n do
     local id = string.format('%012x', first + i)
     hargs[nh + 1] = id
     hargs[nh + 2] = spec .. due_bin[i] .. created_at
-    zargs[nh + 1] = due_str[i]
-    zargs[nh + 2] = id
+    if group ~= '' then
+      gschedule(G, group, id, due, now)
+    else
+      nz = nz + 2
+      zargs[nz - 1] = due_str[i]
+      zargs[nz] = id
+    end
     nh = nh + 2
     if key ~= '' then
       redis.call('HSET', keys, key, id)
-      fresh[key] = {id = id, h = nh - 1, z = nh - 1, due = due}
+      fresh[key] = {id = id, h = nh - 1, z = nz - 1, due = due, group = group ~= '' and group or nil}
     end
     created = created + 1
     if soonest == nil or due < soonest then soonest = due end
@@ -105,10 +128,8 @@ for i = 1, n do
   end
 end
 
-if nh > 0 then
-  chunked('HSET', tasks, hargs)
-  chunked('ZADD', sched, zargs)
-end
+if nh > 0 then chunked('HSET', tasks, hargs) end
+if nz > 0 then chunked('ZADD', sched, zargs) end
 if created > 0 then redis.call('HINCRBY', stats, 'enqueued_total', created) end
 if soonest ~= nil then wake(channel, soonest, before) end
 return out

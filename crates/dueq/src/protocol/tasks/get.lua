@@ -1,23 +1,29 @@
 -- get: reads one task (by id or business key) with its state.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead  KEYS[7] done
--- KEYS[8] errors
+-- KEYS[8] errors  KEYS[9] meta  KEYS[10..18] group keys (see lib.lua)
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key
--- Returns: {now_ms} when unknown, else {now_ms, id, state, record, score, last error ('' = none)}: state 'scheduled' (score
+-- Returns: {now_ms} when unknown, else {now_ms, id, state, record, score, last error ('' = none),
+--   group ('' = none), the queue's max_attempts, the queue's lease_ms (for records that leave
+--   them 0)}: state 'scheduled' (score
 --   = due time) | 'active' (score = lease deadline) | 'dead' (score = when it died) |
 --   'succeeded' (score = when it finished; only with retention)
 local sched, active, leases, tasks, keys, dead, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local G = group_keys(10)
 local now = now_ms()
 local id = resolve(keys, ARGV[1], ARGV[2])
 if not id then return {now} end
 local rec = redis.call('HGET', tasks, id)
 if not rec then return {now} end
 local err = redis.call('HGET', KEYS[8], id) or ''
-local s = redis.call('ZSCORE', sched, id)
-if s then return {now, id, 'scheduled', rec, tonumber(s), err} end
+local group = redis.call('HGET', G.groups, id) or ''
+local d = redis.call('HMGET', KEYS[9], 'max_attempts', 'lease_ms')
+local dm, dl = d[1] or '5', d[2] or '30000'
+local s = redis.call('ZSCORE', sched, id) or redis.call('ZSCORE', G.gdue, id)
+if s then return {now, id, 'scheduled', rec, tonumber(s), err, group, dm, dl} end
 s = redis.call('ZSCORE', active, id)
-if s or redis.call('HEXISTS', leases, id) == 1 then return {now, id, 'active', rec, tonumber(s or 0), err} end
+if s or redis.call('HEXISTS', leases, id) == 1 then return {now, id, 'active', rec, tonumber(s or 0), err, group, dm, dl} end
 s = redis.call('ZSCORE', dead, id)
-if s then return {now, id, 'dead', rec, tonumber(s), err} end
+if s then return {now, id, 'dead', rec, tonumber(s), err, group, dm, dl} end
 s = redis.call('ZSCORE', done, id)
-if s then return {now, id, 'succeeded', rec, tonumber(s), err} end
+if s then return {now, id, 'succeeded', rec, tonumber(s), err, group, dm, dl} end
 return {now}

@@ -16,8 +16,11 @@ pub(crate) struct EnqueueItem<'a> {
     pub key: Option<&'a str>,
     pub on_conflict: OnConflict,
     pub due: Due,
+    /// 0: the queue's setting.
     pub max_attempts: u32,
+    /// 0: the queue's setting.
     pub lease_ms: u64,
+    pub group: Option<&'a str>,
     pub payload: &'a [u8],
 }
 
@@ -43,8 +46,9 @@ pub(crate) async fn enqueue(
             key,
             it.payload,
         ));
+        a.s(it.group.unwrap_or(""));
     }
-    let keys = [&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases].map(String::as_str);
+    let keys = k.with_group_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
     let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
     let status = r.string()?;
     let _now = r.u64()?;
@@ -85,10 +89,9 @@ pub(crate) async fn cancel(
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = [
+    let keys = k.with_group_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats, &k.errors,
-    ]
-    .map(String::as_str);
+    ]);
     let mut r = run(conn, "cancel", &scripts::CANCEL, &keys, a.take()).await?;
     let now_ms = r.u64()?;
     let outcome = match r.string()?.as_str() {
@@ -115,7 +118,7 @@ pub(crate) async fn reschedule(
     let (kind, due_value) = due.parts()?;
     let mut a = Args::default();
     a.s(&k.wake).s(by).s(value).s(kind).n(due_value);
-    let keys = [&k.sched, &k.active, &k.leases, &k.tasks, &k.keys].map(String::as_str);
+    let keys = k.with_group_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.keys]);
     let mut r = run(conn, "reschedule", &scripts::RESCHEDULE, &keys, a.take()).await?;
     r.u64()?;
     let outcome = r.string()?;
@@ -150,6 +153,7 @@ pub(super) fn task_from(
         attempt: rec.attempt.saturating_add(u32::from(active)),
         max_attempts: rec.max_attempts,
         lease_ms: rec.lease_ms,
+        group: None,
         payload: rec.payload,
         last_error,
         created_at_ms: rec.created_at_ms,
@@ -161,10 +165,9 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = [
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done, &k.errors,
-    ]
-    .map(String::as_str);
+    let keys = k.with_group_keys(&[
+        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done, &k.errors, &k.meta,
+    ]);
     let mut r = run(conn, "get", &scripts::GET, &keys, a.take()).await?;
     r.u64()?;
     if r.remaining() == 0 {
@@ -181,5 +184,15 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     let rec = Record::decode(r.bytes()?)?;
     let score = r.u64()?;
     let last_error = r.opt_string()?;
-    Ok(Some(task_from(id, state, rec, score, last_error)))
+    let mut task = task_from(id, state, rec, score, last_error);
+    task.group = r.opt_string()?;
+    let default_max_attempts = r.u64()?;
+    let default_lease_ms = r.u64()?;
+    if task.max_attempts == 0 {
+        task.max_attempts = default_max_attempts.min(u64::from(u32::MAX)) as u32;
+    }
+    if task.lease_ms == 0 {
+        task.lease_ms = default_lease_ms;
+    }
+    Ok(Some(task))
 }

@@ -1,10 +1,12 @@
 -- reschedule: moves the due time of a scheduled task (by id or business key).
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys
+-- KEYS[6..14] group keys (see lib.lua)
 -- ARGV[1] wake channel, ARGV[2] 'id' | 'key', ARGV[3] the id or key,
 -- ARGV[4] due kind ('at' | 'delay'), ARGV[5] due value (ms)
 -- Returns: {now_ms, outcome, id, due_at_ms}: outcome 'rescheduled' | 'in_progress' | 'not_found'
 --   | 'bad_due' (past year 9999; nothing written)
 local sched, active, leases, tasks, keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local G = group_keys(6)
 local now = now_ms()
 local id = resolve(keys, ARGV[2], ARGV[3])
 if not id then return {now, 'not_found', '', 0} end
@@ -14,9 +16,22 @@ if due > MAX_DUE_MS then return {now, 'bad_due', id, 0} end
 if redis.call('ZSCORE', sched, id) then
   local rec = redis.call('HGET', tasks, id)
   if rec and rec_ok(rec) then
-    local before = earliest(sched)
+    local before = earliest_due(sched, G)
     redis.call('HSET', tasks, id, rec_update(rec, nil, due))
     redis.call('ZADD', sched, due, id)
+    wake(ARGV[1], due, before)
+    return {now, 'rescheduled', id, due}
+  end
+end
+local gdue = redis.call('ZSCORE', G.gdue, id)
+local g = gdue and redis.call('HGET', G.groups, id)
+if g then
+  local rec = redis.call('HGET', tasks, id)
+  if rec and rec_ok(rec) then
+    local before = earliest_due(sched, G)
+    redis.call('HSET', tasks, id, rec_update(rec, nil, due))
+    gunschedule(G, g, id, tonumber(gdue))
+    gschedule(G, g, id, due, now)
     wake(ARGV[1], due, before)
     return {now, 'rescheduled', id, due}
   end

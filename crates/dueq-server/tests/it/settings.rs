@@ -1,0 +1,110 @@
+//! `/v1/queues/{queue}/settings`, groups over HTTP, and what limits and alert thresholds show
+//! in stats, `/metrics` and `/readyz`.
+
+use axum::http::StatusCode;
+use serde_json::json;
+
+use crate::support::{Ctx, assert_error};
+
+#[tokio::test]
+async fn settings_get_patch_clear_and_refuse_nonsense() {
+    let c = Ctx::new().await;
+    let r = c.get("/v1/queues/q/settings").await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["rate_limit"], serde_json::Value::Null);
+    let r = c
+        .patch(
+            "/v1/queues/q/settings",
+            json!({"rate_limit": {"max": 100, "per_ms": 1000}, "concurrency": 7,
+                   "backoff": {"base_ms": 100, "factor": 2.0, "max_ms": 10000}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["rate_limit"], json!({"max": 100, "per_ms": 1000}));
+    assert_eq!(r.body["concurrency"], 7);
+    // a PATCH changes only what it names; null clears
+    let r = c
+        .patch(
+            "/v1/queues/q/settings",
+            json!({"concurrency": null, "alert_due_count": 5}),
+        )
+        .await;
+    assert_eq!(r.body["concurrency"], serde_json::Value::Null);
+    assert_eq!(r.body["rate_limit"], json!({"max": 100, "per_ms": 1000}));
+    assert_eq!(r.body["alert_due_count"], 5);
+    for (body, field) in [
+        (
+            json!({"rate_limit": {"max": 100, "per_ms": 0}}),
+            "rate_limit.per_ms",
+        ),
+        (json!({"concurrency": 0}), "concurrency"),
+        (json!({"concurrency": -3}), "concurrency"),
+        (json!({"group_concurrency": 99999999}), "group_concurrency"),
+        (json!({"concurency": 3}), "concurency"),
+        (json!({"rate_limit": {"max": 1}}), "per_ms"),
+    ] {
+        let r = c.patch("/v1/queues/q/settings", body.clone()).await;
+        assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+        let msg = r.body["error"]["message"].as_str().unwrap_or("");
+        assert!(msg.contains(field), "{body}: {msg}");
+    }
+    // nothing of the refused patches was written
+    let r = c.get("/v1/queues/q/settings").await;
+    assert_eq!(r.body["concurrency"], serde_json::Value::Null);
+    assert_eq!(r.body["group_concurrency"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn groups_limits_and_behind_show_in_stats_metrics_and_readiness() {
+    let c = Ctx::new().await;
+    c.patch(
+        "/v1/queues/g/settings",
+        json!({"concurrency": 2, "alert_due_count": 3}),
+    )
+    .await;
+    for i in 0..5 {
+        c.enqueue("g", json!({"payload": i, "group": "tenant-1"}))
+            .await;
+    }
+    let claimed = c.claim("g", 10).await;
+    assert_eq!(claimed.len(), 2, "the concurrency limit");
+    assert_eq!(claimed[0]["group"], "tenant-1");
+    let id = claimed[0]["id"].as_str().unwrap();
+    let t = c.get(&format!("/v1/queues/g/tasks/{id}")).await;
+    assert_eq!(t.body["group"], "tenant-1");
+    assert_eq!(c.claim("g", 10).await.len(), 0);
+    let s = c.get("/v1/queues/g").await;
+    assert_eq!(s.body["throttled"], "concurrency", "{s:?}");
+    assert_eq!(s.body["concurrency_limit"], 2);
+    assert_eq!(s.body["active"], 2);
+    assert_eq!(s.body["behind"], true, "3 due >= alert_due_count 3: {s:?}");
+    let ready = c.get("/readyz").await;
+    assert_eq!(
+        ready.status,
+        StatusCode::OK,
+        "a queue behind keeps the server ready"
+    );
+    assert_eq!(ready.body["queues_behind"], json!(["g"]));
+    let m = c.get("/metrics").await;
+    let text = &m.text;
+    assert!(text.contains("dueq_queue_behind{queue=\"g\"} 1"), "{text}");
+    assert!(
+        text.contains("dueq_queue_throttled_seconds_total{queue=\"g\",limit=\"concurrency\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("dueq_queue_concurrency_limit{queue=\"g\"} 2"),
+        "{text}"
+    );
+    // back under the threshold: cleared
+    c.patch("/v1/queues/g/settings", json!({"alert_due_count": 10}))
+        .await;
+    let s = c.get("/v1/queues/g").await;
+    assert_eq!(s.body["behind"], false);
+    let ready = c.get("/readyz").await;
+    assert_eq!(ready.body["queues_behind"], json!([]));
+    let r = c
+        .post("/v1/queues/g/tasks", json!({"payload": 1, "group": ""}))
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+}
