@@ -11,6 +11,9 @@
 //! and redeliveries of tasks not yet acked (lease expiry, crash: allowed, counted). The run
 //! fails unless lost, duplicated, unexpected and early are 0.
 //!
+//! A second run, ignored in CI for its length, does the same on a primary, a replica and a
+//! sentinel with durable enqueues and acks, failing over at random.
+//!
 //! `DUEQ_CHAOS_MS` (default 4 000) sets how long faults are injected; `DUEQ_CHAOS_TASKS`
 //! (default 1 000) how many tasks the producer enqueues over that time.
 
@@ -20,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dueq::{AckOutcome, Client, TaskSpec};
-use dueq_testkit::RedisServer;
+use dueq_testkit::{RedisSentinels, RedisServer};
 
 #[derive(Default)]
 struct Ledger {
@@ -34,6 +37,9 @@ struct Ledger {
     redelivered: u64,
     faults: HashMap<&'static str, u64>,
     last_ack: Option<Instant>,
+    /// Per key: (claimed_at_ms, attempt, lease token, acked) of each delivery, for the report
+    /// of a duplicate.
+    history: HashMap<String, Vec<(u64, u32, String, bool)>>,
     /// Per fault: ms from its end to the next successful ack.
     recover_ms: HashMap<&'static str, Vec<u64>>,
 }
@@ -46,10 +52,12 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 /// One consumer: claim through a `DueClaimer`, record each delivery, ack it.
-async fn consume(url: String, ledger: Arc<Mutex<Ledger>>) {
+async fn consume(url: String, replicas: u8, ledger: Arc<Mutex<Ledger>>) {
     let client = loop {
         match Client::builder(&url)
             .response_timeout_ms(1_000)
+            .replicas(replicas)
+            .replica_timeout_ms(500)
             .connect()
             .await
         {
@@ -65,27 +73,49 @@ async fn consume(url: String, ledger: Arc<Mutex<Ledger>>) {
         let Ok(tasks) = claimer.claim(50).await else {
             continue;
         };
-        for t in tasks {
-            let key = t.key.clone().unwrap_or_default();
-            {
-                let mut l = ledger.lock().unwrap();
+        // every task of the batch is delivered now, when the claim answers (recording each
+        // one only when its turn to be acked comes would count a task whose lease expired
+        // while it waited in the batch, and that another consumer ran and acked meanwhile,
+        // as delivered after its ack)
+        {
+            let mut l = ledger.lock().unwrap();
+            for t in &tasks {
+                let key = t.key.clone().unwrap_or_default();
                 if !l.confirmed.contains(&key) && !l.unknown.contains(&key) {
                     l.unexpected += 1;
                 }
                 if l.acked.contains(&key) {
                     l.duplicated += 1;
+                    eprintln!(
+                        "duplicate delivery of {key}: attempt {}, claimed at {}; before: {:?}",
+                        t.attempt,
+                        t.claimed_at_ms,
+                        l.history.get(&key)
+                    );
                 }
+                l.history.entry(key.clone()).or_default().push((
+                    t.claimed_at_ms,
+                    t.attempt,
+                    format!("{:?}", t.lease_token),
+                    false,
+                ));
                 if t.claimed_at_ms < t.due_at_ms {
                     l.early += 1;
                 }
-                let n = l.delivered.entry(key.clone()).or_default();
+                let n = l.delivered.entry(key).or_default();
                 *n += 1;
                 if *n > 1 {
                     l.redelivered += 1;
                 }
             }
+        }
+        for t in tasks {
+            let key = t.key.clone().unwrap_or_default();
             if let Ok(AckOutcome::Acked) = q.ack(&t.id, &t.lease_token).await {
                 let mut l = ledger.lock().unwrap();
+                if let Some(h) = l.history.get_mut(&key).and_then(|h| h.last_mut()) {
+                    h.3 = true;
+                }
                 l.acked.insert(key);
                 l.last_ack = Some(Instant::now());
             }
@@ -162,7 +192,46 @@ fn inject(
     server
 }
 
-/// Issue 11 item 4: the bounded fault-injection run (module docs).
+/// The Sentinel variant's faults, one every 1 to 2 s, until `stop`: `SENTINEL FAILOVER`
+/// (waiting for the new primary), `CLIENT KILL` and `SCRIPT FLUSH` on the primary of now.
+fn inject_sentinel(
+    cluster: RedisSentinels,
+    stop: Arc<AtomicBool>,
+    ledger: Arc<Mutex<Ledger>>,
+) -> RedisSentinels {
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1_000 + rand::random::<u64>() % 1_000));
+        let Some(primary) = cluster.primary_index() else {
+            continue;
+        };
+        let fault = match rand::random::<u32>() % 3 {
+            0 => {
+                cluster.failover();
+                "SENTINEL FAILOVER"
+            }
+            1 => {
+                let mut c = cluster.servers[primary].conn();
+                for ty in ["normal", "pubsub"] {
+                    let _: redis::RedisResult<u64> = redis::cmd("CLIENT")
+                        .arg("KILL")
+                        .arg("TYPE")
+                        .arg(ty)
+                        .query(&mut c);
+                }
+                "CLIENT KILL"
+            }
+            _ => {
+                let mut c = cluster.servers[primary].conn();
+                let _: redis::RedisResult<()> = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c);
+                "SCRIPT FLUSH"
+            }
+        };
+        *ledger.lock().unwrap().faults.entry(fault).or_default() += 1;
+    }
+    cluster
+}
+
+/// Issue 11 item 4: the bounded fault-injection run (module docs) on one Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_run_loses_and_duplicates_nothing() {
     let fault_ms = env_u64("DUEQ_CHAOS_MS", 4_000);
@@ -177,14 +246,95 @@ async fn chaos_run_loses_and_duplicates_nothing() {
     let stop = Arc::new(AtomicBool::new(false));
     let faults = {
         let (stop, ledger) = (stop.clone(), ledger.clone());
-        std::thread::spawn(move || inject(server, stop, ledger))
+        std::thread::spawn(move || -> Setup { Box::new(inject(server, stop, ledger)) })
     };
+    run(
+        Run {
+            url,
+            replicas: 0,
+            fault_ms,
+            total,
+            min_faults: 5,
+        },
+        ledger,
+        stop,
+        faults,
+    )
+    .await;
+}
+
+/// Issue 11 item 4, the variant with a replica and Sentinel: durable writes for the one
+/// replica there is (enqueues and acks wait for it), faults `SENTINEL FAILOVER`, `CLIENT
+/// KILL`, `SCRIPT FLUSH` on the primary of the moment. No confirmed enqueue is lost and no
+/// task is delivered after a confirmed ack. `DUEQ_CHAOS_SENTINEL_MS` (default 6 000) and
+/// `DUEQ_CHAOS_SENTINEL_TASKS` (default 600) set its length.
+///
+/// Ignored in CI (run it with `--include-ignored`): with failovers it takes 30 s to over a
+/// minute (durable writes stall while a demoted primary resyncs), and a forced failover is
+/// sometimes refused for 20 s, which makes the testkit panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: 30 s to over a minute with failovers; see docs/RELIABILITY.md"]
+async fn chaos_run_with_sentinel_failovers() {
+    let fault_ms = env_u64("DUEQ_CHAOS_SENTINEL_MS", 6_000);
+    let total = env_u64("DUEQ_CHAOS_SENTINEL_TASKS", 600);
+    let cluster = RedisSentinels::start(1, 1);
+    let url = cluster.url();
+    let ledger: Arc<Mutex<Ledger>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let faults = {
+        let (stop, ledger) = (stop.clone(), ledger.clone());
+        std::thread::spawn(move || -> Setup { Box::new(inject_sentinel(cluster, stop, ledger)) })
+    };
+    run(
+        Run {
+            url,
+            replicas: 1,
+            fault_ms,
+            total,
+            min_faults: 2,
+        },
+        ledger,
+        stop,
+        faults,
+    )
+    .await;
+}
+
+/// The Redis processes of a run (dropping them kills them).
+type Setup = Box<dyn std::any::Any + Send>;
+
+/// What a run is made of.
+struct Run {
+    url: String,
+    /// Durable writes (enqueues and acks) for this many replicas.
+    replicas: u8,
+    fault_ms: u64,
+    total: u64,
+    min_faults: u64,
+}
+
+/// Producer, consumers, crashes and the final check, for either setup.
+async fn run(
+    r: Run,
+    ledger: Arc<Mutex<Ledger>>,
+    stop: Arc<AtomicBool>,
+    faults: std::thread::JoinHandle<Setup>,
+) {
+    let Run {
+        url,
+        replicas,
+        fault_ms,
+        total,
+        min_faults,
+    } = r;
     let mut consumers: Vec<_> = (0..3)
-        .map(|_| tokio::spawn(consume(url.clone(), ledger.clone())))
+        .map(|_| tokio::spawn(consume(url.clone(), replicas, ledger.clone())))
         .collect();
 
     let producer = Client::builder(&url)
         .response_timeout_ms(1_000)
+        .replicas(replicas)
+        .replica_timeout_ms(500)
         .connect()
         .await
         .unwrap();
@@ -210,12 +360,13 @@ async fn chaos_run_loses_and_duplicates_nothing() {
             // a consumer crashes with whatever leases it holds, and a new one starts
             let k = (i as usize / 7) % consumers.len();
             consumers[k].abort();
-            consumers[k] = tokio::spawn(consume(url.clone(), ledger.clone()));
+            consumers[k] = tokio::spawn(consume(url.clone(), replicas, ledger.clone()));
             crashes += 1;
         }
     }
     stop.store(true, Ordering::Release);
-    let _server = tokio::task::spawn_blocking(move || faults.join().unwrap())
+    // the Redis processes live until the end of the check
+    let _setup = tokio::task::spawn_blocking(move || faults.join().unwrap())
         .await
         .unwrap();
     let faulted = started.elapsed();
@@ -310,7 +461,7 @@ async fn chaos_run_loses_and_duplicates_nothing() {
         "lost, duplicated, unexpected, early"
     );
     assert!(
-        l.faults.values().sum::<u64>() >= 5,
+        l.faults.values().sum::<u64>() >= min_faults,
         "too few faults injected"
     );
 }
