@@ -427,7 +427,8 @@ fn serve_restarts_its_embedded_redis_after_kill9() {
 
 /// Issue 11, Sentinel in the CLI and the server: `dueq serve --redis redis+sentinel://...`
 /// answers, and after `SENTINEL FAILOVER` its enqueues land on the new primary without a
-/// restart (the first tries may answer 503 while the primary changes).
+/// restart (the first tries may answer 503 while the primary changes, or land on the old
+/// primary and be lost with it); a task written before with `replicas: 1` survives.
 #[test]
 fn serve_follows_a_sentinel_failover() {
     let cluster = dueq_testkit::RedisSentinels::start(1, 1);
@@ -439,7 +440,7 @@ fn serve_follows_a_sentinel_failover() {
         &s.addr,
         "POST",
         "/v1/queues/q/tasks",
-        Some(r#"{"key": "a"}"#),
+        Some(r#"{"key": "a", "replicas": 1}"#),
         None,
     );
     assert_eq!(status, 201, "{out}");
@@ -476,7 +477,7 @@ fn serve_follows_a_sentinel_failover() {
         .unwrap();
     assert!(
         a,
-        "the task written before the failover is on the new primary"
+        "the task written with replicas: 1 before the failover is on the new primary"
     );
     sigterm_and_wait(&mut s);
 }
