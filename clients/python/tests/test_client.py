@@ -32,6 +32,18 @@ def test_enqueue_get_cancel_by_key(queue: dueq.Queue) -> None:
     assert queue.get("000000000000") is None
 
 
+def test_groups_round_trip(queue: dueq.Queue) -> None:
+    e = queue.enqueue({"payout": 7}, group="merchant:981")
+    t = queue.get(e.id)
+    assert t is not None and t.group == "merchant:981"
+    queue.enqueue_batch([TaskSpec({"payout": 8}, group="merchant:2")])
+    claimed = queue.claim(max=10)
+    assert sorted(c.group or "" for c in claimed) == ["merchant:2", "merchant:981"]
+    with pytest.raises(DueqError) as err:
+        queue.enqueue({}, group="")
+    assert err.value.code == "invalid_input"
+
+
 def test_reschedule_and_in_progress(queue: dueq.Queue) -> None:
     e = queue.enqueue("x", delay_ms=3_600_000)
     r = queue.reschedule(e.id, delay_ms=0)

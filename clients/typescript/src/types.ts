@@ -19,6 +19,8 @@ export interface TaskSpec {
   max_attempts?: number;
   /** Lease of a claim, ms (default 30000). */
   lease_ms?: number;
+  /** A tenant or customer: the queue's per-group limits apply to it, and groups are served round-robin. */
+  group?: string;
 }
 
 /** Options of `enqueue` (a `TaskSpec` without the payload). */
@@ -43,6 +45,8 @@ export interface Task {
   payload: unknown;
   last_error: string | null;
   created_at_ms: number;
+  /** Its group, if any. */
+  group?: string | null;
 }
 
 export interface DeadTask extends Task {
@@ -65,6 +69,8 @@ export interface ClaimedTask {
   due_at_ms: number;
   lease_token: string;
   lease_expires_at_ms: number;
+  /** Its group, if any. */
+  group?: string | null;
 }
 
 export interface QueueStats {

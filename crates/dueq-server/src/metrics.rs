@@ -39,8 +39,6 @@ use metrics_exporter_prometheus::{
 
 pub use dueq::due::metrics::LATENESS_BUCKETS_S;
 
-/// Gauge: 1 while Redis answers this server, 0 during an outage.
-const REDIS_UP: &str = "dueq_redis_up";
 /// Counter: Redis outages seen by this server.
 const REDIS_OUTAGES_TOTAL: &str = "dueq_redis_outages_total";
 use dueq::due::metrics::{TASK_LATENESS_SECONDS, TASKS_CLAIMED_TOTAL};
@@ -130,6 +128,10 @@ impl Metrics {
                  group_concurrency (summed over groups). From Redis: combine servers with max."
             );
             describe_gauge!(
+                "dueq_redis_up",
+                "1 when this server read its queues from Redis at this scrape, else 0."
+            );
+            describe_gauge!(
                 "dueq_queue_behind",
                 "1 while the queue is over its alert threshold (settings alert_due_age_ms, \
                  alert_due_count), else 0. From Redis."
@@ -157,10 +159,6 @@ impl Metrics {
                 dueq::due::metrics::SCHEDULE_TICKS_TOTAL,
                 "Schedule ticks this server fired or counted as skipped (misfire skip, overlap)."
             );
-            describe_gauge!(
-                REDIS_UP,
-                "1 while this server's last Redis call got an answer, 0 during an outage."
-            );
             describe_counter!(
                 REDIS_OUTAGES_TOTAL,
                 "Redis outages this server saw (runs of failed calls: refused, dropped, timed \
@@ -175,14 +173,11 @@ impl Metrics {
         m
     }
 
-    /// The connection's view of Redis (taken again after the scrape's own calls, so an
-    /// outage they ran into shows at once).
+    /// The outages the connection has seen (taken after the scrape's own calls, so an
+    /// outage they ran into counts at once). `dueq_redis_up` is the scrape's own reading.
     fn publish_health(&self, client: &Client) {
-        let h = client.connection_health();
-        self.with(|| {
-            metrics::gauge!(REDIS_UP).set(if h.up { 1.0 } else { 0.0 });
-            metrics::counter!(REDIS_OUTAGES_TOTAL).absolute(h.outages);
-        });
+        let outages = client.connection_health().outages;
+        self.with(|| metrics::counter!(REDIS_OUTAGES_TOTAL).absolute(outages));
     }
 
     fn with<T>(&self, f: impl FnOnce() -> T) -> T {
@@ -292,8 +287,9 @@ impl Metrics {
     /// Refreshes the queue metrics from Redis and renders the Prometheus text. A Redis failure
     /// leaves the last values in place (the scrape still answers).
     pub(crate) async fn render(&self, client: &Client) -> String {
-        self.publish_health(client);
-        match client.queues().await {
+        let listed = client.queues().await;
+        self.with(|| metrics::gauge!("dueq_redis_up").set(f64::from(u8::from(listed.is_ok()))));
+        match listed {
             Ok(names) => {
                 let stats: Vec<_> =
                     futures_util::stream::iter(names.into_iter().take(MAX_SCRAPED_QUEUES))

@@ -128,6 +128,7 @@ class Queue:
         on_conflict: Optional[str] = None,
         max_attempts: Optional[int] = None,
         lease_ms: Optional[int] = None,
+        group: Optional[str] = None,
     ) -> Enqueued:
         """Enqueues one task (``payload``: any JSON value). With a live ``key``, returns the
         existing task (``created=False``), or replaces it with ``on_conflict="replace"``.
@@ -135,7 +136,9 @@ class Queue:
         Raises :class:`DueqError`: ``invalid_input`` (bad field), ``in_progress`` (replace of
         a running task), ``payload_too_large``, ``redis_unavailable``.
         """
-        spec = TaskSpec(payload, key, delay_ms, due_at_ms, on_conflict, max_attempts, lease_ms)
+        spec = TaskSpec(
+            payload, key, delay_ms, due_at_ms, on_conflict, max_attempts, lease_ms, group
+        )
         return Enqueued.from_json(self.client._call("POST", self._base + "/tasks", spec.to_json()))
 
     def enqueue_batch(

@@ -91,11 +91,22 @@ class TaskSpec:
     """``"keep"`` (default: return the live task) or ``"replace"``."""
     max_attempts: Optional[int] = None
     lease_ms: Optional[int] = None
+    group: Optional[str] = None
+    """A tenant or customer: the queue's per-group limits apply to it, and groups are
+    served round-robin."""
 
     def to_json(self) -> Dict[str, Any]:
         """The request body of this task."""
         body: Dict[str, Any] = {"payload": self.payload}
-        for name in ("key", "delay_ms", "due_at_ms", "on_conflict", "max_attempts", "lease_ms"):
+        for name in (
+            "key",
+            "delay_ms",
+            "due_at_ms",
+            "on_conflict",
+            "max_attempts",
+            "lease_ms",
+            "group",
+        ):
             v = getattr(self, name)
             if v is not None:
                 body[name] = v
@@ -130,6 +141,7 @@ class Task:
     payload: Any
     last_error: Optional[str]
     created_at_ms: int
+    group: Optional[str] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Task":
@@ -143,6 +155,7 @@ class Task:
             payload=d.get("payload"),
             last_error=d.get("last_error"),
             created_at_ms=d["created_at_ms"],
+            group=d.get("group"),
         )
 
 
@@ -191,6 +204,7 @@ class ClaimedTask:
     due_at_ms: int
     lease_token: str
     lease_expires_at_ms: int
+    group: Optional[str] = None
 
     @classmethod
     def from_json(cls, queue: str, d: Mapping[str, Any]) -> "ClaimedTask":
@@ -203,6 +217,7 @@ class ClaimedTask:
             due_at_ms=d["due_at_ms"],
             lease_token=d["lease_token"],
             lease_expires_at_ms=d["lease_expires_at_ms"],
+            group=d.get("group"),
         )
 
 

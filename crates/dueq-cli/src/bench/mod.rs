@@ -12,6 +12,7 @@
 //! * lateness: handler start minus due time, both by the Redis clock (see
 //!   `ClaimedTask::started_at_ms`), in whole milliseconds.
 
+mod fairness;
 mod outbox;
 mod schedules;
 mod workloads;
@@ -47,6 +48,10 @@ pub struct Sizes {
     pub w5: usize,
     /// OUTBOX rows.
     pub outbox: usize,
+    /// W7 tasks of the flooding group.
+    pub w7: usize,
+    /// W7 tasks of the small group.
+    pub w7_small: usize,
     /// W8 schedules (each every second).
     pub w8: usize,
     /// W8 measured seconds.
@@ -66,6 +71,8 @@ impl Sizes {
             w4: vec![10_000, 100_000, 1_000_000, 10_000_000],
             w5: 100_000,
             outbox: 50_000,
+            w7: 100_000,
+            w7_small: 100,
             w8: 10_000,
             w8_secs: 30,
         }
@@ -83,6 +90,8 @@ impl Sizes {
             w4: vec![1_000, 10_000],
             w5: 2_000,
             outbox: 500,
+            w7: 2_000,
+            w7_small: 20,
             w8: 100,
             w8_secs: 2,
         }

@@ -26,6 +26,8 @@ pub enum Workload {
     W4,
     /// Memory per pending task with a 100-byte payload.
     W5,
+    /// Fairness: a flooding group and a small one, `group_concurrency` 10.
+    W7,
     /// Schedules firing every second, three worker clients (not in the default set).
     W8,
     /// Timers through the PostgreSQL outbox and a relay (needs `--postgres`; not in the
@@ -35,13 +37,14 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload in the documented order.
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::W1,
         Workload::W2,
         Workload::W3,
         Workload::Idle,
         Workload::W4,
         Workload::W5,
+        Workload::W7,
     ];
 
     /// Its name in flags and output.
@@ -53,6 +56,7 @@ impl Workload {
             Workload::Idle => "IDLE",
             Workload::W4 => "W4",
             Workload::W5 => "W5",
+            Workload::W7 => "W7",
             Workload::W8 => "W8",
             Workload::Outbox => "OUTBOX",
         }
@@ -68,7 +72,7 @@ impl FromStr for Workload {
             .chain([Workload::W8, Workload::Outbox])
             .find(|w| w.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
-                format!("unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5, W8, OUTBOX")
+                format!("unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5, W7, W8, OUTBOX")
             })
     }
 }
@@ -78,11 +82,11 @@ const BATCH: usize = 1_000;
 /// Batches in flight at once over the multiplexed connection.
 const IN_FLIGHT: usize = 4;
 
-fn payload() -> Vec<u8> {
+pub(super) fn payload() -> Vec<u8> {
     vec![b'x'; PAYLOAD_BYTES]
 }
 
-fn fig(workload: impl Into<String>, metric: &'static str, value: f64) -> Figure {
+pub(super) fn fig(workload: impl Into<String>, metric: &'static str, value: f64) -> Figure {
     Figure {
         workload: workload.into(),
         metric,
@@ -91,7 +95,7 @@ fn fig(workload: impl Into<String>, metric: &'static str, value: f64) -> Figure 
 }
 
 /// The three throughput figures of W1 and W2.
-fn throughput(
+pub(super) fn throughput(
     w: &'static str,
     n: usize,
     secs: f64,
@@ -106,7 +110,11 @@ fn throughput(
 }
 
 /// Waits until `worker` has acknowledged `n` tasks (at most 10 minutes).
-async fn wait_succeeded(worker: &dueq::WorkerHandle, n: usize, poll: Duration) -> Result<()> {
+pub(super) async fn wait_succeeded(
+    worker: &dueq::WorkerHandle,
+    n: usize,
+    poll: Duration,
+) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(600);
     while worker.stats().succeeded < n as u64 {
         if Instant::now() > deadline {
@@ -118,7 +126,7 @@ async fn wait_succeeded(worker: &dueq::WorkerHandle, n: usize, poll: Duration) -
 }
 
 /// Enqueues `specs` in batches of 1 000 with a few batches in flight.
-async fn fill(queue: &Queue, specs: Vec<TaskSpec>) -> Result<()> {
+pub(super) async fn fill(queue: &Queue, specs: Vec<TaskSpec>) -> Result<()> {
     let specs = Arc::new(specs);
     let chunks = specs.len().div_ceil(BATCH);
     let next = Arc::new(AtomicU64::new(0));
@@ -181,6 +189,9 @@ pub async fn run(
             w4(url, &client, &queues).await
         }
         Workload::W5 => w5(&queue, &probe, sizes.w5).await,
+        Workload::W7 => {
+            super::fairness::run(&client, &queue, &probe, sizes.w7, sizes.w7_small).await
+        }
         Workload::W8 => {
             super::schedules::run(url, &probe, &queue_name, sizes.w8, sizes.w8_secs).await
         }

@@ -23,6 +23,10 @@ fn stats_json(s: &QueueStats) -> serde_json::Value {
         "dead_total": s.dead_total,
         "cancelled_total": s.cancelled_total,
         "lease_expired_total": s.lease_expired_total,
+        "groups_waiting": s.groups_waiting,
+        "throttled": s.throttled,
+        "concurrency_limit": s.concurrency_limit,
+        "behind": s.behind,
     })
 }
 
@@ -34,7 +38,7 @@ pub async fn stats(client: &Client, queue: Option<&str>, json_out: bool) -> Resu
     };
     if !json_out {
         outln!(
-            "{:<24} {:>10} {:>8} {:>8} {:>8} {:>12} {:>10} {:>7}",
+            "{:<24} {:>10} {:>8} {:>10} {:>8} {:>12} {:>10} {:<8}",
             "queue",
             "scheduled",
             "due",
@@ -42,7 +46,7 @@ pub async fn stats(client: &Client, queue: Option<&str>, json_out: bool) -> Resu
             "dead",
             "succeeded",
             "failed",
-            "paused"
+            "state"
         );
     }
     for name in names {
@@ -50,16 +54,28 @@ pub async fn stats(client: &Client, queue: Option<&str>, json_out: bool) -> Resu
         if json_out {
             print_json(&stats_json(&s));
         } else {
+            let active = match s.concurrency_limit {
+                Some(limit) => format!("{}/{limit}", s.active),
+                None => s.active.to_string(),
+            };
+            let mut state = match (s.paused, s.throttled) {
+                (true, _) => "paused".to_owned(),
+                (false, Some(limit)) => format!("throttled ({limit})"),
+                (false, None) => "running".to_owned(),
+            };
+            if s.behind {
+                state.push_str(", behind");
+            }
             outln!(
-                "{:<24} {:>10} {:>8} {:>8} {:>8} {:>12} {:>10} {:>7}",
+                "{:<24} {:>10} {:>8} {:>10} {:>8} {:>12} {:>10} {:<8}",
                 s.queue,
                 s.scheduled,
                 s.due,
-                s.active,
+                active,
                 s.dead,
                 s.succeeded_total,
                 s.failed_total,
-                s.paused
+                state
             );
         }
     }

@@ -131,3 +131,68 @@ fn schedule_set_get_list_pause_resume_delete() {
     assert!(ok);
     assert_eq!(l["schedules"], serde_json::json!([]));
 }
+
+#[test]
+fn settings_get_set_and_groups_from_the_shell() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, s) = dueq_json(&url, &["settings", "get", "pay"]);
+    assert!(ok, "{s}");
+    assert_eq!(s["concurrency"], serde_json::Value::Null);
+    let (ok, s) = dueq_json(
+        &url,
+        &[
+            "settings",
+            "set",
+            "pay",
+            r#"{"concurrency": 1, "rate_limit": {"max": 5, "per_ms": 1000}}"#,
+        ],
+    );
+    assert!(ok, "{s}");
+    assert_eq!(s["concurrency"], 1);
+    assert_eq!(s["rate_limit"]["per_ms"], 1000);
+    // nonsense names the field and changes nothing
+    let o = dueq(
+        &url,
+        &[
+            "settings",
+            "set",
+            "pay",
+            r#"{"rate_limit": {"max": 5, "per_ms": 0}}"#,
+        ],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("rate_limit.per_ms"), "{err}");
+    let o = dueq(&url, &["settings", "set", "pay", r#"{"concurency": 2}"#]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("concurency"));
+    let (_, s) = dueq_json(&url, &["settings", "get", "pay"]);
+    assert_eq!(s["concurrency"], 1);
+    assert_eq!(s["rate_limit"]["max"], 5);
+    // a grouped task; at the concurrency limit the queue shows as throttled
+    for _ in 0..2 {
+        let (ok, e) = dueq_json(&url, &["enqueue", "pay", "--group", "merchant:9"]);
+        assert!(ok, "{e}");
+    }
+    let (ok, e) = dueq_json(&url, &["enqueue", "pay", "--key", "k"]);
+    assert!(ok, "{e}");
+    let id = e["id"].as_str().unwrap().to_owned();
+    let (_, t) = dueq_json(&url, &["get", "pay", &id]);
+    assert_eq!(t["group"], serde_json::Value::Null);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = dueq::Client::connect(&url).await.unwrap();
+        let q = c.queue("pay").unwrap();
+        assert_eq!(q.claim(10, None).await.unwrap().tasks.len(), 1);
+        assert!(q.claim(10, None).await.unwrap().tasks.is_empty());
+    });
+    let (_, st) = dueq_json(&url, &["stats", "pay"]);
+    assert_eq!(st["throttled"], "concurrency", "{st}");
+    let o = dueq(&url, &["stats", "pay"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("1/1") && text.contains("throttled (concurrency)"),
+        "{text}"
+    );
+}

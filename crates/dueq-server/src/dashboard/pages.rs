@@ -52,12 +52,17 @@ pub(super) struct QueueRow {
     pub paused: bool,
     pub scheduled: u64,
     pub due: u64,
-    pub active: u64,
     pub dead: u64,
     pub succeeded_total: u64,
     pub failed_total: u64,
     pub next_due: String,
     pub oldest_wait: String,
+    /// The queue limit holding due work back now (`rate`, `concurrency`), or "".
+    pub throttled: &'static str,
+    /// Over its alert threshold.
+    pub behind: bool,
+    /// Active tasks, with the concurrency limit when there is one ("3 / 7").
+    pub active_text: String,
 }
 
 impl From<QueueStats> for QueueRow {
@@ -72,11 +77,16 @@ impl From<QueueStats> for QueueRow {
             } else {
                 view::duration(s.oldest_due_age_ms)
             },
+            throttled: s.throttled.unwrap_or(""),
+            behind: s.behind,
+            active_text: match s.concurrency_limit {
+                Some(limit) => format!("{} / {limit}", s.active),
+                None => s.active.to_string(),
+            },
             name: s.queue,
             paused: s.paused,
             scheduled: s.scheduled,
             due: s.due,
-            active: s.active,
             dead: s.dead,
             succeeded_total: s.succeeded_total,
             failed_total: s.failed_total,
@@ -142,6 +152,58 @@ pub(super) async fn queues_fragment(
 struct Live {
     row: QueueRow,
     charts: Vec<Chart>,
+    /// The queue's settings as (name, value) lines, defaults included.
+    settings: Vec<(&'static str, String)>,
+}
+
+/// The settings a queue page shows, with the built-in defaults for those not set.
+fn settings_lines(s: &dueq::QueueSettings) -> Vec<(&'static str, String)> {
+    let or = |v: Option<String>, default: &str| v.unwrap_or_else(|| format!("{default} (default)"));
+    let rate = |r: Option<dueq::RateLimit>| r.map(|r| format!("{} per {} ms", r.max, r.per_ms));
+    vec![
+        ("rate limit", or(rate(s.rate_limit), "none")),
+        (
+            "concurrency",
+            or(s.concurrency.map(|c| c.to_string()), "none"),
+        ),
+        ("group rate limit", or(rate(s.group_rate_limit), "none")),
+        (
+            "group concurrency",
+            or(s.group_concurrency.map(|c| c.to_string()), "none"),
+        ),
+        (
+            "max attempts",
+            or(s.max_attempts.map(|n| n.to_string()), "5"),
+        ),
+        (
+            "lease",
+            or(s.lease_ms.map(|n| format!("{n} ms")), "30000 ms"),
+        ),
+        (
+            "backoff",
+            or(
+                s.backoff
+                    .map(|b| format!("{} ms × {} up to {} ms", b.base_ms, b.factor, b.max_ms)),
+                "1000 ms × 2 up to 3600000 ms",
+            ),
+        ),
+        (
+            "dead-letter cap",
+            or(s.dead_max.map(|n| n.to_string()), "10000"),
+        ),
+        (
+            "succeeded kept",
+            or(s.succeeded_max.map(|n| n.to_string()), "0"),
+        ),
+        (
+            "behind when oldest due waits",
+            or(s.alert_due_age_ms.map(view::duration), "no threshold"),
+        ),
+        (
+            "behind when due tasks reach",
+            or(s.alert_due_count.map(|n| n.to_string()), "no threshold"),
+        ),
+    ]
 }
 
 async fn live(d: &Dash, name: &str) -> Result<Live, PageError> {
@@ -157,9 +219,11 @@ async fn live(d: &Dash, name: &str) -> Result<Live, PageError> {
         return Err(PageError::not_found(format!("no queue named {name:?}")));
     }
     let minutes: Vec<Minute> = q.history().await?.iter().map(Minute::from).collect();
+    let settings = settings_lines(&q.settings().await?);
     Ok(Live {
         row: s.into(),
         charts: vec![chart::throughput(&minutes), chart::lateness(&minutes)],
+        settings,
     })
 }
 

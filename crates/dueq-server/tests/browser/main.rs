@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dueq::{Client, Queue, TaskId, TaskRef, TaskSpec, TaskState};
+use dueq::{Client, Queue, RateLimit, SettingsPatch, TaskId, TaskRef, TaskSpec, TaskState};
 use dueq_server::{AppState, Tokens};
 use dueq_testkit::{RedisServer, wait_until, wait_until_async};
 use fantoccini::{ClientBuilder, Locator};
@@ -334,14 +334,36 @@ async fn dashboard_in_chromium() {
     assert!(orders.stats().await.unwrap().paused);
     assert!(!mail.stats().await.unwrap().paused);
 
-    // screenshots for CI (the overview, and a queue page with its charts)
+    // 5. a queue at its concurrency limit shows as throttled, active against the limit
+    mail.update_settings(&SettingsPatch::default().concurrency(Some(1)))
+        .await
+        .unwrap();
+    for i in 0..2 {
+        mail.enqueue(TaskSpec::new(format!("{i}").into_bytes()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(mail.claim(10, None).await.unwrap().tasks.len(), 1);
+    assert!(mail.claim(10, None).await.unwrap().tasks.is_empty());
+    let mrow = r#"tr[data-queue="mail"]"#;
+    wait_text(&b, &format!(r#"{mrow} td[data-count="active"]"#), "1 / 1").await;
+    wait_text(&b, &format!("{mrow} .badge"), "throttled (concurrency)").await;
+
+    // screenshots for CI (the overview, and a queue page with its charts and settings)
     shot("dashboard.png").await;
+    orders
+        .update_settings(&SettingsPatch::default().rate_limit(Some(RateLimit::new(100, 1_000))))
+        .await
+        .unwrap();
     b.goto(&format!("{base}/ui/queues/orders")).await.unwrap();
     b.wait()
         .at_most(DEADLINE)
         .for_element(Locator::Css("svg.chart rect"))
         .await
         .unwrap();
+    let settings = text(&b, "table[data-settings]").await.to_lowercase();
+    assert!(settings.contains("100 per 1000 ms"), "{settings}");
+    assert!(settings.contains("concurrency"), "{settings}");
     shot("dashboard-queue.png").await;
 
     // logging out ends the session

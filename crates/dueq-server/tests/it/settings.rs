@@ -88,6 +88,7 @@ async fn groups_limits_and_behind_show_in_stats_metrics_and_readiness() {
     let m = c.get("/metrics").await;
     let text = &m.text;
     assert!(text.contains("dueq_queue_behind{queue=\"g\"} 1"), "{text}");
+    assert!(text.contains("dueq_redis_up 1"), "{text}");
     assert!(
         text.contains("dueq_queue_throttled_seconds_total{queue=\"g\",limit=\"concurrency\"}"),
         "{text}"

@@ -185,16 +185,31 @@ local function earliest_due(sched, G)
   return a or b
 end
 
--- Schedules task `id` of group `g` at `due` and makes the group ready by then, unless it is
--- parked at its concurrency limit. A ready group keeps its place in the rotation unless its
--- marker lies in the future and this task is due sooner.
+-- Makes group `g` ready by `due` (its earliest new task), unless it is parked at its
+-- concurrency limit. A ready group keeps its place in the rotation unless its marker lies in
+-- the future and the task is due sooner.
+local function gready_by(G, g, due, now)
+  if redis.call('HEXISTS', G.gparked, g) == 1 then return end
+  local s = tonumber(redis.call('ZSCORE', G.gready, g) or '-1')
+  if s < 0 or (s > now and due < s) then redis.call('ZADD', G.gready, due, g) end
+end
+
+-- Schedules task `id` of group `g` at `due` and makes the group ready by then.
 local function gschedule(G, g, id, due, now)
   redis.call('ZADD', G.gsched, 0, gprefix(g) .. be6(due) .. id)
   redis.call('ZADD', G.gdue, due, id)
   redis.call('HSET', G.groups, id, g)
-  if redis.call('HEXISTS', G.gparked, g) == 1 then return end
-  local s = tonumber(redis.call('ZSCORE', G.gready, g) or '-1')
-  if s < 0 or (s > now and due < s) then redis.call('ZADD', G.gready, due, g) end
+  gready_by(G, g, due, now)
+end
+
+-- Schedules many new tasks of one group: `b` holds `sched` (gsched members, each with score
+-- 0 before it), `due` (gdue score, id pairs), `ids` (groups id, group pairs) and `first` (the
+-- earliest due time); the marker is looked at once.
+local function gschedule_batch(G, g, b, now)
+  chunked('ZADD', G.gsched, b.sched)
+  chunked('ZADD', G.gdue, b.due)
+  chunked('HSET', G.groups, b.ids)
+  gready_by(G, g, b.first, now)
 end
 
 -- Takes scheduled task `id` of group `g` (due at `due`) out of the group index.
@@ -203,10 +218,11 @@ local function gunschedule(G, g, id, due)
   redis.call('ZREM', G.gdue, id)
 end
 
--- An active task of group `g` stopped being active (ack, nack, release, expired lease): its
--- slot is free, so a parked group is ready again. Returns true when it made a group ready.
-local function gfinish(G, g, now, stats)
-  if redis.call('HINCRBY', G.gactive, g, -1) <= 0 then redis.call('HDEL', G.gactive, g) end
+-- `n` (default 1) active tasks of group `g` stopped being active (ack, nack, release,
+-- expired lease): their slots are free, so a parked group is ready again. Returns true when
+-- it made a group ready.
+local function gfinish(G, g, now, stats, n)
+  if redis.call('HINCRBY', G.gactive, g, -(n or 1)) <= 0 then redis.call('HDEL', G.gactive, g) end
   local since = redis.call('HGET', G.gparked, g)
   if not since then return false end
   redis.call('HDEL', G.gparked, g)

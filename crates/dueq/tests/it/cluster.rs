@@ -307,3 +307,130 @@ async fn c20_cluster() {
         assert_eq!((s.scheduled, s.active), (0, 0), "{name}");
     }
 }
+
+/// Cases C24, C25 and C26 of `shared/cases/CASES.md` on the 3-master cluster: two clients
+/// (each its own connection and worker, as two processes would be) share a rate limit (20
+/// per 500 ms: no window holds more, and 60 tasks take at least 1 s), a concurrency limit (3:
+/// never more handlers running at once over both, and 3 reached), and a flooding group does
+/// not hold back a small one (`group_concurrency` 2: group B's 10 tasks all start before A's
+/// 100th).
+#[tokio::test]
+async fn c24_c25_c26_limits_on_a_cluster() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let cluster = RedisCluster::start(3);
+    let urls = cluster.urls().join(",");
+    let clients = [
+        Client::connect(&urls).await.unwrap(),
+        Client::connect(&urls).await.unwrap(),
+    ];
+    let setup = clients[0].queue("rate").unwrap();
+    setup
+        .update_settings(&SettingsPatch::default().rate_limit(Some(dueq::RateLimit::new(20, 500))))
+        .await
+        .unwrap();
+    let specs: Vec<TaskSpec> = (0..60).map(|_| TaskSpec::new(b"r".to_vec())).collect();
+    setup.enqueue_batch(&specs).await.unwrap();
+    clients[0]
+        .queue("conc")
+        .unwrap()
+        .update_settings(&SettingsPatch::default().concurrency(Some(3)))
+        .await
+        .unwrap();
+    let specs: Vec<TaskSpec> = (0..30).map(|_| TaskSpec::new(b"c".to_vec())).collect();
+    clients[0]
+        .queue("conc")
+        .unwrap()
+        .enqueue_batch(&specs)
+        .await
+        .unwrap();
+    let groups = clients[0].queue("groups").unwrap();
+    groups
+        .update_settings(&SettingsPatch::default().group_concurrency(Some(2)))
+        .await
+        .unwrap();
+    let specs: Vec<TaskSpec> = (0..5_000)
+        .map(|_| TaskSpec::new(b"a".to_vec()).group("A"))
+        .collect();
+    groups.enqueue_batch(&specs).await.unwrap();
+    let specs: Vec<TaskSpec> = (0..10)
+        .map(|_| TaskSpec::new(b"b".to_vec()).group("B"))
+        .collect();
+    groups.enqueue_batch(&specs).await.unwrap();
+
+    let claims = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let running = Arc::new(AtomicUsize::new(0));
+    let max_running = Arc::new(AtomicUsize::new(0));
+    let a_started = Arc::new(AtomicUsize::new(0));
+    let b_started = Arc::new(Mutex::new(Vec::<usize>::new()));
+    let mut handles = Vec::new();
+    for c in &clients {
+        let (claims, running, max_running) = (claims.clone(), running.clone(), max_running.clone());
+        let (a_started, b_started) = (a_started.clone(), b_started.clone());
+        handles.push(
+            Worker::builder(c.clone())
+                .concurrency(20)
+                .handle("rate", move |t| {
+                    let claims = claims.clone();
+                    async move {
+                        claims.lock().unwrap().push(t.claimed_at_ms);
+                        Outcome::Success
+                    }
+                })
+                .handle("conc", move |_| {
+                    let (running, max_running) = (running.clone(), max_running.clone());
+                    async move {
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        max_running.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        Outcome::Success
+                    }
+                })
+                .handle("groups", move |t| {
+                    let (a_started, b_started) = (a_started.clone(), b_started.clone());
+                    async move {
+                        if t.group.as_deref() == Some("A") {
+                            a_started.fetch_add(1, Ordering::SeqCst);
+                        } else {
+                            b_started
+                                .lock()
+                                .unwrap()
+                                .push(a_started.load(Ordering::SeqCst));
+                        }
+                        Outcome::Success
+                    }
+                })
+                .build()
+                .unwrap()
+                .start(),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while claims.lock().unwrap().len() < 60 || b_started.lock().unwrap().len() < 10 {
+        assert!(
+            Instant::now() < deadline,
+            "the workers did not finish in time"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let conc = clients[0].queue("conc").unwrap();
+    crate::support::wait_stats(&conc, |s| s.succeeded_total == 30).await;
+    for h in handles {
+        h.shutdown().await.unwrap();
+    }
+    let mut claims = claims.lock().unwrap().clone();
+    claims.sort_unstable();
+    for (i, &t) in claims.iter().enumerate() {
+        let n = claims[..=i].iter().filter(|&&c| c + 500 > t).count();
+        assert!(n <= 20, "{n} claims in the 500 ms up to {t}");
+    }
+    assert!(claims[59] - claims[0] >= 1_000, "{claims:?}");
+    assert_eq!(max_running.load(Ordering::SeqCst), 3);
+    let b = b_started.lock().unwrap().clone();
+    assert!(
+        b.iter().all(|&a| a < 100),
+        "A's tasks started before each of B's: {b:?}"
+    );
+}

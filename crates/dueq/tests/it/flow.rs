@@ -381,3 +381,59 @@ async fn grouped_tasks_cancel_reschedule_get_and_retry_like_any_other() {
         .unwrap_err();
     assert!(e.to_string().contains("group"), "{e}");
 }
+
+#[tokio::test]
+async fn a_queue_over_its_alert_threshold_is_behind_until_it_catches_up() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("late");
+    q.update_settings(
+        &SettingsPatch::default()
+            .alert_due_count(Some(3))
+            .alert_due_age_ms(Some(60_000)),
+    )
+    .await
+    .unwrap();
+    due_tasks(&q, 2, None).await;
+    assert!(!q.stats().await.unwrap().behind, "2 due < 3");
+    due_tasks(&q, 1, Some("g")).await;
+    assert!(q.stats().await.unwrap().behind, "3 due (one grouped) >= 3");
+    let c = q.claim(1, None).await.unwrap();
+    ack_all(&q, &c.tasks).await;
+    assert!(!q.stats().await.unwrap().behind, "back under: cleared");
+    // the age threshold alone: a task due a minute ago
+    let now = ctx.redis_now_ms();
+    q.enqueue(TaskSpec::new(b"old".to_vec()).due_at_ms(now - 61_000))
+        .await
+        .unwrap();
+    let s = q.stats().await.unwrap();
+    assert!(s.behind && s.oldest_due_age_ms >= 61_000, "{s:?}");
+}
+
+#[tokio::test]
+async fn a_grouped_key_replaced_within_its_own_batch_is_one_task() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("gb");
+    let out = q
+        .enqueue_batch(&[
+            TaskSpec::new(b"old".to_vec())
+                .key("k")
+                .group("g")
+                .delay_ms(60_000),
+            TaskSpec::new(b"new".to_vec())
+                .key("k")
+                .group("g")
+                .on_conflict(dueq::OnConflict::Replace),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(out[0].id, out[1].id);
+    let gsched: u64 = redis::cmd("ZCARD")
+        .arg(&q.keys().gsched)
+        .query(&mut ctx.raw())
+        .unwrap();
+    assert_eq!(gsched, 1, "one index entry");
+    let c = q.claim(10, None).await.unwrap();
+    assert_eq!(c.tasks.len(), 1);
+    assert_eq!(c.tasks[0].payload, b"new");
+    assert!(q.claim(10, None).await.unwrap().tasks.is_empty());
+}

@@ -19,5 +19,6 @@ mod chaos;
 mod cluster;
 mod due;
 mod flow;
+mod flow_model;
 mod webhook;
 mod worker;

@@ -37,3 +37,15 @@ impl Ctx {
 
 /// Default deadline for conditions in tests.
 pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// Waits (with [`DEADLINE`]) until the queue's stats satisfy `f`.
+pub async fn wait_stats(q: &Queue, f: impl Fn(&dueq::QueueStats) -> bool) {
+    let start = std::time::Instant::now();
+    loop {
+        if f(&q.stats().await.unwrap()) {
+            return;
+        }
+        assert!(start.elapsed() < DEADLINE, "queue stats never matched");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -56,8 +56,12 @@ if nok > 0 then
   chunked('ZREM', active, okids)
   if ngrouped > 0 then
     local gs = hmget_chunked(G.groups, grouped)
+    local per = {}
     for j = 1, ngrouped do
-      if gs[j] and gfinish(G, gs[j], now, stats) then wake_up = true end
+      if gs[j] then per[gs[j]] = (per[gs[j]] or 0) + 1 end
+    end
+    for g, count in pairs(per) do
+      if gfinish(G, g, now, stats, count) then wake_up = true end
     end
     chunked('HDEL', G.groups, grouped)
   end

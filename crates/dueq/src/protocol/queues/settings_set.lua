@@ -11,9 +11,11 @@ local allowed = {paused = true, dead_max = true, done_max = true, max_attempts =
   rate_max = true, rate_per_ms = true, group_rate_max = true, group_rate_per_ms = true,
   concurrency = true, group_concurrency = true, alert_due_age_ms = true, alert_due_count = true}
 local n = tonumber(ARGV[2])
-for i = 3, #ARGV do
-  local name = (i <= 2 + 2 * n) and ((i - 3) % 2 == 0) and ARGV[i] or (i > 2 + 2 * n and ARGV[i])
-  if name and not allowed[name] then return redis.error_reply('dueq: unknown setting ' .. name) end
+local names = {}
+for i = 1, n do names[i] = ARGV[1 + 2 * i] end
+for i = 3 + 2 * n, #ARGV do names[#names + 1] = ARGV[i] end
+for i = 1, #names do
+  if not allowed[names[i]] then return redis.error_reply('dueq: unknown setting ' .. names[i]) end
 end
 local gconc_before = redis.call('HGET', meta, 'group_concurrency')
 for i = 1, n do redis.call('HSET', meta, ARGV[1 + 2 * i], ARGV[2 + 2 * i]) end

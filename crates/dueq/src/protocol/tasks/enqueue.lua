@@ -45,6 +45,8 @@ local out = {'ok', now}
 local created, soonest = 0, nil
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
 local nh, nz, no = 0, 0, 2
+-- new grouped tasks by group, written per group at the end (gschedule_batch)
+local gbatch = {}
 
 for i = 1, n do
   local b = 2 + (i - 1) * 5
@@ -57,8 +59,11 @@ for i = 1, n do
       if replace then
         hargs[f.h + 1] = spec .. due_bin[i] .. created_at
         if f.group then
-          gunschedule(G, f.group, f.id, f.due)
-          gschedule(G, f.group, f.id, due, now)
+          -- not written yet: change its entries in the group's batch
+          local gb = gbatch[f.group]
+          gb.sched[f.gk + 2] = gb.p .. be6(due) .. f.id
+          gb.due[f.gk + 1] = due_str[i]
+          if due < gb.first then gb.first = due end
         else
           zargs[f.z] = due_str[i]
         end
@@ -111,7 +116,17 @@ for i = 1, n do
     hargs[nh + 1] = id
     hargs[nh + 2] = spec .. due_bin[i] .. created_at
     if group ~= '' then
-      gschedule(G, group, id, due, now)
+      local gb = gbatch[group]
+      if not gb then
+        gb = {sched = {}, due = {}, ids = {}, n = 0, first = due, p = gprefix(group)}
+        gbatch[group] = gb
+      end
+      local k = gb.n
+      gb.sched[k + 1] = 0; gb.sched[k + 2] = gb.p .. be6(due) .. id
+      gb.due[k + 1] = due_str[i]; gb.due[k + 2] = id
+      gb.ids[k + 1] = id; gb.ids[k + 2] = group
+      gb.n = k + 2
+      if due < gb.first then gb.first = due end
     else
       nz = nz + 2
       zargs[nz - 1] = due_str[i]
@@ -120,7 +135,8 @@ for i = 1, n do
     nh = nh + 2
     if key ~= '' then
       redis.call('HSET', keys, key, id)
-      fresh[key] = {id = id, h = nh - 1, z = nz - 1, due = due, group = group ~= '' and group or nil}
+      fresh[key] = {id = id, h = nh - 1, z = nz - 1, due = due, group = group ~= '' and group or nil,
+        gk = group ~= '' and gbatch[group].n - 2 or nil}
     end
     created = created + 1
     if soonest == nil or due < soonest then soonest = due end
@@ -130,6 +146,7 @@ end
 
 if nh > 0 then chunked('HSET', tasks, hargs) end
 if nz > 0 then chunked('ZADD', sched, zargs) end
+for g, b in pairs(gbatch) do gschedule_batch(G, g, b, now) end
 if created > 0 then redis.call('HINCRBY', stats, 'enqueued_total', created) end
 if soonest ~= nil then wake(channel, soonest, before) end
 return out
