@@ -8,11 +8,21 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "dueq", version, about)]
 pub struct Cli {
-    /// Redis URL: redis://host:port/db, rediss://..., redis+unix:///path.sock, or a cluster seed
-    /// list redis+cluster://h1:p1,h2:p2. Without it, `serve` and `replay` start their own
-    /// redis-server; the other commands use redis://127.0.0.1:6379.
+    /// Redis URL: redis://host:port/db, rediss://..., redis+unix:///path.sock, a cluster seed
+    /// list redis+cluster://h1:p1,h2:p2, or Sentinel redis+sentinel://s1:p1,s2:p2/MASTER_NAME
+    /// (rediss+sentinel:// for TLS; ?sentinel_password=... for the sentinels). Without it,
+    /// `serve` and `replay` start their own redis-server; the other commands use
+    /// redis://127.0.0.1:6379.
     #[arg(long, global = true, env = "DUEQ_REDIS_URL")]
     pub redis: Option<String>,
+
+    /// Durable writes: every enqueue, ack, nack, cancel, reschedule and dead-letter retry or
+    /// delete waits (WAIT, up to 1 s) until this many replicas confirm it, else fails with
+    /// not_replicated. Default 0 (none). `serve` applies it to every request (HTTP enqueue
+    /// may also ask per call with "replicas").
+    #[arg(long, global = true, env = "DUEQ_REPLICAS", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=16))]
+    pub replicas: u8,
 
     /// Print JSON instead of text (one object per result).
     #[arg(long, global = true)]

@@ -38,6 +38,11 @@ pub struct EmbeddedRedis {
     _temp: Option<tempfile::TempDir>,
 }
 
+/// First pause before restarting a redis-server that exited.
+const RESTART_PAUSE: Duration = Duration::from_millis(200);
+/// Longest pause between restart attempts.
+const MAX_RESTART_PAUSE: Duration = Duration::from_secs(5);
+
 fn args(dir: &Path, socket: &Path, persist: bool) -> Vec<String> {
     let s = |p: &Path| p.display().to_string();
     vec![
@@ -334,6 +339,9 @@ impl EmbeddedRedis {
         let url2 = url.clone();
         let supervisor = tokio::spawn(async move {
             let _lock = lock;
+            // after each failed restart the pause doubles (with jitter) up to 5 s: a server
+            // that cannot start (disk full, port taken) is retried, not respawned in a loop
+            let mut pause = RESTART_PAUSE;
             loop {
                 tokio::select! {
                     _ = stop_rx.changed() => {
@@ -342,17 +350,27 @@ impl EmbeddedRedis {
                     }
                     status = child.wait() => {
                         tracing::error!(?status, "embedded redis-server exited; restarting it");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        tokio::select! {
+                            _ = stop_rx.changed() => return,
+                            () = tokio::time::sleep(dueq::backoff::jittered(pause)) => {}
+                        }
+                        pause = (pause * 2).min(MAX_RESTART_PAUSE);
                         match spawn(&args) {
                             Ok(mut c) => {
-                                if let Err(e) = wait_ready(&url2, &mut c).await {
-                                    tracing::error!(error = %e, "embedded redis-server restart failed");
+                                match wait_ready(&url2, &mut c).await {
+                                    Ok(()) => {
+                                        tracing::info!("embedded redis-server restarted");
+                                        pause = RESTART_PAUSE;
+                                    }
+                                    Err(e) => tracing::error!(error = %e,
+                                        "embedded redis-server restart failed; trying again"),
                                 }
                                 child = c;
                             }
                             Err(e) => {
-                                tracing::error!(error = %e, "cannot restart redis-server");
-                                return;
+                                tracing::error!(error = %e, "cannot restart redis-server; trying again");
+                                // `child` has exited: its wait() answers at once, so the
+                                // loop comes back here after the next pause
                             }
                         }
                     }

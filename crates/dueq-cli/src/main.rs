@@ -43,9 +43,11 @@ pub async fn shutdown_signal() {
     }
 }
 
-async fn connect(url: Option<&str>) -> Result<dueq::Client> {
+async fn connect_with(url: Option<&str>, replicas: u8) -> Result<dueq::Client> {
     let url = url.unwrap_or(DEFAULT_REDIS);
-    dueq::Client::connect(url)
+    dueq::Client::builder(url)
+        .replicas(replicas)
+        .connect()
         .await
         .map_err(|e| anyhow::anyhow!("connecting to {url}: {e}"))
 }
@@ -53,8 +55,11 @@ async fn connect(url: Option<&str>) -> Result<dueq::Client> {
 async fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     let redis = cli.redis.as_deref();
+    let replicas = cli.replicas;
+    // every command's client does durable writes when --replicas asks for them
+    let connect = |url| connect_with(url, replicas);
     match &cli.command {
-        Command::Serve(a) => cmd::serve::run(redis, a).await,
+        Command::Serve(a) => cmd::serve::run(redis, replicas, a).await,
         Command::Enqueue(a) => cmd::tasks::enqueue(&connect(redis).await?, a, json).await,
         Command::Get(a) => cmd::tasks::get(&connect(redis).await?, a, json).await,
         Command::Cancel(a) => cmd::tasks::cancel(&connect(redis).await?, a, json).await,

@@ -42,6 +42,9 @@ use metrics_exporter_prometheus::{
 };
 
 pub use dueq::due::metrics::LATENESS_BUCKETS_S;
+
+/// Counter: Redis outages seen by this server.
+const REDIS_OUTAGES_TOTAL: &str = "dueq_redis_outages_total";
 use dueq::due::metrics::{TASK_LATENESS_SECONDS, TASKS_CLAIMED_TOTAL};
 
 /// Handler duration buckets, seconds: 1 ms to 1 h.
@@ -163,6 +166,11 @@ impl Metrics {
                 dueq::due::metrics::SCHEDULE_TICKS_TOTAL,
                 "Schedule ticks this server fired or counted as skipped (misfire skip, overlap)."
             );
+            describe_counter!(
+                REDIS_OUTAGES_TOTAL,
+                "Redis outages this server saw (runs of failed calls: refused, dropped, timed \
+                 out, LOADING, READONLY), each logged once when it starts and once when it ends."
+            );
             describe_gauge!(
                 SCHEDULE_NEXT_FIRE,
                 Unit::Seconds,
@@ -170,6 +178,13 @@ impl Metrics {
             );
         });
         m
+    }
+
+    /// The outages the connection has seen (taken after the scrape's own calls, so an
+    /// outage they ran into counts at once). `dueq_redis_up` is the scrape's own reading.
+    fn publish_health(&self, client: &Client) {
+        let outages = client.connection_health().outages;
+        self.with(|| metrics::counter!(REDIS_OUTAGES_TOTAL).absolute(outages));
     }
 
     fn with<T>(&self, f: impl FnOnce() -> T) -> T {
@@ -347,6 +362,7 @@ impl Metrics {
             }
             Err(e) => tracing::warn!(error = %e, "metrics: could not list schedule queues"),
         }
+        self.publish_health(client);
         self.handle.render()
     }
 }

@@ -8,6 +8,8 @@
 //!   It can be killed with SIGKILL, restarted on the same socket/port and data
 //!   directory, run with AOF, or run as a replica of another server.
 //! * [`RedisCluster`] — N masters forming a Redis Cluster (no replicas).
+//! * [`RedisSentinels`] — a primary, replicas and `redis-server --sentinel`
+//!   processes watching them, with a forced failover.
 //! * [`wait_until`] / [`wait_until_async`] — poll a condition with a deadline.
 //! * [`zcard`], [`hlen`], [`keys_matching`], [`slowlog_max_us`],
 //!   [`info_field`] — small synchronous inspection helpers.
@@ -39,10 +41,12 @@
 
 mod cluster;
 mod helpers;
+mod sentinel;
 mod server;
 mod wait;
 
 pub use cluster::RedisCluster;
 pub use helpers::{hlen, info_field, keys_matching, slowlog_max_us, zcard};
+pub use sentinel::{MASTER_NAME, RedisSentinels};
 pub use server::{RedisServer, RedisServerBuilder};
 pub use wait::{wait_until, wait_until_async};

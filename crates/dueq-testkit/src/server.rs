@@ -525,7 +525,7 @@ impl fmt::Display for LaunchError {
 
 /// A `127.0.0.1` port that was free a moment ago; with `cluster_bus`, the
 /// port + 10000 (the cluster bus port) was free too.
-fn free_port(cluster_bus: bool) -> u16 {
+pub(crate) fn free_port(cluster_bus: bool) -> u16 {
     for _ in 0..100 {
         let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind 127.0.0.1:0");
         let port = listener

@@ -100,9 +100,26 @@ impl Backoff {
     }
 }
 
+/// A pause before trying Redis again after a failed call or a lost connection, with equal
+/// jitter: a random time in `[pause / 2, pause]`, so that the processes and duties that lost
+/// Redis at the same instant do not all come back at the same instant either.
+pub fn jittered(pause: std::time::Duration) -> std::time::Duration {
+    let unit: f64 = rand::random();
+    pause.mul_f64(0.5 + 0.5 * unit.clamp(0.0, 1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jittered_stays_within_half_and_whole() {
+        let p = std::time::Duration::from_millis(400);
+        for _ in 0..1000 {
+            let j = jittered(p);
+            assert!(j >= p / 2 && j <= p, "{j:?}");
+        }
+    }
 
     /// C15 backoff arithmetic: base 1 s, factor 2, cap 1 h.
     #[test]

@@ -25,7 +25,9 @@ pub enum ErrorKind {
     /// Redis answered something the protocol does not expect (a broken invariant, or a
     /// server whose keys were changed by hand).
     Protocol,
-    /// A replica did not confirm a durable write in time (see `durable_replicas`).
+    /// Fewer replicas than asked confirmed a durable write in time (`WAIT`; see
+    /// [`ClientBuilder::replicas`](crate::ClientBuilder::replicas)). The write did happen on
+    /// the primary and may or may not survive a failover; repeating it by key is safe.
     NotReplicated,
 }
 

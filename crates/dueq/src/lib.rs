@@ -61,6 +61,7 @@ pub use client::{
     DEFAULT_WAKE_CHANNELS_MAX, EvictionCheck, MAX_DEAD_OFFSET, MAX_ERROR_BYTES, Queue,
     READINESS_TIMEOUT_MS, Readiness, RecoverReport,
 };
+pub use client::{ConnectionHealth, DEFAULT_REPLICA_TIMEOUT_MS, MAX_REPLICAS};
 pub use client::{
     DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES, MAX_WORKERS,
     MIN_HEARTBEAT_MS, WorkerInfo, WorkerKind,

@@ -12,7 +12,7 @@ use crate::args::ServeArgs;
 use crate::embedded::EmbeddedRedis;
 
 /// Runs the server until SIGINT or SIGTERM.
-pub async fn run(redis: Option<&str>, a: &ServeArgs) -> Result<()> {
+pub async fn run(redis: Option<&str>, replicas: u8, a: &ServeArgs) -> Result<()> {
     let mut tokens = Tokens::from_env();
     // a variable or file that expands to nothing must not leave the API open without a word
     if std::env::var_os(dueq_server::auth::TOKENS_ENV).is_some() && !tokens.enabled() {
@@ -42,16 +42,17 @@ pub async fn run(redis: Option<&str>, a: &ServeArgs) -> Result<()> {
             (e.url().to_owned(), Some(e))
         }
     };
-    let result = serve(&url, a, tokens).await;
+    let result = serve(&url, replicas, a, tokens).await;
     if let Some(e) = embedded {
         e.stop().await;
     }
     result
 }
 
-async fn serve(url: &str, a: &ServeArgs, tokens: Tokens) -> Result<()> {
+async fn serve(url: &str, replicas: u8, a: &ServeArgs, tokens: Tokens) -> Result<()> {
     let client = dueq::Client::builder(url)
         .payload_limit_bytes(a.payload_limit_bytes)
+        .replicas(replicas)
         .connect()
         .await
         .with_context(|| format!("connecting to {url}"))?;

@@ -419,3 +419,101 @@ fn serve_lists_itself_among_the_live_workers() {
         "{err}"
     );
 }
+
+/// Issue 11, the embedded supervisor: `kill -9` of the embedded redis-server under a running
+/// `dueq serve`. The supervisor starts a new one on the same socket and data (AOF), `/readyz`
+/// is 200 again and the task written before the crash is still there, without a restart of
+/// `dueq serve`.
+#[test]
+fn serve_restarts_its_embedded_redis_after_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut s = serve(&["--data-dir", data.to_str().unwrap()], &[]);
+    let body = r#"{"payload": 1, "key": "kept", "delay_ms": 3600000}"#;
+    let (status, out) = http(&s.addr, "POST", "/v1/queues/q/tasks", Some(body), None);
+    assert_eq!(status, 201, "{out}");
+    let socket = std::fs::canonicalize(&data).unwrap().join("redis.sock");
+    let first = redis_pid(&socket);
+    let killed = Command::new("kill")
+        .args(["-KILL", &first.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    dueq_testkit::wait_until(
+        Duration::from_secs(20),
+        "a new embedded redis-server answers",
+        || {
+            let client = redis::Client::open(format!("redis+unix://{}", socket.display())).unwrap();
+            let Ok(mut conn) = client.get_connection() else {
+                return false;
+            };
+            let info: redis::RedisResult<String> =
+                redis::cmd("INFO").arg("server").query(&mut conn);
+            info.is_ok_and(|i| !i.contains(&format!("process_id:{first}\r")))
+        },
+    );
+    dueq_testkit::wait_until(Duration::from_secs(10), "/readyz is 200 again", || {
+        http(&s.addr, "GET", "/readyz", None, None).0 == 200
+    });
+    let (status, out) = http(&s.addr, "GET", "/v1/queues/q/keys/kept", None, None);
+    assert_eq!(status, 200, "{out}");
+    assert!(s.log().contains("restarting it"), "{}", s.log());
+    sigterm_and_wait(&mut s);
+}
+
+/// Issue 11, Sentinel in the CLI and the server: `dueq serve --redis redis+sentinel://...`
+/// answers, and after `SENTINEL FAILOVER` its enqueues land on the new primary without a
+/// restart (the first tries may answer 503 while the primary changes, or land on the old
+/// primary and be lost with it); a task written before with `replicas: 1` survives.
+#[test]
+fn serve_follows_a_sentinel_failover() {
+    let cluster = dueq_testkit::RedisSentinels::start(1, 1);
+    let url = cluster.url();
+    let mut s = serve(&["--redis", &url], &[]);
+    let (status, out) = http(&s.addr, "GET", "/readyz", None, None);
+    assert_eq!(status, 200, "{out}");
+    let (status, out) = http(
+        &s.addr,
+        "POST",
+        "/v1/queues/q/tasks",
+        Some(r#"{"key": "a", "replicas": 1}"#),
+        None,
+    );
+    assert_eq!(status, 201, "{out}");
+    let new = cluster.failover();
+    let switched = Instant::now();
+    let mut raw = cluster.servers[new].conn();
+    let keys = dueq::QueueKeys::new("q").unwrap().keys;
+    // writes the old primary takes before the server has switched are lost with it (see
+    // docs/RELIABILITY.md); the server must switch by itself, soon
+    let mut n = 0;
+    dueq_testkit::wait_until(
+        Duration::from_secs(10),
+        "an enqueue lands on the new primary",
+        || {
+            n += 1;
+            let body = format!(r#"{{"key": "b{n}"}}"#);
+            let (status, _) = http(&s.addr, "POST", "/v1/queues/q/tasks", Some(&body), None);
+            status == 201
+                && redis::cmd("HEXISTS")
+                    .arg(&keys)
+                    .arg(format!("b{n}"))
+                    .query::<bool>(&mut raw)
+                    .unwrap()
+        },
+    );
+    eprintln!(
+        "serve wrote to the new primary {:?} after the switch ({n} tries)",
+        switched.elapsed()
+    );
+    let a: bool = redis::cmd("HEXISTS")
+        .arg(&keys)
+        .arg("a")
+        .query(&mut raw)
+        .unwrap();
+    assert!(
+        a,
+        "the task written with replicas: 1 before the failover is on the new primary"
+    );
+    sigterm_and_wait(&mut s);
+}

@@ -67,6 +67,12 @@ pub struct EnqueueRequest {
     /// are handed out round-robin. A replace keeps the task's group.
     #[schema(min_length = 1, max_length = 256)]
     pub group: Option<String>,
+    /// Durable write (DESIGN 2.14): answer only once this many replicas confirm the write
+    /// (`WAIT`, up to 1 000 ms), else 503 `not_replicated` (the task was written on the
+    /// primary: re-send it with its `key` to be sure). 0 to 16; default the server's setting
+    /// (none unless configured). In a batch the largest value of its tasks applies to all.
+    #[schema(minimum = 0, maximum = 16)]
+    pub replicas: Option<u8>,
 }
 
 /// The answer to one enqueue.
@@ -242,6 +248,18 @@ fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
     })
 }
 
+/// The queue handle with the durable writes a request asks for (`None`: the server's own).
+fn durable(q: dueq::Queue, replicas: Option<u8>) -> ApiResult<dueq::Queue> {
+    match replicas {
+        None => Ok(q),
+        Some(n) if n > dueq::MAX_REPLICAS => Err(ApiError::invalid(format!(
+            "replicas must be 0 to {}",
+            dueq::MAX_REPLICAS
+        ))),
+        Some(n) => Ok(q.with_replicas(n, dueq::DEFAULT_REPLICA_TIMEOUT_MS)),
+    }
+}
+
 /// Enqueue one task.
 #[utoipa::path(post, path = "/v1/queues/{queue}/tasks", tag = "tasks", operation_id = "enqueue",
     params(("queue" = String, Path, description = "Queue name, [A-Za-z0-9_.-]{1,128}")),
@@ -253,14 +271,14 @@ fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 409, description = "`in_progress`: replace refused, the task is running", body = ErrorBody),
         (status = 413, description = "Payload or body too large; nothing written", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn enqueue(
     State(st): State<AppState>,
     ApiPath(queue): ApiPath<String>,
     ApiJson(body): ApiJson<EnqueueRequest>,
 ) -> ApiResult<(StatusCode, Json<EnqueueResponse>)> {
-    let q = st.queue(&queue)?;
+    let q = durable(st.queue(&queue)?, body.replicas)?;
     let e = q.enqueue(spec(&body)?).await?;
     let r = result(e)?;
     let status = if r.created {
@@ -299,7 +317,8 @@ pub async fn enqueue_batch(
         .enumerate()
         .map(|(i, r)| spec(r).map_err(|e| ApiError::invalid(format!("task {i}: {}", e.message()))))
         .collect::<ApiResult<Vec<_>>>()?;
-    let done = q.enqueue_batch(&specs).await?;
+    let replicas = body.tasks.iter().filter_map(|t| t.replicas).max();
+    let done = durable(q, replicas)?.enqueue_batch(&specs).await?;
     let results = done
         .into_iter()
         .map(|e| match result(e) {

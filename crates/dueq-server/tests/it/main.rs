@@ -21,6 +21,7 @@ mod openapi;
 mod origin;
 mod queues;
 mod recover;
+mod reliability;
 mod schedules;
 mod settings;
 mod tasks;

@@ -29,11 +29,18 @@ pub use workers::{
 
 use crate::due::wake::WakeHub;
 use crate::error::{Error, Result};
-use crate::protocol::conn::{self, Conn};
+pub use crate::protocol::conn::ConnectionHealth;
+use crate::protocol::conn::{self, Conn, WaitFor};
 use crate::protocol::{queues, scripts, server};
 
 /// Default payload limit: 1 MiB.
 pub const DEFAULT_PAYLOAD_LIMIT_BYTES: usize = 1 << 20;
+
+/// Default time a durable write waits for its replicas, ms.
+pub const DEFAULT_REPLICA_TIMEOUT_MS: u64 = 1_000;
+
+/// Most replicas a durable write can ask for.
+pub const MAX_REPLICAS: u8 = 16;
 
 /// Default most queue wake channels one client subscribes to at once.
 pub const DEFAULT_WAKE_CHANNELS_MAX: usize = 10_000;
@@ -45,9 +52,33 @@ pub struct ClientBuilder {
     payload_limit_bytes: usize,
     response_timeout_ms: u64,
     wake_channels_max: usize,
+    replicas: u8,
+    replica_timeout_ms: u64,
 }
 
 impl ClientBuilder {
+    /// Durable writes (DESIGN 2.14): every enqueue, ack, nack, cancel, reschedule and
+    /// dead-letter retry or delete of this client is followed by `WAIT replicas
+    /// replica_timeout_ms` on the same connection, and fails with
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind) when fewer replicas confirm in time
+    /// (the write did happen on the primary; repeat it, by key, to be sure). Default 0: no
+    /// `WAIT`. At most [`MAX_REPLICAS`]. [`Queue::with_replicas`] sets it per queue handle.
+    ///
+    /// `WAIT` is not consensus: a confirmed write is in the memory of that many replicas,
+    /// not on their disks, and a failover may still promote a replica that lacks it (see
+    /// docs/RELIABILITY.md).
+    pub fn replicas(mut self, replicas: u8) -> Self {
+        self.replicas = replicas.min(MAX_REPLICAS);
+        self
+    }
+
+    /// How long a durable write waits for its replicas, ms. Default 1 000; at least 1
+    /// (`WAIT` with 0 would wait forever).
+    pub fn replica_timeout_ms(mut self, ms: u64) -> Self {
+        self.replica_timeout_ms = ms.max(1);
+        self
+    }
+
     /// Most queues whose wake channel the client subscribes to at once (one pub/sub
     /// connection shared by every [`DueClaimer`](crate::DueClaimer) of the client), so that a claimer waiting on
     /// them wakes the moment an earlier task arrives. Default 10 000; 0 subscribes to none. A
@@ -97,8 +128,13 @@ impl ClientBuilder {
                 "could not read Redis maxmemory-policy; make sure it is noeviction"
             ),
         }
+        let wait = (self.replicas > 0).then_some(WaitFor {
+            replicas: self.replicas,
+            timeout_ms: self.replica_timeout_ms,
+        });
         Ok(Client {
             recorder: None,
+            wait,
             inner: Arc::new(Inner {
                 conn,
                 wake: WakeHub::new(c.pubsub, self.wake_channels_max),
@@ -163,6 +199,8 @@ pub struct Client {
     inner: Arc<Inner>,
     /// Where the claim path's metrics go; `None`: the process-wide recorder.
     recorder: Option<Arc<dyn metrics::Recorder + Send + Sync>>,
+    /// Durable writes of this handle (`ClientBuilder::replicas`, `Queue::with_replicas`).
+    wait: Option<WaitFor>,
 }
 
 struct Inner {
@@ -199,8 +237,11 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Connects with default settings. URLs: `redis://host:port/db`, `rediss://...` (TLS),
-    /// `redis+unix:///path/to.sock`, and for Redis Cluster a seed list
-    /// `redis+cluster://host1:port1,host2:port2` (or comma-separated `redis://` URLs).
+    /// `redis+unix:///path/to.sock`, for Redis Cluster a seed list
+    /// `redis+cluster://host1:port1,host2:port2` (or comma-separated `redis://` URLs), and
+    /// for Sentinel `redis+sentinel://[user:pass@]s1:p1,s2:p2/MASTER_NAME[/db]` (TLS:
+    /// `rediss+sentinel://`; sentinel credentials in `?sentinel_password=&sentinel_username=`;
+    /// the primary is found again by itself after a failover).
     ///
     /// # Errors
     /// As [`ClientBuilder::connect`].
@@ -226,6 +267,8 @@ impl Client {
             payload_limit_bytes: DEFAULT_PAYLOAD_LIMIT_BYTES,
             response_timeout_ms: 5_000,
             wake_channels_max: DEFAULT_WAKE_CHANNELS_MAX,
+            replicas: 0,
+            replica_timeout_ms: DEFAULT_REPLICA_TIMEOUT_MS,
         }
     }
 
@@ -336,7 +379,25 @@ impl Client {
     }
 
     pub(crate) fn conn(&self) -> Conn {
-        self.inner.conn.clone()
+        self.inner.conn.clone().with_wait(self.wait)
+    }
+
+    /// What the connection has seen of Redis's availability: up or not, how many outages
+    /// (runs of failed calls) so far, how long the last one lasted. Each outage is logged
+    /// once when it starts (warning) and once when Redis answers again (info).
+    pub fn connection_health(&self) -> ConnectionHealth {
+        self.inner.conn.health().snapshot()
+    }
+
+    /// This client with durable writes for `replicas` replicas (0: none), each waiting up to
+    /// `timeout_ms` (see [`ClientBuilder::replicas`]).
+    pub(crate) fn with_replicas(&self, replicas: u8, timeout_ms: u64) -> Self {
+        let mut c = self.clone();
+        c.wait = (replicas > 0).then_some(WaitFor {
+            replicas: replicas.min(MAX_REPLICAS),
+            timeout_ms: timeout_ms.max(1),
+        });
+        c
     }
 
     /// This client (same connection, same wake-up subscriptions) recording the claim path's
@@ -349,6 +410,7 @@ impl Client {
         Self {
             inner: self.inner.clone(),
             recorder: Some(recorder),
+            wait: self.wait,
         }
     }
 

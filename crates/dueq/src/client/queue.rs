@@ -112,6 +112,16 @@ impl Queue {
         &self.keys
     }
 
+    /// This handle with durable writes (DESIGN 2.14): its enqueues, acks, nacks, cancels,
+    /// reschedules and dead-letter retries and deletes are followed by `WAIT replicas
+    /// timeout_ms` and fail with [`ErrorKind::NotReplicated`] when fewer replicas confirm in
+    /// time. 0 replicas turns it off (also when the client has it on). See
+    /// [`ClientBuilder::replicas`](crate::ClientBuilder::replicas) for what it promises.
+    pub fn with_replicas(mut self, replicas: u8, timeout_ms: u64) -> Self {
+        self.client = self.client.with_replicas(replicas, timeout_ms);
+        self
+    }
+
     /// The backoff used when a nack gives no delay and when an expired lease is recovered.
     /// Default [`Backoff::default`].
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {

@@ -396,10 +396,11 @@ impl DueClaimer {
         }
     }
 
-    /// Pushes the next look back by the error pause (which doubles, up to 1 s) and passes
+    /// Pushes the next look back by the error pause (which doubles, up to 1 s; with jitter,
+    /// so that every claimer does not come back at the same instant) and passes
     /// the error on.
     fn failed(&mut self, e: crate::Error) -> crate::Error {
-        self.next_look = Instant::now() + self.error_pause;
+        self.next_look = Instant::now() + crate::backoff::jittered(self.error_pause);
         self.pause_until = self.next_look;
         self.error_pause = (self.error_pause * 2).min(MAX_ERROR_PAUSE);
         e

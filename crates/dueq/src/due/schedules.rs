@@ -149,7 +149,7 @@ async fn fire_loop(q: Queue, poll: Duration, mut stop: watch::Receiver<bool>) {
             }
             Err(e) => {
                 tracing::warn!(queue = q.name(), error = %e, "schedule firer: step failed");
-                let at = Instant::now() + pause;
+                let at = Instant::now() + crate::backoff::jittered(pause);
                 pause = (pause * 2).min(MAX_ERROR_PAUSE);
                 at
             }

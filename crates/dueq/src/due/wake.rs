@@ -26,6 +26,8 @@ use futures_util::StreamExt;
 use redis::aio::PubSubSink;
 use tokio::sync::{broadcast, watch};
 
+use crate::protocol::conn::PubsubSource;
+
 /// A channel without a waiter for this long is dropped.
 const IDLE: Duration = Duration::from_secs(60);
 
@@ -42,7 +44,10 @@ const BACKLOG: usize = 64;
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Pause before reconnecting a dropped connection.
-const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+/// Longest pause between reconnect attempts while Redis stays away (the pause doubles from
+/// [`RECONNECT_PAUSE`] after each failed attempt, with jitter).
+const MAX_RECONNECT_PAUSE: Duration = Duration::from_secs(2);
 
 /// One queue's wake channel.
 struct Channel {
@@ -98,7 +103,7 @@ impl HubState {
 }
 
 pub(crate) struct WakeHub {
-    pubsub: redis::Client,
+    pubsub: PubsubSource,
     max: usize,
     state: Mutex<HubState>,
     /// Held while (un)subscribing, so that the commands reach Redis in the order decided.
@@ -109,7 +114,7 @@ pub(crate) struct WakeHub {
 impl WakeHub {
     /// A hub of at most `max` channels (0: none, every claimer polls), connecting through
     /// `pubsub` (on a cluster one seed node: a plain `PUBLISH` reaches every node).
-    pub(crate) fn new(pubsub: redis::Client, max: usize) -> Arc<Self> {
+    pub(crate) fn new(pubsub: PubsubSource, max: usize) -> Arc<Self> {
         Arc::new(Self {
             pubsub,
             max,
@@ -254,9 +259,11 @@ impl WakeHub {
 /// The connection loop; ends when the hub (its client) is gone. A connection whose
 /// subscriptions fail is dropped and made anew after a pause.
 async fn run(hub: Weak<WakeHub>) {
+    let mut pause = RECONNECT_PAUSE;
     loop {
         let Some(h) = hub.upgrade() else { return };
-        let pubsub = h.pubsub.clone();
+        // a Sentinel source names the primary of now, so a failover is followed here too
+        let pubsub = h.pubsub.client();
         drop(h);
         if let Ok(ps) = pubsub.get_async_pubsub().await {
             let (mut sink, mut stream) = ps.split();
@@ -273,6 +280,7 @@ async fn run(hub: Weak<WakeHub>) {
                 ok &= matches!(r, Ok(Ok(())));
             }
             if ok {
+                pause = RECONNECT_PAUSE;
                 {
                     let mut st = h.lock();
                     st.subscribed = channels.into_iter().collect();
@@ -316,7 +324,8 @@ async fn run(hub: Weak<WakeHub>) {
             }
             tracing::debug!("wake-up connection lost; reconnecting");
         }
-        tokio::time::sleep(RECONNECT_PAUSE).await;
+        tokio::time::sleep(crate::backoff::jittered(pause)).await;
+        pause = (pause * 2).min(MAX_RECONNECT_PAUSE);
     }
 }
 
@@ -393,7 +402,10 @@ mod tests {
     #[tokio::test]
     async fn the_table_never_exceeds_its_limit() {
         let server = dueq_testkit::RedisServer::start();
-        let hub = WakeHub::new(redis::Client::open(server.url()).unwrap(), 10);
+        let hub = WakeHub::new(
+            PubsubSource::Fixed(Box::new(redis::Client::open(server.url()).unwrap())),
+            10,
+        );
         let held: Vec<_> = (0..5)
             .map(|i| hub.receiver(&format!("held{i}")).unwrap())
             .collect();

@@ -3,8 +3,8 @@
 
 use redis::Value;
 
-use super::conn::Conn;
-use crate::error::{Error, Result};
+use super::conn::{Conn, WaitFor};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Most tasks one script call handles (DESIGN 3: bounded work per call).
 pub(crate) const MAX_BATCH: usize = 1000;
@@ -16,6 +16,12 @@ pub(crate) async fn run(
     keys: &[&str],
     args: Vec<Vec<u8>>,
 ) -> Result<Reply> {
+    if let Some(wait) = conn.wait()
+        && DURABLE.contains(&name)
+    {
+        let v = run_durable(conn, name, script, keys, &args, wait).await?;
+        return Reply::new(name, v);
+    }
     let mut inv = script.prepare_invoke();
     for k in keys {
         inv.key(*k);
@@ -25,6 +31,63 @@ pub(crate) async fn run(
     }
     let v: Value = inv.invoke_async(conn).await?;
     Reply::new(name, v)
+}
+
+/// The writes a durable connection follows with `WAIT` (DESIGN 2.14): the ones whose loss in
+/// a failover a caller would notice (a task that vanishes, a cancel or an ack undone). Claims,
+/// extensions and recovery are left out: losing one only hands a task out again, which
+/// at-least-once allows, and waiting there would slow every claim.
+const DURABLE: &[&str] = &[
+    "enqueue",
+    "ack",
+    "nack",
+    "cancel",
+    "reschedule",
+    "dead_retry",
+    "dead_delete",
+];
+
+/// `EVALSHA` and `WAIT` in one pipeline: both go down the same socket back to back, so the
+/// `WAIT` counts this write (a `WAIT` sent on another connection after a reconnect would
+/// count nothing and confirm at once). `NOSCRIPT` loads the script and sends both again
+/// (the refused call wrote nothing).
+async fn run_durable(
+    conn: &mut Conn,
+    name: &'static str,
+    script: &redis::Script,
+    keys: &[&str],
+    args: &[Vec<u8>],
+    wait: WaitFor,
+) -> Result<Value> {
+    let mut pipe = redis::pipe();
+    pipe.cmd("EVALSHA")
+        .arg(script.get_hash())
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .cmd("WAIT")
+        .arg(wait.replicas)
+        .arg(wait.timeout_ms);
+    let answer: redis::RedisResult<(Value, u64)> = match pipe.query_async(conn).await {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            script.load_async(conn).await?;
+            pipe.query_async(conn).await
+        }
+        other => other,
+    };
+    let (v, acked) = answer?;
+    if acked < u64::from(wait.replicas) {
+        return Err(Error::new(
+            ErrorKind::NotReplicated,
+            format!(
+                "{name}: written on the primary but confirmed by {acked} of {} replicas within \
+                 {} ms; it may be lost if the primary fails now (repeat it: every dueq write \
+                 is safe to repeat by key)",
+                wait.replicas, wait.timeout_ms
+            ),
+        ));
+    }
+    Ok(v)
 }
 
 /// Argument list builder.

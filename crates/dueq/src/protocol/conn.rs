@@ -1,27 +1,83 @@
-//! Connections: one multiplexed connection (standalone, auto-reconnecting) or one cluster
-//! connection, behind a single type the scripts run on.
+//! Connections: one multiplexed connection (standalone, auto-reconnecting), one cluster
+//! connection, or a Sentinel-resolved primary, behind a single type the scripts run on.
+//!
+//! Every reply passes through [`Health`], which turns a run of connection failures into one
+//! outage: one log line when it starts, one when it ends, and a counter
+//! ([`ConnectionHealth`]). A reconnect itself is the link's job: `ConnectionManager` (and the
+//! cluster connection) make a new socket on the next call after a drop; the Sentinel link
+//! also asks the sentinels for the primary again after a connection failure or a `READONLY`
+//! reply (the old primary demoted to a replica), and repeats a refused write once on the new
+//! primary (`READONLY` means nothing was written).
 
-use std::time::Duration;
+mod sentinel;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+
+use sentinel::SentinelLink;
+pub(crate) use sentinel::SentinelUrl;
 
 use crate::error::{Error, Result};
 
+/// Timeout of a TCP connect to Redis or a sentinel.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A cheap-to-clone handle that pipelines all callers over one socket per node.
 #[derive(Clone)]
-pub(crate) enum Conn {
+pub(crate) struct Conn {
+    link: Link,
+    health: Arc<Health>,
+    /// Durable writes: `WAIT` after the writes that ask for it (see [`WaitFor`]).
+    wait: Option<WaitFor>,
+}
+
+#[derive(Clone)]
+enum Link {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(Arc<SentinelLink>),
+}
+
+/// `WAIT replicas timeout_ms` after a write: the write counts as done only once that many
+/// replicas acknowledged it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitFor {
+    pub replicas: u8,
+    pub timeout_ms: u64,
+}
+
+impl Conn {
+    /// The same connection, with `WAIT` after every durable write (or none).
+    pub(crate) fn with_wait(mut self, wait: Option<WaitFor>) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    pub(crate) fn wait(&self) -> Option<WaitFor> {
+        self.wait
+    }
+
+    pub(crate) fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(c) => c.req_packed_command(cmd),
-            Self::Cluster(c) => c.req_packed_command(cmd),
-        }
+        Box::pin(async move {
+            let r = match &mut self.link {
+                Link::Single(c) => c.req_packed_command(cmd).await,
+                Link::Cluster(c) => c.req_packed_command(cmd).await,
+                Link::Sentinel(s) => s.command(cmd).await,
+            };
+            self.health.observe(r.as_ref().err());
+            r
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -30,25 +86,143 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
+        Box::pin(async move {
+            let r = match &mut self.link {
+                Link::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
+                Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
+                Link::Sentinel(s) => s.commands(pipeline, offset, count).await,
+            };
+            self.health.observe(r.as_ref().err());
+            r
+        })
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(c) => c.get_db(),
-            Self::Cluster(c) => c.get_db(),
+        match &self.link {
+            Link::Single(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
+            Link::Sentinel(s) => s.db(),
         }
     }
 }
 
-/// What [`connect`] returns: the command connection and a client for pub/sub connections
+/// Where the wake hub opens its pub/sub connections: a fixed server, or whatever the
+/// sentinels name as primary now (resolved again at every reconnect).
+#[derive(Clone)]
+pub(crate) enum PubsubSource {
+    Fixed(Box<redis::Client>),
+    Sentinel(Arc<SentinelLink>),
+}
+
+impl PubsubSource {
+    /// A client for the server to subscribe on now.
+    pub(crate) fn client(&self) -> redis::Client {
+        match self {
+            Self::Fixed(c) => (**c).clone(),
+            Self::Sentinel(s) => s.pubsub_client(),
+        }
+    }
+}
+
+/// Whether an error means Redis (or this primary) is away, rather than an answer.
+pub(crate) fn is_outage(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::ReadOnly
+                    | ServerErrorKind::BusyLoading
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+            )
+        )
+        || is_readonly(e)
+}
+
+/// A `READONLY` reply: this server is a replica now (a failover demoted it).
+pub(crate) fn is_readonly(e: &redis::RedisError) -> bool {
+    e.code() == Some("READONLY")
+        || matches!(
+            e.kind(),
+            redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+        )
+        // inside a script, the write's error comes wrapped in the script error
+        || e.to_string().contains("READONLY")
+}
+
+/// What the connection has seen of Redis's availability (see [`Health`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionHealth {
+    /// The last call got an answer from Redis (false from the first failed call of an
+    /// outage until the next answer).
+    pub up: bool,
+    /// Outages seen since the client connected: runs of connection failures (refused,
+    /// dropped, timed out, `LOADING`, `READONLY`, ...) ended by an answer or still going.
+    pub outages: u64,
+    /// How long the last finished outage lasted, ms (first failure to first answer).
+    pub last_outage_ms: Option<u64>,
+}
+
+/// Outage tracking shared by every clone of a connection: one warning when calls start
+/// failing, one info line when Redis answers again, and a count.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    down: AtomicBool,
+    since: Mutex<Option<Instant>>,
+    outages: AtomicU64,
+    /// ms + 1 of the last finished outage; 0 = none yet.
+    last_ms: AtomicU64,
+}
+
+impl Health {
+    fn observe(&self, err: Option<&redis::RedisError>) {
+        match err {
+            Some(e) if is_outage(e) => {
+                if !self.down.swap(true, Ordering::AcqRel) {
+                    let n = self.outages.fetch_add(1, Ordering::AcqRel) + 1;
+                    if let Ok(mut s) = self.since.lock() {
+                        *s = Some(Instant::now());
+                    }
+                    tracing::warn!(error = %e, outage = n,
+                        "Redis unreachable; calls fail and are retried with backoff until it answers again");
+                }
+            }
+            _ => {
+                if self.down.swap(false, Ordering::AcqRel) {
+                    let since = self.since.lock().ok().and_then(|mut s| s.take());
+                    let ms = since.map_or(0, |t| t.elapsed().as_millis() as u64);
+                    self.last_ms.store(ms + 1, Ordering::Release);
+                    tracing::info!(
+                        outage = self.outages.load(Ordering::Acquire),
+                        duration_ms = ms,
+                        "Redis answers again"
+                    );
+                }
+            }
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> ConnectionHealth {
+        let last = self.last_ms.load(Ordering::Acquire);
+        ConnectionHealth {
+            up: !self.down.load(Ordering::Acquire),
+            outages: self.outages.load(Ordering::Acquire),
+            last_outage_ms: last.checked_sub(1),
+        }
+    }
+}
+
+/// What [`connect`] returns: the command connection and where pub/sub connections go
 /// (plain `PUBLISH` reaches every node of a cluster, so one seed node serves for that).
 pub(crate) struct Connected {
     pub conn: Conn,
-    pub pubsub: redis::Client,
+    pub pubsub: PubsubSource,
     pub cluster: bool,
 }
 
@@ -73,8 +247,36 @@ fn cluster_seeds(url: &str) -> Option<Vec<String>> {
         .then(|| url.split(',').map(|s| s.trim().to_owned()).collect())
 }
 
+/// A `ConnectionManager` for one server: reconnects by itself on the call after a drop
+/// (3 tries, up to 500 ms apart, then the call fails and the next call tries again).
+pub(crate) async fn manager(
+    client: &redis::Client,
+    response_timeout: Duration,
+) -> RedisResult<ConnectionManager> {
+    let config = ConnectionManagerConfig::new()
+        .set_response_timeout(Some(response_timeout))
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_number_of_retries(3)
+        .set_max_delay(Duration::from_millis(500));
+    client.get_connection_manager_with_config(config).await
+}
+
 pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Connected> {
     let bad_url = |e: redis::RedisError| Error::invalid(format!("bad Redis URL {url:?}: {e}"));
+    let health = Arc::new(Health::default());
+    if let Some(s) = SentinelUrl::parse(url)? {
+        let link = Arc::new(SentinelLink::connect(s, response_timeout).await?);
+        tokio::spawn(sentinel::watch(Arc::downgrade(&link)));
+        return Ok(Connected {
+            conn: Conn {
+                link: Link::Sentinel(link.clone()),
+                health,
+                wait: None,
+            },
+            pubsub: PubsubSource::Sentinel(link),
+            cluster: false,
+        });
+    }
     if let Some(seeds) = cluster_seeds(url) {
         let first = seeds
             .first()
@@ -82,26 +284,29 @@ pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Con
         let pubsub = redis::Client::open(first.as_str()).map_err(bad_url)?;
         let client = redis::cluster::ClusterClient::builder(seeds.clone())
             .response_timeout(response_timeout)
-            .connection_timeout(Duration::from_secs(2))
+            .connection_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(bad_url)?;
         let conn = client.get_async_connection().await?;
         return Ok(Connected {
-            conn: Conn::Cluster(conn),
-            pubsub,
+            conn: Conn {
+                link: Link::Cluster(conn),
+                health,
+                wait: None,
+            },
+            pubsub: PubsubSource::Fixed(Box::new(pubsub)),
             cluster: true,
         });
     }
     let client = redis::Client::open(url).map_err(bad_url)?;
-    let config = ConnectionManagerConfig::new()
-        .set_response_timeout(Some(response_timeout))
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_number_of_retries(3)
-        .set_max_delay(Duration::from_millis(500));
-    let conn = client.get_connection_manager_with_config(config).await?;
+    let conn = manager(&client, response_timeout).await?;
     Ok(Connected {
-        conn: Conn::Single(conn),
-        pubsub: client,
+        conn: Conn {
+            link: Link::Single(conn),
+            health,
+            wait: None,
+        },
+        pubsub: PubsubSource::Fixed(Box::new(client)),
         cluster: false,
     })
 }

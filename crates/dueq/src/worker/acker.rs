@@ -130,7 +130,7 @@ async fn retry(
         return false;
     }
     tracing::warn!(queue = rt.queue.name(), error = %e, "ack/nack failed; retrying");
-    sleep(*pause).await;
+    sleep(crate::backoff::jittered(*pause)).await;
     *pause = (*pause * 2).min(Duration::from_secs(1));
     true
 }

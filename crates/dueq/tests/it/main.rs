@@ -9,11 +9,13 @@
 mod support;
 
 mod basics;
+mod cases_failover;
 mod cases_limits;
 mod cases_ownership;
 mod cases_redis;
 mod cases_schedules;
 mod cases_scheduling;
+mod chaos;
 mod cluster;
 mod due;
 mod flow;
