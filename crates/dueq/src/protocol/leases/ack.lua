@@ -13,7 +13,9 @@ local out = {now}
 local ids = {}
 for i = 1, n do ids[i] = ARGV[1 + 2 * i] end
 local lvs = hmget_chunked(leases, ids)
-local keep = tonumber(redis.call('HGET', meta, 'done_max') or '0')
+local cfg = redis.call('HMGET', meta, 'done_max', 'concurrency')
+local keep = tonumber(cfg[1] or '0')
+local conc = tonumber(cfg[2] or '0') or 0
 -- lease values repeat across a batch (one token per claim call): split each once
 local split = {}
 local seen, okids, keyed, failed, grouped = {}, {}, {}, {}, {}
@@ -52,7 +54,8 @@ for i = 1, n do
   out[i + 1] = ok
 end
 if nok > 0 then
-  local wake_up = at_concurrency(meta, active)
+  -- at the queue's concurrency limit, a claimer waits for the slot this frees
+  local wake_up = conc > 0 and redis.call('ZCARD', active) >= conc
   chunked('ZREM', active, okids)
   if ngrouped > 0 then
     local gs = hmget_chunked(G.groups, grouped)

@@ -2,10 +2,11 @@
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
 -- KEYS[7..15] group keys (see lib.lua)
 -- ARGV[1] wake channel
--- ARGV[2] n (tasks in this batch), then 5 values per task:
+-- ARGV[2] n (tasks in this batch), ARGV[3] values per task (4, or 5 when a task of the batch
+--   has a group), then per task:
 --   key ('' = none); mode: on_conflict ('k' keep | 'r' replace) followed by due kind ('a' at |
 --   'd' delay), e.g. 'kd'; due value (ms); spec (the record without its tail, see lib.lua);
---   group ('' = none; a replace keeps the task's group)
+--   group (5th value; '' = none; a replace keeps the task's group)
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
 --   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused)
 --   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written)
@@ -13,13 +14,14 @@ local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local G = group_keys(7)
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
+local stride = tonumber(ARGV[3])
 local now = now_ms()
 local created_at = struct.pack('<I6', now)
 
 -- Due times as numbers and as score strings; a delay shared by many tasks is computed once.
 local dues, due_str, due_bin, by_delay = {}, {}, {}, {}
 for i = 1, n do
-  local b = 2 + (i - 1) * 5
+  local b = 3 + (i - 1) * stride
   local v = ARGV[b + 3]
   if string.byte(ARGV[b + 2], 2) == 100 then -- 'd': delay
     local c = by_delay[v]
@@ -49,8 +51,9 @@ local nh, nz, no = 0, 0, 2
 local gbatch = {}
 
 for i = 1, n do
-  local b = 2 + (i - 1) * 5
-  local key, replace, spec, group = ARGV[b + 1], string.byte(ARGV[b + 2], 1) == 114, ARGV[b + 4], ARGV[b + 5]
+  local b = 3 + (i - 1) * stride
+  local key, replace, spec = ARGV[b + 1], string.byte(ARGV[b + 2], 1) == 114, ARGV[b + 4]
+  local group = stride == 5 and ARGV[b + 5] or ''
   local due = dues[i]
   local done = false
   if key ~= '' then

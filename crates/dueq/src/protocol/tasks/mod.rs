@@ -30,7 +30,8 @@ pub(crate) async fn enqueue(
     items: &[EnqueueItem<'_>],
 ) -> Result<Vec<Enqueued>> {
     let mut a = Args::default();
-    a.s(&k.wake).n(items.len());
+    let grouped = items.iter().any(|it| it.group.is_some());
+    a.s(&k.wake).n(items.len()).n(if grouped { 5 } else { 4 });
     for it in items {
         let (kind, value) = it.due.parts()?;
         let mode = match (it.on_conflict, kind) {
@@ -46,7 +47,9 @@ pub(crate) async fn enqueue(
             key,
             it.payload,
         ));
-        a.s(it.group.unwrap_or(""));
+        if grouped {
+            a.s(it.group.unwrap_or(""));
+        }
     }
     let keys = k.with_group_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
     let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
