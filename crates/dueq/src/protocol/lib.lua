@@ -295,9 +295,10 @@ local function rate_take(G, st, n, now)
   redis.call('ZADD', G.rate_idle, now, st.p)
 end
 
--- Drops up to 10 logs whose newest entry is at or before `before` (their window is empty).
-local function rate_forget(G, before)
-  local old = redis.call('ZRANGEBYSCORE', G.rate_idle, '-inf', before, 'LIMIT', 0, 10)
+-- Drops up to `count` (default 10) logs whose newest entry is at or before `before` (their
+-- window is empty).
+local function rate_forget(G, before, count)
+  local old = redis.call('ZRANGEBYSCORE', G.rate_idle, '-inf', before, 'LIMIT', 0, count or 10)
   for i = 1, #old do
     local p = old[i]
     redis.call('ZREMRANGEBYLEX', G.rate, '[' .. p, '(' .. p .. '\255')

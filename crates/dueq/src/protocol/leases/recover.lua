@@ -1,6 +1,7 @@
 -- recover: returns tasks whose lease expired to scheduled (after a backoff) or to the
 -- dead-letter queue, counting the attempt; also finds leases whose deadline entry was lost,
--- and forgets claim records (see claim.lua) of callers gone for over an hour.
+-- forgets claim records (see claim.lua) of callers gone for over an hour, and drops idle
+-- rate-limit logs.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
 -- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors  KEYS[11] hist
 -- KEYS[12..20] group keys (see lib.lua)
@@ -80,6 +81,10 @@ for i = 1, #expired do
 end
 if #expired > 0 then redis.call('HINCRBY', K.stats, 'lease_expired_total', #expired) end
 if wake_up or K.woke then redis.call('PUBLISH', channel, int(now)) end
+-- rate logs nobody added to for a window go here too, so an idle queue keeps none
+local per = redis.call('HMGET', K.meta, 'rate_per_ms', 'group_rate_per_ms')
+local window = math.max(tonumber(per[1] or '0') or 0, tonumber(per[2] or '0') or 0)
+if window > 0 then rate_forget(K.G, now - window, 100) end
 local next_deadline = earliest(active)
 if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
   next_deadline = orphan_next
