@@ -293,14 +293,10 @@ impl SettingsPatch {
         );
         one("backoff_factor", b.map(|o| o.map(|b| b.factor.to_string())));
         one("backoff_max_ms", b.map(|o| o.map(|b| b.max_ms.to_string())));
-        for (prefix, r) in [
-            ("rate", self.rate_limit),
-            ("group_rate", self.group_rate_limit),
+        for (max, per, r) in [
+            ("rate_max", "rate_per_ms", self.rate_limit),
+            ("group_rate_max", "group_rate_per_ms", self.group_rate_limit),
         ] {
-            let (max, per) = match prefix {
-                "rate" => ("rate_max", "rate_per_ms"),
-                _ => ("group_rate_max", "group_rate_per_ms"),
-            };
             one(max, r.map(|o| o.map(|r| r.max.to_string())));
             one(per, r.map(|o| o.map(|r| r.per_ms.to_string())));
         }

@@ -173,11 +173,17 @@ fn settings_lines(s: &dueq::QueueSettings) -> Vec<(&'static str, String)> {
         ),
         (
             "max attempts",
-            or(s.max_attempts.map(|n| n.to_string()), "5"),
+            or(
+                s.max_attempts.map(|n| n.to_string()),
+                &dueq::DEFAULT_MAX_ATTEMPTS.to_string(),
+            ),
         ),
         (
             "lease",
-            or(s.lease_ms.map(|n| format!("{n} ms")), "30000 ms"),
+            or(
+                s.lease_ms.map(|n| format!("{n} ms")),
+                &format!("{} ms", dueq::DEFAULT_LEASE_MS),
+            ),
         ),
         (
             "backoff",

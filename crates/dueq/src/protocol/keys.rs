@@ -177,8 +177,8 @@ impl QueueKeys {
     }
 
     /// Every key and channel of the queue, for inspection and tests.
-    pub fn all(&self) -> [&str; 27] {
-        [
+    pub fn all(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = [
             &self.sched,
             &self.active,
             &self.leases,
@@ -195,18 +195,13 @@ impl QueueKeys {
             &self.schedules,
             &self.schedule_state,
             &self.schedule_next,
-            &self.gsched,
-            &self.gdue,
-            &self.groups,
-            &self.gready,
-            &self.gactive,
-            &self.gparked,
-            &self.rate,
-            &self.rate_n,
-            &self.rate_idle,
             &self.wake,
             &self.schedule_wake,
         ]
+        .map(String::as_str)
+        .to_vec();
+        v.extend(self.group_keys());
+        v
     }
 }
 

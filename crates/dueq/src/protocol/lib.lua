@@ -242,8 +242,9 @@ end
 
 -- Whether the queue is at its concurrency limit, so that a task leaving `active` frees a slot
 -- a throttled claimer waits for.
-local function at_concurrency(meta, active)
-  local c = tonumber(redis.call('HGET', meta, 'concurrency') or '0')
+-- `limit`: the queue's `concurrency` setting when the caller has read it already.
+local function at_concurrency(meta, active, limit)
+  local c = limit or tonumber(redis.call('HGET', meta, 'concurrency') or '0') or 0
   return c > 0 and redis.call('ZCARD', active) >= c
 end
 

@@ -5,35 +5,12 @@
 use std::collections::HashMap;
 
 use dueq::{
-    AckOutcome, BackoffSettings, CancelOutcome, ClaimedTask, ErrorKind, NackOutcome, Queue,
-    RateLimit, RescheduleOutcome, SettingsPatch, TaskRef, TaskSpec, TaskState, Throttle,
+    BackoffSettings, CancelOutcome, ClaimedTask, ErrorKind, NackOutcome, RateLimit,
+    RescheduleOutcome, SettingsPatch, TaskRef, TaskSpec, TaskState, Throttle,
 };
 use dueq_testkit::wait_until_async;
 
-use crate::support::{Ctx, DEADLINE};
-
-async fn due_tasks(q: &Queue, n: usize, group: Option<&str>) {
-    let specs: Vec<TaskSpec> = (0..n)
-        .map(|i| {
-            let s = TaskSpec::new(format!("{i}").into_bytes());
-            match group {
-                Some(g) => s.group(g),
-                None => s,
-            }
-        })
-        .collect();
-    q.enqueue_batch(&specs).await.unwrap();
-}
-
-async fn ack_all(q: &Queue, tasks: &[ClaimedTask]) {
-    let items: Vec<_> = tasks
-        .iter()
-        .map(|t| (t.id.clone(), t.lease_token.clone()))
-        .collect();
-    for o in q.ack_batch(&items).await.unwrap() {
-        assert_eq!(o, AckOutcome::Acked);
-    }
-}
+use crate::support::{Ctx, DEADLINE, ack_all, due_tasks};
 
 #[tokio::test]
 async fn settings_round_trip_and_bad_values_write_nothing() {

@@ -5,32 +5,9 @@
 
 use std::time::Duration;
 
-use dueq::{AckOutcome, ClaimedTask, Queue, RateLimit, SettingsPatch, TaskSpec};
+use dueq::{RateLimit, SettingsPatch, TaskSpec};
 
-use crate::support::Ctx;
-
-async fn due_tasks(q: &Queue, n: usize, group: Option<&str>) {
-    let specs: Vec<TaskSpec> = (0..n)
-        .map(|i| {
-            let s = TaskSpec::new(format!("{i}").into_bytes());
-            match group {
-                Some(g) => s.group(g),
-                None => s,
-            }
-        })
-        .collect();
-    q.enqueue_batch(&specs).await.unwrap();
-}
-
-async fn ack_all(q: &Queue, tasks: &[ClaimedTask]) {
-    let items: Vec<_> = tasks
-        .iter()
-        .map(|t| (t.id.clone(), t.lease_token.clone()))
-        .collect();
-    for o in q.ack_batch(&items).await.unwrap() {
-        assert_eq!(o, AckOutcome::Acked);
-    }
-}
+use crate::support::{Ctx, ack_all, due_tasks};
 
 /// Problem 1: a group held by its rate limit keeps its `gready` score at the instant the old
 /// window would have opened (up to a day away): clearing the limit does not let it go.

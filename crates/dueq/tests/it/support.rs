@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dueq::{Client, Queue};
+use dueq::{AckOutcome, ClaimedTask, Client, Queue, TaskSpec};
 use dueq_testkit::RedisServer;
 
 /// A fresh server and a client connected to it.
@@ -47,5 +47,30 @@ pub async fn wait_stats(q: &Queue, f: impl Fn(&dueq::QueueStats) -> bool) {
         }
         assert!(start.elapsed() < DEADLINE, "queue stats never matched");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Enqueues `n` tasks due now, of `group` when given.
+pub async fn due_tasks(q: &Queue, n: usize, group: Option<&str>) {
+    let specs: Vec<TaskSpec> = (0..n)
+        .map(|i| {
+            let s = TaskSpec::new(format!("{i}").into_bytes());
+            match group {
+                Some(g) => s.group(g),
+                None => s,
+            }
+        })
+        .collect();
+    q.enqueue_batch(&specs).await.unwrap();
+}
+
+/// Acknowledges `tasks`, each of which must still hold its lease.
+pub async fn ack_all(q: &Queue, tasks: &[ClaimedTask]) {
+    let items: Vec<_> = tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.lease_token.clone()))
+        .collect();
+    for o in q.ack_batch(&items).await.unwrap() {
+        assert_eq!(o, AckOutcome::Acked);
     }
 }

@@ -54,8 +54,7 @@ for i = 1, n do
   out[i + 1] = ok
 end
 if nok > 0 then
-  -- at the queue's concurrency limit, a claimer waits for the slot this frees
-  local wake_up = conc > 0 and redis.call('ZCARD', active) >= conc
+  local wake_up = at_concurrency(meta, active, conc)
   chunked('ZREM', active, okids)
   if ngrouped > 0 then
     local gs = hmget_chunked(G.groups, grouped)
