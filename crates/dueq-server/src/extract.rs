@@ -51,6 +51,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                     ApiError::invalid(format!("could not read the body: {e}"))
                 }
             })?;
+        // every request body is a JSON object: serde would read an array into a struct by
+        // field position (`[3, 5000]` as max_attempts, lease_ms), which no caller means
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+            return Err(ApiError::invalid(
+                "the body must be a JSON object, not an array",
+            ));
+        }
         // the path names the field of a bad value (`concurrency: invalid value: -3 ...`)
         let de = &mut serde_json::Deserializer::from_slice(&bytes);
         serde_path_to_error::deserialize(de)

@@ -42,6 +42,7 @@ async fn settings_get_patch_clear_and_refuse_nonsense() {
         (json!({"group_concurrency": 99999999}), "group_concurrency"),
         (json!({"concurency": 3}), "concurency"),
         (json!({"rate_limit": {"max": 1}}), "per_ms"),
+        (json!([3, 5000]), "JSON object"),
     ] {
         let r = c.patch("/v1/queues/q/settings", body.clone()).await;
         assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
