@@ -78,9 +78,13 @@ async fn idle_worker_wakes_for_the_due_millisecond() {
     })
     .await;
     worker.shutdown().await.unwrap();
+    // Never early; and woken by its own timer, not the 1 s fallback poll. (Lateness itself is
+    // measured by `dueq bench` W3; on a test machine running many test binaries at once a
+    // debug build can be scheduled tens of ms late, so the bound here only tells a timer from
+    // the poll.)
     for (due, started) in starts.lock().unwrap().iter() {
         assert!(started >= due, "ran early: due {due}, started {started}");
-        assert!(started - due < 50, "ran {} ms late", started - due);
+        assert!(started - due < 250, "ran {} ms late", started - due);
     }
 }
 
