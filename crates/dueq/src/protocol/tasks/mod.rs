@@ -7,8 +7,8 @@ use super::record::{self, Record};
 use super::scripts;
 use crate::error::{Error, Result};
 use crate::task::{
-    CancelOutcome, Due, EnqueueOutcome, Enqueued, OnConflict, RescheduleOutcome, Task, TaskId,
-    TaskRef, TaskState,
+    CancelOutcome, Due, EnqueueOutcome, Enqueued, Expiry, OnConflict, RescheduleOutcome, Task,
+    TaskId, TaskRef, TaskState,
 };
 
 /// A validated task ready for the enqueue script.
@@ -21,6 +21,11 @@ pub(crate) struct EnqueueItem<'a> {
     /// 0: the queue's setting.
     pub lease_ms: u64,
     pub group: Option<&'a str>,
+    /// 0 (first) to 9.
+    pub priority: u8,
+    pub expiry: Option<Expiry>,
+    /// Only with [`OnConflict::Debounce`].
+    pub debounce_max_ms: Option<u64>,
     pub payload: &'a [u8],
 }
 
@@ -34,16 +39,28 @@ pub(crate) async fn enqueue(
     a.s(&k.wake).n(items.len()).n(if grouped { 5 } else { 4 });
     for it in items {
         let (kind, value) = it.due.parts()?;
-        let mode = match (it.on_conflict, kind) {
-            (OnConflict::Replace, "delay") => "rd",
-            (OnConflict::Replace, _) => "ra",
-            (_, "delay") => "kd",
-            _ => "ka",
+        let conflict = match it.on_conflict {
+            OnConflict::Replace => 'r',
+            OnConflict::Debounce => 'b',
+            _ => 'k',
         };
+        let mut mode = String::with_capacity(24);
+        mode.push(conflict);
+        mode.push(if kind == "delay" { 'd' } else { 'a' });
+        // options ride in the mode word, so a task without them costs no extra argument
+        match it.expiry {
+            Some(Expiry::TtlMs(t)) => mode.push_str(&format!(" t{t}")),
+            Some(Expiry::AtMs(t)) => mode.push_str(&format!(" e{t}")),
+            None => {}
+        }
+        if let Some(m) = it.debounce_max_ms {
+            mode.push_str(&format!(" m{m}"));
+        }
         let key = it.key.unwrap_or("");
-        a.s(key).s(mode).n(value).0.push(record::spec(
+        a.s(key).s(&mode).n(value).0.push(record::spec(
             it.max_attempts,
             it.lease_ms,
+            it.priority,
             key,
             it.payload,
         ));
@@ -51,7 +68,7 @@ pub(crate) async fn enqueue(
             a.s(it.group.unwrap_or(""));
         }
     }
-    let keys = k.with_group_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
+    let keys = k.with_lane_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
     let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
     let status = r.string()?;
     let _now = r.u64()?;
@@ -92,7 +109,7 @@ pub(crate) async fn cancel(
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = k.with_group_keys(&[
+    let keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats, &k.errors,
     ]);
     let mut r = run(conn, "cancel", &scripts::CANCEL, &keys, a.take()).await?;
@@ -121,7 +138,7 @@ pub(crate) async fn reschedule(
     let (kind, due_value) = due.parts()?;
     let mut a = Args::default();
     a.s(&k.wake).s(by).s(value).s(kind).n(due_value);
-    let keys = k.with_group_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.keys]);
+    let keys = k.with_lane_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.keys]);
     let mut r = run(conn, "reschedule", &scripts::RESCHEDULE, &keys, a.take()).await?;
     r.u64()?;
     let outcome = r.string()?;
@@ -157,6 +174,8 @@ pub(super) fn task_from(
         max_attempts: rec.max_attempts,
         lease_ms: rec.lease_ms,
         group: None,
+        priority: rec.priority,
+        expires_at_ms: None,
         payload: rec.payload,
         last_error,
         created_at_ms: rec.created_at_ms,
@@ -168,7 +187,7 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = k.with_group_keys(&[
+    let keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done, &k.errors, &k.meta,
     ]);
     let mut r = run(conn, "get", &scripts::GET, &keys, a.take()).await?;
@@ -196,6 +215,9 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     }
     if task.lease_ms == 0 {
         task.lease_ms = default_lease_ms;
+    }
+    if r.remaining() > 0 {
+        task.expires_at_ms = r.opt_u64()?;
     }
     Ok(Some(task))
 }
