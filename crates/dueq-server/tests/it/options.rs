@@ -179,3 +179,64 @@ async fn debounce_over_http() {
     let r = c.post("/v1/queues/d/tasks", body(4, 0)).await;
     assert_error(&r, StatusCode::CONFLICT, "in_progress");
 }
+
+/// `GET /v1/queues/{queue}/tasks` (issue 9, item 5): scheduled tasks in one due order over
+/// priorities and groups, active ones by lease deadline with their deadline, paged by the
+/// `next` cursor; bad parameters are 400 naming them.
+#[tokio::test]
+async fn browse_tasks_over_http() {
+    let c = Ctx::new().await;
+    for (i, extra) in [
+        json!({"priority": 9}),
+        json!({"group": "g"}),
+        json!({}),
+        json!({"priority": 3}),
+        json!({"group": "h"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut body = json!({"payload": i, "delay_ms": 60_000 + (5 - i as u64) * 10});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c.enqueue("b", body).await;
+    }
+    let mut got = Vec::new();
+    let mut uri = "/v1/queues/b/tasks?limit=2".to_owned();
+    loop {
+        let r = c.get(&uri).await;
+        assert_eq!(r.status, StatusCode::OK, "{r:?}");
+        for t in r.body["tasks"].as_array().unwrap() {
+            assert_eq!(t["state"], "scheduled");
+            got.push(t["payload"].as_u64().unwrap());
+        }
+        match r.body["next"].as_str() {
+            Some(n) => uri = format!("/v1/queues/b/tasks?limit=2&after={n}"),
+            None => break,
+        }
+    }
+    assert_eq!(got, [4, 3, 2, 1, 0], "not in due order");
+
+    c.enqueue("a", json!({"payload": "run", "lease_ms": 20_000}))
+        .await;
+    assert_eq!(c.claim("a", 1).await.len(), 1);
+    let r = c.get("/v1/queues/a/tasks?state=active").await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["tasks"][0]["state"], "active");
+    assert!(r.body["tasks"][0]["lease_expires_at_ms"].as_u64().is_some());
+    assert_eq!(r.body["next"], serde_json::Value::Null);
+
+    for (q, field) in [
+        ("state=dead", "state"),
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("after=nonsense", "after"),
+        ("sort=due", "sort"),
+    ] {
+        let r = c.get(&format!("/v1/queues/b/tasks?{q}")).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{q}: {r:?}");
+        let msg = r.body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(field), "{q}: {msg}");
+    }
+}

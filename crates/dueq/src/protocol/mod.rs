@@ -9,7 +9,7 @@
 //!
 //! | module | operations |
 //! |---|---|
-//! | `tasks/` | enqueue, get, cancel, reschedule |
+//! | `tasks/` | enqueue, get, cancel, reschedule, browse (pages of scheduled or active tasks) |
 //! | `leases/` | claim, ack, nack, extend, release, recover |
 //! | `dead/` | dead-letter list, retry, delete |
 //! | `queues/` | stats, history, settings (configure), the queue registry |

@@ -39,6 +39,7 @@ scripts! {
     CANCEL => "tasks/cancel.lua", 26;
     RESCHEDULE => "tasks/reschedule.lua", 24;
     GET => "tasks/get.lua", 28;
+    BROWSE => "tasks/browse.lua", 17;
     STATS => "queues/stats.lua", 19;
     HISTORY => "queues/history.lua", 1;
     DEAD_LIST => "dead/dead_list.lua", 3;

@@ -9,6 +9,7 @@
 mod support;
 
 mod basics;
+mod browse;
 mod cases_failover;
 mod cases_limits;
 mod cases_options;

@@ -1,4 +1,5 @@
-//! Tasks by id or business key: enqueue (single and batch), get, cancel, reschedule.
+//! Tasks by id or business key: enqueue (single and batch), get, cancel, reschedule; and
+//! browsing scheduled or active tasks page by page.
 
 use super::call::{Args, run};
 use super::conn::Conn;
@@ -181,6 +182,59 @@ pub(super) fn task_from(
         created_at_ms: rec.created_at_ms,
         state_at_ms: (state != TaskState::Scheduled && score > 0).then_some(score),
     }
+}
+
+/// Scheduled tasks in due order or active ones in lease-deadline order, after the cursor
+/// `(score, id)`, at most `limit` (1 to 1 000).
+pub(crate) async fn browse(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    state: TaskState,
+    after: Option<(u64, &str)>,
+    limit: usize,
+) -> Result<Vec<Task>> {
+    let mut a = Args::default();
+    a.s(if state == TaskState::Active {
+        "active"
+    } else {
+        "scheduled"
+    });
+    match after {
+        Some((score, id)) => a.n(score).s(id),
+        None => a.n(-1i64).s(""),
+    };
+    a.n(limit);
+    let mut keys: Vec<&str> = [
+        &k.sched, &k.active, &k.tasks, &k.meta, &k.errors, &k.gdue, &k.groups,
+    ]
+    .map(String::as_str)
+    .to_vec();
+    keys.extend(k.option_keys());
+    let mut r = run(conn, "browse", &scripts::BROWSE, &keys, a.take()).await?;
+    r.u64()?;
+    let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
+    let default_lease_ms = r.u64()?;
+    let n = r.u64()? as usize;
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = TaskId::from_redis(r.string()?);
+        let score = r.u64()?;
+        let rec = Record::decode(r.bytes()?)?;
+        let group = r.opt_string()?;
+        let last_error = r.opt_string()?;
+        let expires_at_ms = r.opt_u64()?;
+        let mut t = task_from(id, state, rec, score, last_error);
+        t.group = group;
+        t.expires_at_ms = expires_at_ms;
+        if t.max_attempts == 0 {
+            t.max_attempts = default_max_attempts;
+        }
+        if t.lease_ms == 0 {
+            t.lease_ms = default_lease_ms;
+        }
+        tasks.push(t);
+    }
+    Ok(tasks)
 }
 
 pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Result<Option<Task>> {
