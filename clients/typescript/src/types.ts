@@ -18,7 +18,7 @@ export interface TaskSpec {
   on_conflict?: "keep" | "replace" | "debounce";
   /** With `on_conflict: "debounce"` (required there), ms. */
   debounce_max_ms?: number;
-  /** 0 (default, served first) to 9, among due tasks; not with `group`. */
+  /** 0 (default, served first) to 9, among due tasks (within a group: the group's own). */
   priority?: number;
   /** Expire the task unless it started this many ms after the write (not with `expires_at_ms`). */
   ttl_ms?: number;

@@ -174,7 +174,8 @@ pub struct EnqueueArgs {
     /// past the task's first enqueue + this many ms.
     #[arg(long, requires = "key")]
     pub debounce_max_ms: Option<u64>,
-    /// Priority 0 (served first, the default) to 9; not with --group.
+    /// Priority 0 (served first, the default) to 9, among due tasks (within a --group, among
+    /// the group's own).
     #[arg(long)]
     pub priority: Option<u8>,
     /// Expire the task if it has not started this many ms after the write (Redis clock).

@@ -238,8 +238,9 @@ impl TaskSpec {
 
     /// Priority 0 (served first, the default) to [`MAX_PRIORITY`] (9). Among tasks that are
     /// due, a lower number is claimed first; within one priority, due-time order, then
-    /// enqueue order. Priority never makes a task claimable before its due time. Not
-    /// combined with [`TaskSpec::group`] (refused): a group's tasks go in due order.
+    /// enqueue order. Priority never makes a task claimable before its due time. With a
+    /// [`TaskSpec::group`] it orders the group's own due tasks; groups are still served
+    /// round-robin, whatever their tasks' priorities.
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = priority;
         self
@@ -329,11 +330,6 @@ pub(crate) fn check_options(spec: &TaskSpec) -> Result<()> {
             "priority must be 0 to {MAX_PRIORITY}, got {}",
             spec.priority
         )));
-    }
-    if spec.priority > 0 && spec.group.is_some() {
-        return Err(Error::invalid(
-            "priority cannot be combined with group: a group's tasks are served in due order",
-        ));
     }
     match spec.expiry {
         Some(Expiry::TtlMs(t)) if t == 0 || t > MAX_DELAY_MS => {

@@ -96,7 +96,7 @@ class TaskSpec:
     """A tenant or customer: the queue's per-group limits apply to it, and groups are
     served round-robin."""
     priority: Optional[int] = None
-    """0 (default, served first) to 9, among due tasks; not with ``group``."""
+    """0 (default, served first) to 9, among due tasks (within a group: the group's own)."""
     ttl_ms: Optional[int] = None
     """Expire the task unless it started this many ms after the write (not with
     ``expires_at_ms``)."""

@@ -71,7 +71,8 @@ pub struct EnqueueRequest {
     #[schema(min_length = 1, max_length = 256)]
     pub group: Option<String>,
     /// Priority 0 (served first, the default) to 9: among due tasks a lower number is
-    /// claimed first; never before the due time. Not combined with `group`.
+    /// claimed first; never before the due time. With `group`, it orders the group's own
+    /// due tasks (groups are still served round-robin).
     #[schema(minimum = 0, maximum = 9)]
     pub priority: Option<u8>,
     /// Expire the task if it has not started this many ms after the write lands (Redis

@@ -84,12 +84,6 @@ local function rec_prio(rec)
   return math.floor(struct.unpack('<I2', rec, 11) / KLEN_MOD)
 end
 
--- A copy of record or spec `rec` with priority `p`.
-local function rec_with_prio(rec, p)
-  local klen = struct.unpack('<I2', rec, 11) % KLEN_MOD
-  return string.sub(rec, 1, 10) .. struct.pack('<I2', klen + p * KLEN_MOD) .. string.sub(rec, 13)
-end
-
 -- A copy of `rec` with a new attempt count and due time (nil keeps the old one).
 local function rec_update(rec, attempt, due_at)
   local a, m, l, kp = struct.unpack(HDR, rec)
@@ -166,9 +160,26 @@ local function quarantine(K, id, now)
   hist_add(K.hist, now, 'd', 1)
 end
 
+-- The priorities in use by meta field `prio` (nil = none above 0): 0 first, ascending, and
+-- their count.
+local function prios_of(mask)
+  local l, n = {0}, 1
+  mask = tonumber(mask or '0') or 0
+  if mask > 0 then
+    for p = 1, 9 do
+      if math.floor(mask / 2 ^ p) % 2 == 1 then
+        n = n + 1
+        l[n] = p
+      end
+    end
+  end
+  return l, n
+end
+
 -- Groups. A task with a group is not in `sched`; it sits in three places keyed by its group:
 -- `gsched` (sorted set, every score 0, ordered by member = group prefix, big-endian due time,
--- id, so one range read finds a group's due tasks in due order), `gdue` (score = due time, for
+-- id, so one range read finds a group's due tasks in due order; the prefix carries the
+-- task's priority, see gpprefix, so each priority of a group is its own range), `gdue` (score = due time, for
 -- stats and lookups) and `groups` (id -> group, kept until the task is gone). A group with
 -- scheduled tasks has a marker in `gready` (member = group, score = when the group may next be
 -- served: its first due time, or the claim time once it was served, which sends it behind the
@@ -189,11 +200,44 @@ local function be6(n) return struct.pack('>I6', n) end
 -- group's members fall inside another group's range.
 local function gprefix(g) return struct.pack('>I2', #g) .. g end
 
--- The first scheduled task of the group with prefix `p`: due time (nil when it has none).
-local function ghead(G, p)
+-- The member prefix of group `g`'s tasks of priority `p`: the length field carries the
+-- priority above its 12 bits (groups are at most 256 bytes), so priority 0 is gprefix and
+-- each priority of a group is a range of its own.
+local function gpprefix(g, p)
+  if not p or p == 0 then return gprefix(g) end
+  return struct.pack('>I2', #g + p * KLEN_MOD) .. g
+end
+
+-- The priorities grouped tasks use (meta `gprio`, a bitmask like `prio`): a script that
+-- read the field sets G.pl, G.pn; else it is read here once per call (from G.meta), when a
+-- group's head is first needed.
+local function gprios(G)
+  if not G.pl then
+    if G.meta then
+      G.pl, G.pn = prios_of(redis.call('HGET', G.meta, 'gprio'))
+    else
+      G.pl, G.pn = {0}, 1
+    end
+  end
+  return G.pl, G.pn
+end
+
+-- The first scheduled task of the range with prefix `p`: due time (nil when it has none).
+local function ghead_at(G, p)
   local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 1)
   if r[1] then return (struct.unpack('>I6', r[1], #p + 1)) end
   return nil
+end
+
+-- The earliest due time of group `g`'s scheduled tasks, over its priorities (nil: none).
+local function ghead(G, g)
+  local pl, pn = gprios(G)
+  local best = nil
+  for i = 1, pn do
+    local h = ghead_at(G, gpprefix(g, pl[i]))
+    if h and (not best or h < best) then best = h end
+  end
+  return best
 end
 
 -- Earliest time anything is due: ungrouped tasks and ready groups (nil when nothing waits).
@@ -213,16 +257,16 @@ local function gready_by(G, g, due, now)
     redis.call('ZADD', G.gready, due, g)
   elseif s > now and due < s then
     -- held (it has due work) or waiting for a future first task (it has none)?
-    local head = ghead(G, gprefix(g))
+    local head = ghead(G, g)
     if not head or head > now then redis.call('ZADD', G.gready, due, g) end
   end
 end
 
--- Schedules task `id` of group `g` at `due` and makes the group ready by then.
-local function gschedule(G, g, id, due, now)
+-- Schedules task `id` of group `g` (priority `p`) at `due` and makes the group ready by then.
+local function gschedule(G, g, id, due, now, p)
   -- the marker first: it looks at the group's tasks as they were before this one
   gready_by(G, g, due, now)
-  redis.call('ZADD', G.gsched, 0, gprefix(g) .. be6(due) .. id)
+  redis.call('ZADD', G.gsched, 0, gpprefix(g, p) .. be6(due) .. id)
   redis.call('ZADD', G.gdue, due, id)
   redis.call('HSET', G.groups, id, g)
 end
@@ -237,9 +281,9 @@ local function gschedule_batch(G, g, b, now)
   chunked('HSET', G.groups, b.ids)
 end
 
--- Takes scheduled task `id` of group `g` (due at `due`) out of the group index.
-local function gunschedule(G, g, id, due)
-  redis.call('ZREM', G.gsched, gprefix(g) .. be6(due) .. id)
+-- Takes scheduled task `id` of group `g` (due at `due`, priority `p`) out of the group index.
+local function gunschedule(G, g, id, due, p)
+  redis.call('ZREM', G.gsched, gpprefix(g, p) .. be6(due) .. id)
   redis.call('ZREM', G.gdue, id)
 end
 
@@ -252,7 +296,7 @@ local function gfinish(G, g, now, stats, n)
   if not since then return false end
   redis.call('HDEL', G.gparked, g)
   redis.call('HINCRBY', stats, 'throttled_ms_group_concurrency', math.max(now - tonumber(since), 0))
-  local head = ghead(G, gprefix(g))
+  local head = ghead(G, g)
   if not head then return false end
   redis.call('ZADD', G.gready, math.max(head, now), g)
   return true
@@ -358,7 +402,7 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
   local before = earliest_due(K.sched, K.G)
   redis.call('HSET', K.tasks, id, rec_update(rec, attempt, due))
   if g then
-    gschedule(K.G, g, id, due, now)
+    gschedule(K.G, g, id, due, now, rec_prio(rec))
   else
     -- back into the set of its priority (its bit in meta `prio` was set when it was enqueued)
     redis.call('ZADD', K.O.s[rec_prio(rec)], due, id)
@@ -403,33 +447,19 @@ local function option_keys(at)
   return {s = s, expiry = KEYS[at + 9]}
 end
 
--- The priorities in use by meta field `prio` (nil = none above 0): 0 first, ascending, and
--- their count.
-local function prios_of(mask)
-  local l, n = {0}, 1
-  mask = tonumber(mask or '0') or 0
-  if mask > 0 then
-    for p = 1, 9 do
-      if math.floor(mask / 2 ^ p) % 2 == 1 then
-        n = n + 1
-        l[n] = p
-      end
-    end
-  end
-  return l, n
-end
-
--- Marks the priorities of table `used` (p -> true) as in use (meta `prio`).
-local function prios_mark(meta, used)
+-- Marks the priorities of table `used` (p -> true) as in use (meta field `field`, default
+-- `prio`; `gprio` for grouped tasks).
+local function prios_mark(meta, used, field)
+  field = field or 'prio'
   local add = 0
   for p = 1, 9 do if used[p] then add = add + 2 ^ p end end
   if add == 0 then return end
-  local mask = tonumber(redis.call('HGET', meta, 'prio') or '0') or 0
+  local mask = tonumber(redis.call('HGET', meta, field) or '0') or 0
   local new = mask
   for p = 1, 9 do
     if math.floor(add / 2 ^ p) % 2 == 1 and math.floor(mask / 2 ^ p) % 2 == 0 then new = new + 2 ^ p end
   end
-  if new ~= mask then redis.call('HSET', meta, 'prio', int(new)) end
+  if new ~= mask then redis.call('HSET', meta, field, int(new)) end
 end
 
 -- Earliest due time over the ungrouped sets of priorities `pl` (count `pn`), or nil.
@@ -479,8 +509,8 @@ local function expire_due(K, now, to_dead)
       if g then
         local d = redis.call('ZSCORE', K.G.gdue, id)
         if d then
-          gunschedule(K.G, g, id, tonumber(d))
-          if not ghead(K.G, gprefix(g)) then redis.call('ZREM', K.G.gready, g) end
+          gunschedule(K.G, g, id, tonumber(d), rec_prio(rec))
+          if not ghead(K.G, g) then redis.call('ZREM', K.G.gready, g) end
           out_of_index = true
         end
       else

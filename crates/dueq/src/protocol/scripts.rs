@@ -36,14 +36,14 @@ scripts! {
     EXTEND => "leases/extend.lua", 2;
     RELEASE => "leases/release.lua", 25;
     RECOVER => "leases/recover.lua", 30;
-    CANCEL => "tasks/cancel.lua", 26;
-    RESCHEDULE => "tasks/reschedule.lua", 24;
+    CANCEL => "tasks/cancel.lua", 27;
+    RESCHEDULE => "tasks/reschedule.lua", 25;
     GET => "tasks/get.lua", 28;
     BROWSE => "tasks/browse.lua", 17;
     STATS => "queues/stats.lua", 19;
     HISTORY => "queues/history.lua", 1;
     DEAD_LIST => "dead/dead_list.lua", 3;
-    DEAD_RETRY => "dead/dead_retry.lua", 24;
+    DEAD_RETRY => "dead/dead_retry.lua", 25;
     DEAD_DELETE => "dead/dead_delete.lua", 4;
     SETTINGS_SET => "queues/settings_set.lua", 11;
     WEBHOOK_SET => "webhook/webhook_set.lua", 1;

@@ -18,7 +18,7 @@
 -- Order: ungrouped due tasks by priority (0 first), then due time (FIFO among equal due
 -- times); a group is one contender
 -- placed by when it became due or was last served, so groups are served round-robin and a
--- group's own tasks come in due order. Limits: the queue's concurrency (active tasks) and
+-- group's own tasks come by priority (0 first), then due order. Limits: the queue's concurrency (active tasks) and
 -- rate (sliding window of claimed tasks), then each group's.
 -- Expiry: when the queue ever had a task with an expiry (meta `exp`), each call first expires
 -- up to 100 tasks by the `expiry` index, and a due task whose expiry has passed is expired
@@ -37,7 +37,7 @@ local claim_id, forget = ARGV[3], ARGV[4]
 local now = now_ms()
 local cfg = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate_max', 'rate_per_ms',
   'group_concurrency', 'group_rate_max', 'group_rate_per_ms', 'settings_v', 'thr_rate',
-  'thr_concurrency', 'max_attempts', 'lease_ms', 'prio', 'exp', 'on_expire')
+  'thr_concurrency', 'max_attempts', 'lease_ms', 'prio', 'exp', 'on_expire', 'gprio')
 local paused = cfg[1] == '1'
 local conc = tonumber(cfg[2] or '0') or 0
 local rmax, rper = tonumber(cfg[3] or '0') or 0, tonumber(cfg[4] or '0') or 0
@@ -47,6 +47,9 @@ local default_lease = tonumber(cfg[12] or '30000') or 30000
 -- the priorities in use (a queue that never used one reads `sched` alone)
 local pl, pn = prios_of(cfg[13])
 local exp_on, to_dead = cfg[14] ~= false, cfg[15] == 'dead'
+-- the priorities grouped tasks use (each a range of a group's own in `gsched`)
+G.pl, G.pn = prios_of(cfg[16])
+G.meta = meta
 local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5', 0}
 -- (index, group) of the grouped tasks handed out, appended after the tasks
 local grouped_out, ngo = {}, 0
@@ -196,14 +199,13 @@ end
 -- parks it at its concurrency limit, holds it until its rate limit opens, or drops its
 -- marker when it has nothing scheduled. Returns the tasks handed out.
 local function serve_group(g, q)
-  local p = gprefix(g)
   local running = 0
   if gconc > 0 then
     running = tonumber(redis.call('HGET', G.gactive, g) or '0') or 0
     q = math.min(q, gconc - running)
     if q <= 0 then
       -- parked only while it has due work held back; else it waits for its next task
-      local head = ghead(G, p)
+      local head = ghead(G, g)
       if head and head > now then
         redis.call('ZADD', G.gready, head, g)
       else
@@ -224,21 +226,28 @@ local function serve_group(g, q)
     end
     q = math.min(q, room)
   end
-  -- one read gives the due tasks to take (at most q) and the group's next task after them
-  local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, q + 1)
+  -- per priority in use (0 first), one read gives the due tasks to take (at most q in all)
+  -- and that priority's next task after them; `head` is the earliest task not taken
   local ids, dues, n, head = {}, {}, 0, nil
-  for i = 1, #r do
-    local d = struct.unpack('>I6', r[i], #p + 1)
-    if i > q or d > now then
-      head = d
-      break
+  for k = 1, G.pn do
+    local p = gpprefix(g, G.pl[k])
+    local want = q - n
+    local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, want + 1)
+    local last = 0
+    for i = 1, #r do
+      local d = struct.unpack('>I6', r[i], #p + 1)
+      if i > want or d > now then
+        if not head or d < head then head = d end
+        break
+      end
+      last = i
+      n = n + 1
+      dues[n] = d
+      ids[n] = string.sub(r[i], #p + 7)
     end
-    n = i
-    dues[i] = d
-    ids[i] = string.sub(r[i], #p + 7)
+    if last > 0 then redis.call('ZREMRANGEBYLEX', G.gsched, '[' .. r[1], '[' .. r[last]) end
   end
   if n > 0 then
-    redis.call('ZREMRANGEBYLEX', G.gsched, '[' .. r[1], '[' .. r[n])
     chunked('ZREM', G.gdue, ids)
     n = hand_out_all(ids, dues, n, g)
     if n > 0 then

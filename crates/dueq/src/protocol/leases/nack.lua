@@ -9,6 +9,7 @@
 local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
   errors = KEYS[9], hist = KEYS[10], G = group_keys(11), O = option_keys(20)}
 local active, leases = KEYS[2], KEYS[3]
+K.G.meta = K.meta
 local channel = ARGV[1]
 local m = tonumber(ARGV[2])
 local n = tonumber(ARGV[3 + m])

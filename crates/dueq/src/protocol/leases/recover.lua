@@ -14,6 +14,7 @@
 local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
   errors = KEYS[10], hist = KEYS[11], G = group_keys(12), O = option_keys(21)}
 local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
+K.G.meta = K.meta
 local channel = ARGV[1]
 local max = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])

@@ -7,6 +7,7 @@
 local sched, active, leases, tasks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta, stats = KEYS[5], KEYS[6]
 local G = group_keys(7)
+G.meta = meta
 local O = option_keys(16)
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -29,7 +30,7 @@ for i = 1, n do
     local g = redis.call('HGET', G.groups, id)
     if g then
       if gfinish(G, g, now, stats) then wake_up = true end
-      gschedule(G, g, id, due, now)
+      gschedule(G, g, id, due, now, rec_prio(rec))
     else
       redis.call('ZADD', O.s[rec_prio(rec)], due, id)
     end

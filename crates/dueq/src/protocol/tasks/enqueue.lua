@@ -8,7 +8,7 @@
 --   kind ('a' at | 'd' delay), e.g. 'kd', then optionally ' t<ms>' (ttl), ' e<ms>' (expires
 --   at) and ' m<ms>' (debounce_max_ms); due value (ms); spec (the record without its tail,
 --   see lib.lua; it carries the priority); group (5th value; '' = none; a replace keeps the
---   task's group, and a grouped task has priority 0)
+--   task's group)
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
 --   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused)
 --   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written)
@@ -17,6 +17,7 @@
 -- creation (its first enqueue) + debounce_max_ms.
 local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local G = group_keys(7)
+G.meta = meta
 local O = option_keys(16)
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -97,6 +98,17 @@ local function zlist_add(p, ds, id)
   return k - 1
 end
 
+-- Marks priority `p` as used by grouped tasks (meta `gprio`) before a task of it is placed,
+-- so that the group heads read later in this call see it.
+local gmarked = {}
+local function gmark(p)
+  if p > 0 and not gmarked[p] then
+    gmarked[p] = true
+    prios_mark(meta, {[p] = true}, 'gprio')
+    G.pl = nil
+  end
+end
+
 -- Sets or drops the expiry of task `id` as task `i` of the batch asks.
 local function set_expiry(i, id)
   if exps[i] then
@@ -113,7 +125,6 @@ for i = 1, n do
   local c = string.byte(ARGV[b + 2], 1)
   local replace, debounce = c ~= 107, c == 98 -- 'k' keeps; 'r' and 'b' replace
   local group = stride == 5 and ARGV[b + 5] or ''
-  if group ~= '' and rec_prio(spec) > 0 then spec = rec_with_prio(spec, 0) end
   local due, ds, db = dues[i], due_str[i], due_bin[i]
   local done = false
   if key ~= '' then
@@ -125,12 +136,12 @@ for i = 1, n do
           due = now + dmax[i]
           ds, db = int(due), struct.pack('<I6', due)
         end
-        if f.group and rec_prio(spec) > 0 then spec = rec_with_prio(spec, 0) end
         hargs[f.h + 1] = spec .. db .. created_at
         if f.group then
           -- not written yet: change its entries in the group's batch
           local gb = gbatch[f.group]
-          gb.sched[f.gk + 2] = gb.p .. be6(due) .. f.id
+          gmark(rec_prio(spec))
+          gb.sched[f.gk + 2] = gpprefix(f.group, rec_prio(spec)) .. be6(due) .. f.id
           gb.due[f.gk + 1] = ds
           if due < gb.first then gb.first = due end
         else
@@ -177,12 +188,12 @@ for i = 1, n do
             -- keep the attempts made and the creation time
             local attempt, _, _, _, cr = rec_head(rec)
             if debounce and dmax[i] and due > cr + dmax[i] then due = math.max(cr + dmax[i], 0) end
-            if g and rec_prio(spec) > 0 then spec = rec_with_prio(spec, 0) end
             redis.call('HSET', tasks, existing, struct.pack('<I4', attempt) .. string.sub(spec, 5)
               .. struct.pack(TAIL, due, cr))
             if g then
-              gunschedule(G, g, existing, tonumber(score))
-              gschedule(G, g, existing, due, now)
+              gunschedule(G, g, existing, tonumber(score), op)
+              gmark(rec_prio(spec))
+              gschedule(G, g, existing, due, now, rec_prio(spec))
             else
               local p = rec_prio(spec)
               if p ~= op then
@@ -212,11 +223,13 @@ for i = 1, n do
     if group ~= '' then
       local gb = gbatch[group]
       if not gb then
-        gb = {sched = {}, due = {}, ids = {}, n = 0, first = due, p = gprefix(group)}
+        gb = {sched = {}, due = {}, ids = {}, n = 0, first = due}
         gbatch[group] = gb
       end
       local k = gb.n
-      gb.sched[k + 1] = 0; gb.sched[k + 2] = gb.p .. be6(due) .. id
+      p = rec_prio(spec)
+      gmark(p)
+      gb.sched[k + 1] = 0; gb.sched[k + 2] = gpprefix(group, p) .. be6(due) .. id
       gb.due[k + 1] = ds; gb.due[k + 2] = id
       gb.ids[k + 1] = id; gb.ids[k + 2] = group
       gb.n = k + 2

@@ -110,9 +110,10 @@ pub(crate) async fn cancel(
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = k.with_lane_keys(&[
+    let mut keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats, &k.errors,
     ]);
+    keys.push(&k.meta);
     let mut r = run(conn, "cancel", &scripts::CANCEL, &keys, a.take()).await?;
     let now_ms = r.u64()?;
     let outcome = match r.string()?.as_str() {
@@ -139,7 +140,8 @@ pub(crate) async fn reschedule(
     let (kind, due_value) = due.parts()?;
     let mut a = Args::default();
     a.s(&k.wake).s(by).s(value).s(kind).n(due_value);
-    let keys = k.with_lane_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.keys]);
+    let mut keys = k.with_lane_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.keys]);
+    keys.push(&k.meta);
     let mut r = run(conn, "reschedule", &scripts::RESCHEDULE, &keys, a.take()).await?;
     r.u64()?;
     let outcome = r.string()?;
