@@ -445,8 +445,8 @@ pub struct ReplayArgs {
 /// `dueq bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W1, W2, W3, IDLE, W4, W5, W8, OUTBOX (default: all
-    /// but W8 and OUTBOX).
+    /// Workloads to run, comma-separated: W1, W2, W3, IDLE, W4, W5, W7, W8, IDLE-SCHEDULES,
+    /// OUTBOX (default: all but W8, IDLE-SCHEDULES and OUTBOX).
     #[arg(long, value_delimiter = ',')]
     pub workload: Vec<crate::bench::Workload>,
     /// Runs of each workload; the median is reported.

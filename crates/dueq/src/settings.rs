@@ -19,6 +19,8 @@
 //!   set;
 //! * `on_expire`: when a task's expiry passes before it started (claim or recovery).
 
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::backoff::Backoff;
@@ -176,6 +178,41 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// As [`present`], for a value that must be an object (or `null`): serde's derive would also
+/// read an array by field position (`[7, 1000]` as `{"max": 7, "per_ms": 1000}`), which
+/// nobody means.
+fn present_object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Option<Option<T>>, D::Error> {
+    struct ObjectOrNull<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectOrNull<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object or null")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(
+            self,
+            d: D2,
+        ) -> std::result::Result<Self::Value, D2::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: MapAccess<'de>>(
+            self,
+            map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            T::deserialize(MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+    d.deserialize_option(ObjectOrNull(std::marker::PhantomData))
+        .map(Some)
+}
+
 /// A change to a queue's settings: `None` leaves a field as it is, `Some(None)` clears it
 /// (back to the default), `Some(Some(v))` sets it. In JSON: leave a field out, give `null`,
 /// or give a value.
@@ -191,7 +228,7 @@ pub struct SettingsPatch {
     #[serde(default, deserialize_with = "present")]
     pub lease_ms: Option<Option<u64>>,
     /// See [`QueueSettings::backoff`].
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_object")]
     pub backoff: Option<Option<BackoffSettings>>,
     /// See [`QueueSettings::dead_max`].
     #[serde(default, deserialize_with = "present")]
@@ -200,10 +237,10 @@ pub struct SettingsPatch {
     #[serde(default, deserialize_with = "present")]
     pub succeeded_max: Option<Option<u64>>,
     /// See [`QueueSettings::rate_limit`].
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_object")]
     pub rate_limit: Option<Option<RateLimit>>,
     /// See [`QueueSettings::group_rate_limit`].
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_object")]
     pub group_rate_limit: Option<Option<RateLimit>>,
     /// See [`QueueSettings::concurrency`].
     #[serde(default, deserialize_with = "present")]
@@ -428,6 +465,22 @@ mod tests {
         let (set, clear) = p.fields();
         assert_eq!(set, vec![("concurrency", "7".to_owned())]);
         assert_eq!(clear, vec!["rate_max", "rate_per_ms"]);
+    }
+
+    #[test]
+    fn a_limit_given_as_an_array_is_refused() {
+        for json in [
+            r#"{"rate_limit": [7, 1000]}"#,
+            r#"{"group_rate_limit": [7, 1000]}"#,
+            r#"{"backoff": [10, 2.0, 100]}"#,
+        ] {
+            let e = serde_json::from_str::<SettingsPatch>(json).unwrap_err();
+            assert!(e.to_string().contains("an object or null"), "{json}: {e}");
+        }
+        let p: SettingsPatch =
+            serde_json::from_str(r#"{"backoff": {"base_ms": 10, "factor": 2.0, "max_ms": 100}}"#)
+                .unwrap();
+        assert_eq!(p.backoff, Some(Some(BackoffSettings::new(10, 2.0, 100))));
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub struct Sizes {
     pub w8: usize,
     /// W8 measured seconds.
     pub w8_secs: u64,
+    /// IDLE-SCHEDULES schedules.
+    pub idle_schedules: usize,
 }
 
 impl Sizes {
@@ -75,6 +77,7 @@ impl Sizes {
             w7_small: 100,
             w8: 10_000,
             w8_secs: 30,
+            idle_schedules: 10_000,
         }
     }
 
@@ -94,6 +97,7 @@ impl Sizes {
             w7_small: 20,
             w8: 100,
             w8_secs: 2,
+            idle_schedules: 100,
         }
     }
 }
@@ -273,7 +277,7 @@ pub async fn run(
     }
     if !json_out {
         outln!(
-            "{:<12} {:<24} {:>14} {:>14} {:>14}",
+            "{:<14} {:<24} {:>14} {:>14} {:>14}",
             "workload",
             "metric",
             "median",
@@ -297,7 +301,7 @@ pub async fn run(
             );
         } else {
             outln!(
-                "{:<12} {:<24} {:>14.3} {:>14.3} {:>14.3}",
+                "{:<14} {:<24} {:>14.3} {:>14.3} {:>14.3}",
                 k.0,
                 k.1,
                 m,

@@ -27,6 +27,26 @@ fn fig(metric: &'static str, value: f64) -> Figure {
 type Seen = Arc<Mutex<(HashSet<String>, Vec<i64>)>>;
 
 /// Runs W8: `n` schedules every 1 000 ms, measured over `secs` seconds.
+/// Sets `n` daily schedules that all fire about 45 minutes from now (UTC), so that none fires
+/// while an idle run measures them.
+pub async fn far_schedules(q: &dueq::Queue, n: usize) -> Result<()> {
+    let now = q.stats().await?.now_ms;
+    let at_min = (now / 60_000 + 45) % (24 * 60);
+    let cron = format!("{} {} * * *", at_min % 60, at_min / 60);
+    let specs: Vec<_> = (0..n)
+        .map(|i| ScheduleSpec::new(format!("s{i}"), b"{}".to_vec()).cron(cron.clone()))
+        .collect();
+    let results: Vec<_> = futures_util::stream::iter(&specs)
+        .map(|s| q.set_schedule(s))
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    for r in results {
+        r?;
+    }
+    Ok(())
+}
+
 pub async fn run(
     url: &str,
     probe: &Probe,

@@ -30,6 +30,8 @@ pub enum Workload {
     W7,
     /// Schedules firing every second, three worker clients (not in the default set).
     W8,
+    /// IDLE with 10 000 schedules due in about 45 minutes (not in the default set).
+    IdleSchedules,
     /// Timers through the PostgreSQL outbox and a relay (needs `--postgres`; not in the
     /// default set).
     Outbox,
@@ -58,6 +60,7 @@ impl Workload {
             Workload::W5 => "W5",
             Workload::W7 => "W7",
             Workload::W8 => "W8",
+            Workload::IdleSchedules => "IDLE-SCHEDULES",
             Workload::Outbox => "OUTBOX",
         }
     }
@@ -69,10 +72,13 @@ impl FromStr for Workload {
     fn from_str(s: &str) -> Result<Self, String> {
         Workload::ALL
             .into_iter()
-            .chain([Workload::W8, Workload::Outbox])
+            .chain([Workload::W8, Workload::IdleSchedules, Workload::Outbox])
             .find(|w| w.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
-                format!("unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5, W7, W8, OUTBOX")
+                format!(
+                    "unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5, W7, W8, \
+                     IDLE-SCHEDULES, OUTBOX"
+                )
             })
     }
 }
@@ -178,7 +184,14 @@ pub async fn run(
         Workload::W1 => w1(&queue, &probe, sizes.w1).await,
         Workload::W2 => w2(&client, &queue, &probe, sizes.w2).await,
         Workload::W3 => w3(&client, &queue, sizes.w3, sizes.w3_span_ms).await,
-        Workload::Idle => idle(url, &client, &queue, &probe, sizes.idle_tasks, sizes.idle).await,
+        Workload::Idle => {
+            fill(&queue, future_specs(sizes.idle_tasks, 3_600_000)).await?;
+            idle(url, &client, &queue, &probe, "IDLE", sizes.idle).await
+        }
+        Workload::IdleSchedules => {
+            super::schedules::far_schedules(&queue, sizes.idle_schedules).await?;
+            idle(url, &client, &queue, &probe, "IDLE-SCHEDULES", sizes.idle).await
+        }
         Workload::W4 => {
             let queues = sizes
                 .w4
@@ -300,15 +313,16 @@ async fn w3(client: &Client, queue: &Queue, n: usize, span_ms: u64) -> Result<Ve
     ])
 }
 
+/// An idle worker over what the queue holds (nothing due during `span`): Redis commands per
+/// second of its process, Redis calls and CPU.
 async fn idle(
     url: &str,
     client: &Client,
     queue: &Queue,
     probe: &Probe,
-    n: usize,
+    name: &'static str,
     span: Duration,
 ) -> Result<Vec<Figure>> {
-    fill(queue, future_specs(n, 3_600_000)).await?;
     let worker = Worker::builder(client.clone())
         .handle(queue.name(), |_t| async { Outcome::Success })
         .build()?
@@ -322,12 +336,12 @@ async fn idle(
     let calls = (c1 - c0 - 2.0).max(0.0);
     Ok(vec![
         fig(
-            "IDLE",
+            name,
             "redis_commands_per_s",
             client_cmds as f64 / span.as_secs_f64(),
         ),
-        fig("IDLE", "redis_calls_per_s", calls / span.as_secs_f64()),
-        fig("IDLE", "redis_cpu_s", cpu1 - cpu0),
+        fig(name, "redis_calls_per_s", calls / span.as_secs_f64()),
+        fig(name, "redis_cpu_s", cpu1 - cpu0),
     ])
 }
 

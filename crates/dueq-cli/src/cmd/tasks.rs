@@ -93,14 +93,15 @@ pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> 
     } else {
         outln!("id:           {}", t.id);
         outln!("key:          {}", t.key.as_deref().unwrap_or("-"));
+        outln!("group:        {}", t.group.as_deref().unwrap_or("-"));
         outln!("state:        {}", t.state.as_str());
         outln!("due_at_ms:    {}", t.due_at_ms);
         outln!("attempt:      {}/{}", t.attempt, t.max_attempts);
         outln!("last_error:   {}", t.last_error.as_deref().unwrap_or("-"));
-        outln!("created_at_ms:{}", t.created_at_ms);
+        outln!("created_at_ms: {}", t.created_at_ms);
         outln!("priority:     {}", t.priority);
         if let Some(e) = t.expires_at_ms {
-            outln!("expires_at_ms:{e}");
+            outln!("expires_at_ms: {e}");
         }
         outln!("payload:      {}", String::from_utf8_lossy(&t.payload));
     }

@@ -43,3 +43,26 @@ fn bench_smoke_reports_every_metric() {
     }
     assert!(get("W5", "bytes_per_task") > 100.0);
 }
+
+/// IDLE over a queue whose schedules all fire later: the worker's schedule firer sleeps to
+/// their next fire time, so the idle cost stays that of IDLE (DESIGN: 10 000 schedules cost no
+/// more at idle than one).
+#[test]
+fn bench_idle_with_schedules_stays_idle() {
+    let stdout = crate::dueq_embedded(&[
+        "bench",
+        "--smoke",
+        "--workload",
+        "IDLE-SCHEDULES",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let v = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v.get("median_of").is_some() && v["metric"] == "redis_commands_per_s")
+        .unwrap_or_else(|| panic!("no IDLE-SCHEDULES redis_commands_per_s in {stdout}"));
+    assert_eq!(v["workload"], "IDLE-SCHEDULES");
+    assert!(v["value"].as_f64().unwrap() <= 3.0, "{v}");
+}

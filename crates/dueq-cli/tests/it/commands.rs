@@ -36,13 +36,34 @@ fn enqueue_get_reschedule_cancel_by_key() {
     assert_eq!(t["state"], "scheduled");
     assert_eq!(t["payload"]["order"], 42);
 
+    // the text view names the group
+    let (ok, g) = dueq_json(
+        &url,
+        &[
+            "enqueue",
+            "orders",
+            "--key",
+            "order:43:cancel",
+            "--group",
+            "shop-7",
+        ],
+    );
+    assert!(ok, "{g}");
+    let out = dueq(&url, &["get", "orders", "--key", "order:43:cancel"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("group:") && l.ends_with("shop-7")),
+        "{text}"
+    );
+
     let (ok, r) = dueq_json(&url, &["reschedule", "orders", &id, "--delay-ms", "1000"]);
     assert!(ok, "{r}");
     assert_eq!(r["outcome"], "rescheduled");
 
     let (ok, s) = dueq_json(&url, &["stats", "orders"]);
     assert!(ok);
-    assert_eq!(s["scheduled"], 1);
+    assert_eq!(s["scheduled"], 2);
 
     let (ok, c) = dueq_json(&url, &["cancel", "orders", "--key", "order:42:cancel"]);
     assert!(ok);

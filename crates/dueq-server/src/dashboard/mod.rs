@@ -2,12 +2,13 @@
 //! `templates/`, escaped by default), live parts refreshed by htmx polling, charts as inline
 //! SVG. It is outside `/v1` and not in the OpenAPI document; all data comes from the `dueq`
 //! library (`Client::queues`, `Client::workers`, `Queue::stats`, `history`, `get`, `dead_*`,
-//! `pause`, `resume`).
+//! `pause`, `resume`, `schedules`, `pause_schedule`, `resume_schedule`, `delete_schedule`).
 //!
 //! Pages: `/` (queues with counts, pause/resume, task lookup), `/ui/queues/{queue}` (counts,
 //! throughput and lateness over the last hour), `/ui/queues/{queue}/dead` (the dead-letter
 //! queue, paged, with retry and delete), `/ui/task?queue=&by=id|key&value=` (one task),
-//! `/ui/workers` (live worker processes and servers, `Client::workers`).
+//! `/ui/workers` (live worker processes and servers, `Client::workers`),
+//! `/ui/queues/{queue}/schedules` (recurring schedules, with pause, resume and delete).
 //! `/login` and `/logout` when tokens are configured.
 //!
 //! Security (details in `session.rs`): with tokens configured every page needs a login with
@@ -26,6 +27,7 @@
 mod actions;
 mod chart;
 mod pages;
+mod schedules;
 pub(crate) mod session;
 mod view;
 mod workers;
@@ -84,6 +86,19 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .route("/ui/queues/{queue}/resume", post(actions::resume))
         .route("/ui/queues/{queue}/dead/{id}/retry", post(actions::retry))
         .route("/ui/queues/{queue}/dead/{id}/delete", post(actions::delete))
+        .route("/ui/queues/{queue}/schedules", get(schedules::page))
+        .route(
+            "/ui/queues/{queue}/schedules/{name}/pause",
+            post(schedules::pause),
+        )
+        .route(
+            "/ui/queues/{queue}/schedules/{name}/resume",
+            post(schedules::resume),
+        )
+        .route(
+            "/ui/queues/{queue}/schedules/{name}/delete",
+            post(schedules::delete),
+        )
         .route_layer(middleware::from_fn_with_state(dash.clone(), require_login));
     let gated = Router::new()
         .route("/login", get(actions::login_form).post(actions::login))

@@ -25,17 +25,20 @@ pub(super) struct Notice {
     done: Option<String>,
 }
 
-fn notice(done: Option<&str>) -> Option<&'static str> {
+pub(super) fn notice(done: Option<&str>) -> Option<&'static str> {
     Some(match done? {
         "paused" => "Queue paused: no task of it is handed out until it is resumed.",
         "resumed" => "Queue resumed.",
         "retried" => "Dead task scheduled again, due now.",
         "deleted" => "Dead task deleted.",
+        "schedule_paused" => "Schedule paused: no tick fires or counts until it is resumed.",
+        "schedule_resumed" => "Schedule resumed at its first tick from now.",
+        "schedule_deleted" => "Schedule deleted (tasks its ticks enqueued stay).",
         _ => return None,
     })
 }
 
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, PageError> {
+pub(super) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, PageError> {
     q.map(|Query(t)| t)
         .map_err(|e| PageError::bad(format!("bad query: {}", e.body_text())))
 }

@@ -2,9 +2,10 @@
 //! (WebDriver, `fantoccini`), against a real `dueq-server` on a free port with a token
 //! configured and its own `redis-server` (dueq-testkit). It logs in, watches a queue's count
 //! change after an enqueue (htmx polling), retries a dead task, pauses a queue, watches a
-//! worker join and leave the workers page, and saves screenshots for CI to keep:
+//! worker join and leave the workers page, pauses a schedule, and saves screenshots for CI to
+//! keep:
 //! `target/dashboard.png` (the overview), and beside it `dashboard-queue.png` (a queue with
-//! its charts), `-login`, `-dead`, `-task` and `-workers`.
+//! its charts), `-login`, `-dead`, `-task`, `-workers` and `-schedules`.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them); without them
 //! the test fails and says so.
@@ -388,6 +389,43 @@ async fn dashboard_in_chromium() {
     shot("dashboard-workers.png").await;
     handle.shutdown().await.unwrap();
     wait_text(&b, &in_hand, "").await;
+
+    // 6. the schedules page: from the queue page, pause a schedule with its button
+    orders
+        .set_schedule(
+            &dueq::ScheduleSpec::new("nightly-report", b"{}".to_vec())
+                .cron("30 2 * * *")
+                .tz("Europe/Berlin"),
+        )
+        .await
+        .unwrap();
+    b.goto(&format!("{base}/ui/queues/orders")).await.unwrap();
+    b.find(Locator::Css(r#"a[href="/ui/queues/orders/schedules"]"#))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&b, "/ui/queues/orders/schedules").await;
+    let srow = r#"tr[data-schedule="nightly-report"]"#;
+    assert!(text(&b, srow).await.contains("Europe/Berlin"));
+    shot("dashboard-schedules.png").await;
+    b.find(Locator::Css(&format!("{srow} button.pause")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&b, "/ui/queues/orders/schedules?done=schedule_paused").await;
+    wait_text(&b, &format!("{srow} .badge"), "paused").await;
+    assert!(
+        orders
+            .schedule("nightly-report")
+            .await
+            .unwrap()
+            .unwrap()
+            .paused
+    );
 
     // logging out ends the session
     b.find(Locator::Css("header button"))

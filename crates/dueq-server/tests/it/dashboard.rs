@@ -518,3 +518,130 @@ async fn workers_page_lists_live_workers() {
         "{frag}"
     );
 }
+
+#[tokio::test]
+async fn schedules_page_lists_pauses_resumes_and_deletes() {
+    let c = Ctx::new().await;
+    let r = b_put_schedule(
+        &c,
+        "q",
+        "nightly",
+        json!({"cron": "30 2 * * *", "tz": "Europe/Berlin"}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let r = b_put_schedule(&c, "q", "every-minute", json!({"every_ms": 60000})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{r:?}");
+    let mut b = Browser::new(&c);
+
+    let r = b.get("/ui/queues/q").await;
+    assert!(
+        r.text.contains(r#"href="/ui/queues/q/schedules""#),
+        "queue page links to its schedules"
+    );
+    let r = b.get("/ui/queues/q/schedules").await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert!(r.text.contains(r#"data-schedule="nightly""#) && r.text.contains("cron 30 2 * * *"));
+    assert!(
+        r.text.contains("Europe/Berlin") && r.text.contains("every 1.0 min"),
+        "{}",
+        r.text
+    );
+    assert!(!r.text.contains(r#"class="paused""#));
+    let csrf = csrf_of(&r.text);
+
+    let r = b.post("/ui/queues/q/schedules/nightly/pause", "").await;
+    assert_eq!(
+        r.status,
+        StatusCode::FORBIDDEN,
+        "pause needs the CSRF token"
+    );
+    assert!(
+        !c.client
+            .queue("q")
+            .unwrap()
+            .schedule("nightly")
+            .await
+            .unwrap()
+            .unwrap()
+            .paused
+    );
+    let r = b
+        .post(
+            "/ui/queues/q/schedules/nightly/pause",
+            &format!("csrf={csrf}"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{r:?}");
+    assert_eq!(
+        r.headers[header::LOCATION],
+        "/ui/queues/q/schedules?done=schedule_paused"
+    );
+    assert!(
+        c.client
+            .queue("q")
+            .unwrap()
+            .schedule("nightly")
+            .await
+            .unwrap()
+            .unwrap()
+            .paused
+    );
+    let r = b.get("/ui/queues/q/schedules?done=schedule_paused").await;
+    assert!(r.text.contains("Schedule paused") && r.text.contains(r#"class="paused""#));
+    assert!(r.text.contains("/ui/queues/q/schedules/nightly/resume"));
+
+    let r = b
+        .post(
+            "/ui/queues/q/schedules/nightly/resume",
+            &format!("csrf={csrf}"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{r:?}");
+    let s = c
+        .client
+        .queue("q")
+        .unwrap()
+        .schedule("nightly")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!s.paused && s.next_fire_at_ms.is_some());
+
+    let r = b
+        .post(
+            "/ui/queues/q/schedules/every-minute/delete",
+            &format!("csrf={csrf}"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{r:?}");
+    assert!(
+        c.client
+            .queue("q")
+            .unwrap()
+            .schedule("every-minute")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let r = b
+        .post(
+            "/ui/queues/q/schedules/every-minute/delete",
+            &format!("csrf={csrf}"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{r:?}");
+    let r = b.get("/ui/queues/q/schedules").await;
+    assert!(!r.text.contains(r#"data-schedule="every-minute""#));
+    let r = b.get("/ui/queues/other/schedules").await;
+    assert!(r.text.contains(r#"id="schedules-empty""#));
+}
+
+async fn b_put_schedule(c: &Ctx, queue: &str, name: &str, body: serde_json::Value) -> Res {
+    c.call(
+        Method::PUT,
+        &format!("/v1/queues/{queue}/schedules/{name}"),
+        Some(body),
+    )
+    .await
+}

@@ -43,6 +43,8 @@ async fn settings_get_patch_clear_and_refuse_nonsense() {
         (json!({"concurency": 3}), "concurency"),
         (json!({"rate_limit": {"max": 1}}), "per_ms"),
         (json!([3, 5000]), "JSON object"),
+        (json!({"rate_limit": [7, 1000]}), "rate_limit"),
+        (json!({"backoff": [10, 2.0, 100]}), "backoff"),
     ] {
         let r = c.patch("/v1/queues/q/settings", body.clone()).await;
         assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");

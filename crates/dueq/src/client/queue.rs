@@ -50,6 +50,9 @@ pub struct Claim {
     pub orphans: bool,
     /// A queue limit that held due work back, if any.
     pub throttle: Option<Throttle>,
+    /// Whether due work waits for a concurrency slot (the queue's limit, or a group parked at
+    /// its `group_concurrency`): the next ack, nack or release of an active task frees one.
+    pub waits_for_slot: bool,
     /// Version of the queue's settings (changes with every settings change).
     pub settings_version: u64,
 }
@@ -394,6 +397,7 @@ impl Queue {
             paused: r.paused,
             orphans: r.orphans,
             throttle: r.throttle,
+            waits_for_slot: r.waits_for_slot,
             settings_version: r.settings_version,
         })
     }

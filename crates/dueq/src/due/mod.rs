@@ -82,6 +82,8 @@ pub struct DueClaimer {
     error_pause: Duration,
     /// Whether claims are tracked for lost-reply replay.
     replay: bool,
+    /// The last claim saw due work waiting for a concurrency slot.
+    waits_for_slot: bool,
 }
 
 /// The wake-up subscription of one claimer.
@@ -119,6 +121,7 @@ impl DueClaimer {
             hold_until: Instant::now(),
             error_pause: FIRST_ERROR_PAUSE,
             replay: true,
+            waits_for_slot: false,
         }
     }
 
@@ -251,6 +254,7 @@ impl DueClaimer {
         self.clock.update(claim.now_ms, Instant::now());
         self.recovery.saw_claim(&claim);
         self.next_look = self.plan_next_look(max, &claim);
+        self.waits_for_slot = claim.waits_for_slot;
         let mut tasks = claim.tasks;
         let since_sent = sent.elapsed().as_millis() as u64;
         for t in &mut tasks {
@@ -301,6 +305,14 @@ impl DueClaimer {
             at = at.min(self.clock.instant_of(d.saturating_add(1)));
         }
         at
+    }
+
+    /// Whether the last claim saw due work waiting for a concurrency slot (the queue's
+    /// limit, or a group parked at its `group_concurrency`): then the end of a task this
+    /// process holds makes work claimable, and the process can claim right behind its own
+    /// ack instead of waiting for the wake-up the ack publishes.
+    pub fn waits_for_slot(&self) -> bool {
+        self.waits_for_slot
     }
 
     /// The instant the next [`claim`](Self::claim) can find work (see

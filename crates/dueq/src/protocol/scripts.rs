@@ -7,8 +7,10 @@
 //! [`load_all`] loads every script at start-up so a broken script fails fast.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
-use redis::Script;
+use redis::{Script, ServerErrorKind};
+use tokio::time::Instant;
 
 use super::conn::Conn;
 use crate::error::Result;
@@ -62,9 +64,38 @@ scripts! {
 
 /// Loads every script into the server's script cache (`SCRIPT LOAD`; on a cluster the
 /// command goes to every primary).
+/// Loads every script. While Redis answers `LOADING` (it is reading its data set from disk
+/// after a restart, which always ends), it waits and asks again (50 ms doubling to 1 s, with
+/// jitter), so a worker or server started beside a Redis that is still loading waits for it
+/// instead of exiting.
 pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
+    let mut pause = Duration::from_millis(50);
+    let mut waiting_since = None;
     for (_, script, _) in all() {
-        script.load_async(conn).await?;
+        loop {
+            match script.load_async(conn).await {
+                Ok(_) => break,
+                Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::BusyLoading) => {
+                    let since = *waiting_since.get_or_insert_with(|| {
+                        tracing::warn!("Redis is loading its data set; waiting for it");
+                        Instant::now()
+                    });
+                    tracing::debug!(
+                        waited_ms = since.elapsed().as_millis() as u64,
+                        "still loading"
+                    );
+                    tokio::time::sleep(crate::backoff::jittered(pause)).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    if let Some(since) = waiting_since {
+        tracing::info!(
+            waited_ms = since.elapsed().as_millis() as u64,
+            "Redis has loaded its data set"
+        );
     }
     Ok(())
 }

@@ -1,12 +1,16 @@
 //! The acker is responsible for telling Redis how handlers of one queue ended.
 //!
-//! Reports are taken in batches (whatever has queued up after one yield to the scheduler, up
-//! to 1 000) and sent as one `ack`
-//! and one `nack` call, so under load one round trip settles many tasks. A failed call is
+//! Reports are taken in batches (whatever has queued up over a few yields to the scheduler,
+//! up to 1 000) and sent as one `ack` and one `nack` call, so under load one round trip
+//! settles many tasks. When due work waits for the concurrency slots they free, the claimer
+//! is told to claim right behind them. A failed call is
 //! retried with a growing pause; a report whose lease was lost meanwhile is refused by
 //! Redis (fencing) and only counted.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -20,6 +24,8 @@ use crate::task::{AckOutcome, LeaseToken, NackOutcome, TaskId};
 /// How long a report is retried while Redis is failing before it is given up (its lease
 /// will have expired by then and recovery takes over).
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+/// Most yields to the scheduler while gathering one batch of reports.
+const GATHER_YIELDS: usize = 4;
 
 pub(super) async fn run(
     rt: Arc<QueueRt>,
@@ -30,17 +36,26 @@ pub(super) async fn run(
     while !stopping {
         let Some(first) = rx.recv().await else { return };
         // let handlers that finish in the same instant (a claim's batch of quick handlers)
-        // report too, so they share one call instead of one call each
-        tokio::task::yield_now().await;
+        // report too, so they share one call instead of one call each: yield, take what
+        // arrived, and yield again while more keeps arriving (a few times at most, so a
+        // steady stream is not held up)
         let mut batch = Vec::new();
-        let mut next = Some(first);
-        while let Some(r) = next.take() {
-            match r {
-                Report::Done { id, token, outcome } => batch.push((id, token, outcome)),
-                Report::Stop => stopping = true,
+        let mut add = |r: Report, batch: &mut Vec<_>| match r {
+            Report::Done { id, token, outcome } => batch.push((id, token, outcome)),
+            Report::Stop => stopping = true,
+        };
+        add(first, &mut batch);
+        for _ in 0..GATHER_YIELDS {
+            tokio::task::yield_now().await;
+            let before = batch.len();
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(r) => add(r, &mut batch),
+                    Err(_) => break,
+                }
             }
-            if batch.len() < MAX_BATCH && !stopping {
-                next = rx.try_recv().ok();
+            if batch.len() == before || batch.len() >= MAX_BATCH {
+                break;
             }
         }
         settle(&rt, &shared, batch).await;
@@ -60,7 +75,7 @@ async fn settle(rt: &QueueRt, shared: &Shared, batch: Vec<(TaskId, LeaseToken, O
     let mut pause = Duration::from_millis(10);
     if !acks.is_empty() {
         loop {
-            match rt.queue.ack_batch(&acks).await {
+            match send_then_refill(rt, rt.queue.ack_batch(&acks)).await {
                 Ok(v) => {
                     let ok = v.iter().filter(|o| **o == AckOutcome::Acked).count() as u64;
                     Counters::add(&shared.counters.succeeded, ok);
@@ -94,7 +109,7 @@ async fn settle(rt: &QueueRt, shared: &Shared, batch: Vec<(TaskId, LeaseToken, O
             })
             .collect();
         loop {
-            match rt.queue.nack_items(&items).await {
+            match send_then_refill(rt, rt.queue.nack_items(&items)).await {
                 Ok(v) => {
                     for o in v {
                         let c = match o {
@@ -114,6 +129,23 @@ async fn settle(rt: &QueueRt, shared: &Shared, batch: Vec<(TaskId, LeaseToken, O
             }
         }
     }
+}
+
+/// Sends `call`; when the claimer's last claim saw due work waiting for a concurrency slot,
+/// tells the claimer to claim at once. The call is polled once first, which puts its request
+/// on the client's connection, so the claim goes down the same connection after it and Redis
+/// runs it once the slots are free: the refill costs no extra round trip. (Should the order
+/// ever differ, the claim finds nothing and the wake-up the ack publishes still comes.)
+async fn send_then_refill<T>(rt: &QueueRt, call: impl Future<Output = T>) -> T {
+    let mut call = std::pin::pin!(call);
+    if rt.waits_for_slot.load(Ordering::Relaxed) {
+        let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+        rt.refill.notify_one();
+        if let Poll::Ready(v) = first {
+            return v;
+        }
+    }
+    call.await
 }
 
 async fn retry(

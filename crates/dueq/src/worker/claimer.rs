@@ -2,7 +2,8 @@
 //! takes as many tasks as there are free slots from the queue's [`DueClaimer`] (the one
 //! claim path, which owns the timer, the wake-ups, the fallback poll, lease recovery and
 //! lost-reply replay) and starts a handler for each, then waits for the claimer to be ready
-//! again, or for a freed slot when all were busy. A failed Redis call is counted and logged;
+//! again, or for a freed slot when all were busy, or for the acker's word that it sent an ack
+//! freeing concurrency slots that due work waits for. A failed Redis call is counted and logged;
 //! the `DueClaimer` pauses before the next look, so one bad tick never stops the loop (case
 //! C01).
 
@@ -59,9 +60,12 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaim
             }
         }
         drop(slots);
+        rt.waits_for_slot
+            .store(due.waits_for_slot(), std::sync::atomic::Ordering::Relaxed);
         tokio::select! {
             _ = stop.changed() => {}
             () = due.ready() => {}
+            () = rt.refill.notified() => {}
             slot = shared.slots.clone().acquire_owned(), if want == 0 => drop(slot),
         }
     }

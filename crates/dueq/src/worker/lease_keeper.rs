@@ -1,6 +1,8 @@
 //! The lease keeper is responsible for keeping the leases of long-running handlers of one
 //! queue alive: when less than half of a lease is left it extends it (all due ones in one
 //! call). It makes no Redis call while no lease needs it, so an idle worker costs nothing here.
+//! When an extension is refused (the lease expired and was recovered, or the task is gone),
+//! it stops the handler: its result would be refused, and another worker may run the task.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,10 +46,15 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut stop: watch::
                         None => {
                             Counters::add(&shared.counters.lease_lost, 1);
                             tracing::warn!(queue = rt.queue.name(), id = %id,
-                                "lease lost while the handler runs; its result will be refused");
-                            // stop extending it; the handler's ack will be refused (fencing)
-                            if let Some(r) = running.get_mut(id) {
-                                r.deadline_ms = u64::MAX;
+                                "lease lost while the handler ran (it expired and was recovered, \
+                                 or the task is gone): handler stopped");
+                            // Another worker may be running the task now, and this one's result
+                            // would be refused (fencing): stop the handler (a `dueq work`
+                            // command is killed with it) rather than run it twice at once.
+                            if let Some(r) = running.remove(id)
+                                && let Some(a) = r.abort
+                            {
+                                a.abort();
                             }
                         }
                     }

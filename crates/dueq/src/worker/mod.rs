@@ -32,11 +32,11 @@ mod lease_keeper;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 
 pub use handler::{HandlerFuture, Outcome};
@@ -276,6 +276,14 @@ struct QueueRt {
     handler: Handler,
     running: Mutex<HashMap<TaskId, Running>>,
     reports: mpsc::UnboundedSender<Report>,
+    /// The claimer's last claim saw due work waiting for a concurrency slot (set by the
+    /// claimer, read by the acker).
+    waits_for_slot: AtomicBool,
+    /// The acker tells the claimer that it has just sent an ack or nack that frees slots
+    /// the queue's due work waits for: the claimer's next claim goes down the same
+    /// connection right behind it, so it finds the freed slots without waiting for the
+    /// wake-up the ack publishes (one round trip per refill instead of two).
+    refill: Notify,
 }
 
 impl QueueRt {
@@ -419,6 +427,8 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
             handler,
             running: Mutex::new(HashMap::new()),
             reports: tx,
+            waits_for_slot: AtomicBool::new(false),
+            refill: Notify::new(),
         });
         let due = rt
             .queue

@@ -492,3 +492,56 @@ async fn durable_acks_for_every_replica_survive_failover() {
         "{again} tasks ran again after a confirmed ack"
     );
 }
+
+/// A client (so a worker or `dueq serve`) started while Redis is still loading its data set
+/// after a restart waits until loading ends, instead of failing with `LOADING` and making the
+/// process exit. Loading is slowed to about 7.5 s (3 000 keys, 2.5 ms each): longer than the
+/// connection's own retries (about 5 s), shorter than the testkit's 10 s start deadline.
+#[tokio::test(flavor = "multi_thread")]
+async fn connect_waits_while_redis_is_loading_its_data_set() {
+    let mut server = RedisServer::builder()
+        .appendonly(true)
+        .args(["--key-load-delay", "2500"])
+        .start();
+    {
+        let mut c = server.conn();
+        let _: i64 = redis::cmd("EVAL")
+            .arg("for i = 1, 3000 do redis.call('SET', 'k' .. i, 'v') end return 1")
+            .arg(0)
+            .query(&mut c)
+            .unwrap();
+    }
+    server.stop();
+    let url = server.url();
+    let restart = std::thread::spawn(move || {
+        server.restart();
+        server
+    });
+    let start = Instant::now();
+    let (client, waited) = loop {
+        let attempt = Instant::now();
+        match Client::connect(&url).await {
+            Ok(c) => break (c, attempt.elapsed()),
+            // not listening yet
+            Err(e) => {
+                assert!(
+                    !e.to_string().to_lowercase().contains("loading"),
+                    "connect gave up while Redis was loading: {e}"
+                );
+                assert!(start.elapsed() < DEADLINE, "never connected: {e}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    let server = restart.join().unwrap();
+    assert!(
+        waited >= Duration::from_secs(1),
+        "the connect that worked did not wait for loading ({waited:?}): the test missed it"
+    );
+    let mut c = server.conn();
+    let n: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert!(n >= 3_000, "data set not loaded: {n} keys");
+    let q = client.queue("after-loading").unwrap();
+    q.enqueue(TaskSpec::new(b"x".to_vec())).await.unwrap();
+    assert_eq!(q.stats().await.unwrap().scheduled, 1);
+}

@@ -10,7 +10,7 @@ use dueq::{
 };
 use dueq_testkit::wait_until_async;
 
-use crate::support::{Ctx, DEADLINE, ack_all, due_tasks};
+use crate::support::{Ctx, DEADLINE, ack_all, due_tasks, wait_stats};
 
 #[tokio::test]
 async fn settings_round_trip_and_bad_values_write_nothing() {
@@ -413,4 +413,28 @@ async fn a_grouped_key_replaced_within_its_own_batch_is_one_task() {
     assert_eq!(c.tasks.len(), 1);
     assert_eq!(c.tasks[0].payload, b"new");
     assert!(q.claim(10, None).await.unwrap().tasks.is_empty());
+}
+
+/// A worker whose due work waits for group slots claims right behind its own acks (one round
+/// trip, no wake-up needed): with wake-ups off and a 1 s fallback poll, 40 tasks of a group
+/// limited to 2 at a time drain well within the deadline, where waiting for the poll after
+/// every pair would take about 20 s.
+#[tokio::test]
+async fn worker_claims_freed_group_slots_right_behind_its_acks() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("refill");
+    q.update_settings(&SettingsPatch::default().group_concurrency(Some(2)))
+        .await
+        .unwrap();
+    due_tasks(&q, 40, Some("a")).await;
+    let worker = dueq::Worker::builder(ctx.client.clone())
+        .concurrency(8)
+        .notifications(false)
+        .poll_ms(1_000)
+        .handle("refill", |_t| async { dueq::Outcome::Success })
+        .build()
+        .unwrap()
+        .start();
+    wait_stats(&q, |s| s.succeeded_total == 40).await;
+    worker.shutdown().await.unwrap();
 }

@@ -83,3 +83,55 @@ async fn idle_worker_wakes_for_the_due_millisecond() {
         assert!(started - due < 50, "ran {} ms late", started - due);
     }
 }
+
+/// A handler whose lease is lost (here: another claim's token took its place, as after the
+/// lease expired and was recovered) is stopped at the next extension instead of running on
+/// beside whoever owns the task now.
+#[tokio::test]
+async fn a_handler_whose_lease_is_lost_is_stopped() {
+    struct Dropped(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("long");
+    let t = q.enqueue(TaskSpec::new(b"x".to_vec())).await.unwrap();
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (s2, d2) = (started.clone(), dropped.clone());
+    let worker = Worker::builder(ctx.client.clone())
+        .lease_ms(1_000)
+        .handle("long", move |_t| {
+            let guard = Dropped(d2.clone());
+            s2.store(true, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Outcome::Success
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    wait_until_async(DEADLINE, "the handler starts", || async {
+        started.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
+    // another owner's lease in its place: the next extension is refused
+    let _: () = redis::cmd("HSET")
+        .arg(&q.keys().leases)
+        .arg(t.id.as_str())
+        .arg("someone-else 99999999999999 0")
+        .query(&mut ctx.raw())
+        .unwrap();
+    wait_until_async(
+        DEADLINE,
+        "the handler is stopped after its lease is lost",
+        || async { dropped.load(std::sync::atomic::Ordering::SeqCst) },
+    )
+    .await;
+    assert!(worker.stats().lease_lost >= 1);
+    worker.shutdown().await.unwrap();
+}

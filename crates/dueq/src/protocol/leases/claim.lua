@@ -12,7 +12,9 @@
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
 --   orphans (1 when a lease has no deadline entry), settings version, throttle ('' | 'rate' |
 --   'concurrency': a queue limit held due work back), rate slot opens at ms (-1 = none),
---   the queue's max_attempts (for records that leave it 0), n tasks, then per task: id,
+--   the queue's max_attempts (for records that leave it 0), held (1 when due work waits for a
+--   concurrency slot, the queue's or a parked group's: a task that ends frees one),
+--   n tasks, then per task: id,
 --   lease_token, due_at_ms, lease_deadline_ms, record, last error ('' = none); then for each
 --   task with a group: its index (1-based), its group}
 -- Order: ungrouped due tasks by priority (0 first), then due time (FIFO among equal due
@@ -50,7 +52,7 @@ local exp_on, to_dead = cfg[14] ~= false, cfg[15] == 'dead'
 -- the priorities grouped tasks use (each a range of a group's own in `gsched`)
 G.pl, G.pn = prios_of(cfg[16])
 G.meta = meta
-local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5', 0}
+local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5', 0, 0}
 -- (index, group) of the grouped tasks handed out, appended after the tasks
 local grouped_out, ngo = {}, 0
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
@@ -358,6 +360,7 @@ end
 -- logs of owners idle for a window go, also while the queue is idle
 if max > 0 and (rmax > 0 or grmax > 0) then rate_forget(G, now - math.max(rper, grper)) end
 if by_conc then out[7] = 'concurrency' elseif by_rate then out[7] = 'rate' end
+if by_conc or (gconc > 0 and redis.call('HLEN', G.gparked) > 0) then out[10] = 1 end
 if max > 0 then
   if conc > 0 or cfg[10] then throttle_clock('concurrency', cfg[10], by_conc) end
   if rmax > 0 or cfg[9] then throttle_clock('rate', cfg[9], by_rate) end
@@ -383,6 +386,6 @@ end
 out[3] = first or -1
 out[4] = earliest(active) or -1
 if redis.call('HLEN', leases) ~= redis.call('ZCARD', active) then out[5] = 1 end
-out[10] = nz / 2
+out[11] = nz / 2
 for i = 1, ngo do out[no + i] = grouped_out[i] end
 return out

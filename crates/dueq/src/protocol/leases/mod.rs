@@ -21,6 +21,8 @@ pub(crate) struct ClaimReply {
     pub settings_version: u64,
     /// A queue limit that held due work back.
     pub throttle: Option<Throttle>,
+    /// Due work waits for a concurrency slot (the queue's, or a parked group's).
+    pub waits_for_slot: bool,
     pub tasks: Vec<ClaimedTask>,
 }
 
@@ -83,6 +85,7 @@ pub(crate) async fn claim(
         _ => None,
     };
     let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
+    let waits_for_slot = r.i64()? == 1;
     let n = r.u64()? as usize;
     let mut reply = ClaimReply {
         now_ms,
@@ -92,6 +95,7 @@ pub(crate) async fn claim(
         orphans,
         settings_version,
         throttle,
+        waits_for_slot,
         tasks: Vec::new(),
     };
     reply.tasks.reserve(n);

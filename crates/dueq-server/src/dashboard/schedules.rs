@@ -1,0 +1,154 @@
+//! The dashboard's schedules page of a queue (`/ui/queues/{queue}/schedules`): every recurring
+//! schedule ([`dueq::Queue::schedules`]) with its timing, next and last fire, fired and skipped
+//! counts, and pause, resume and delete buttons (POSTs under the session gate's origin and
+//! CSRF checks, like every dashboard form).
+
+use askama::Template;
+use axum::Extension;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use dueq::{Misfire, Overlap, Schedule};
+use serde::Deserialize;
+
+use super::pages::{notice, path, query};
+use super::session::Session;
+use super::{Dash, Layout, PageError, render, view};
+
+/// One schedule, formatted.
+#[derive(Debug)]
+struct ScheduleRow {
+    name: String,
+    timing: String,
+    tz: String,
+    next: String,
+    next_in: String,
+    last: String,
+    last_ago: String,
+    fired: u64,
+    skipped: u64,
+    paused: bool,
+    rules: String,
+}
+
+impl ScheduleRow {
+    fn new(s: Schedule, now_ms: u64) -> Self {
+        let spec = s.spec;
+        let timing = match (&spec.cron, spec.every_ms) {
+            (Some(c), _) => format!("cron {c}"),
+            (None, Some(ms)) => format!("every {}", view::duration(ms)),
+            (None, None) => "–".to_owned(),
+        };
+        let misfire = match spec.misfire {
+            Misfire::FireOnce => "fire_once",
+            _ => "skip",
+        };
+        let overlap = match spec.overlap {
+            Overlap::Skip => "skip",
+            _ => "allow",
+        };
+        Self {
+            name: spec.name,
+            timing,
+            tz: spec.tz.unwrap_or_else(|| "UTC".to_owned()),
+            next: s.next_fire_at_ms.map(view::time).unwrap_or_default(),
+            next_in: s
+                .next_fire_at_ms
+                .map_or_else(|| "–".to_owned(), |t| view::relative(t, now_ms)),
+            last: s.last_fire_at_ms.map(view::time).unwrap_or_default(),
+            last_ago: s
+                .last_fire_at_ms
+                .map_or_else(|| "never".to_owned(), |t| view::relative(t, now_ms)),
+            fired: s.fired_total,
+            skipped: s.skipped_total,
+            paused: s.paused,
+            rules: format!(
+                "misfire {misfire} (grace {}), overlap {overlap}",
+                view::duration(spec.misfire_grace_ms)
+            ),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "schedules.html")]
+struct SchedulesPage {
+    layout: Layout,
+    csrf: String,
+    queue: String,
+    rows: Vec<ScheduleRow>,
+}
+
+/// `?done=`: what an action just did.
+#[derive(Debug, Deserialize)]
+pub(super) struct DoneQuery {
+    done: Option<String>,
+}
+
+/// `/ui/queues/{queue}/schedules`: the queue's schedules, by name.
+pub(super) async fn page(
+    State(d): State<Dash>,
+    Extension(s): Extension<Session>,
+    p: Result<Path<String>, PathRejection>,
+    q: Result<Query<DoneQuery>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let name = path(p)?;
+    let done = query(q)?.done;
+    let mut list = d.app.queue(&name)?.schedules().await?;
+    list.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+    let now = view::local_now_ms();
+    let mut layout = Layout::new(&d, &s, format!("Schedules of {name}"));
+    layout.flash = notice(done.as_deref());
+    Ok(render(&SchedulesPage {
+        layout,
+        csrf: s.csrf,
+        queue: name,
+        rows: list.into_iter().map(|s| ScheduleRow::new(s, now)).collect(),
+    }))
+}
+
+fn back(queue: &str, done: &str) -> Response {
+    Redirect::to(&format!("/ui/queues/{queue}/schedules?done={done}")).into_response()
+}
+
+fn no_such(queue: &str, name: &str) -> PageError {
+    PageError::not_found(format!("no schedule {name} in queue {queue}"))
+}
+
+/// `POST /ui/queues/{queue}/schedules/{name}/pause`.
+pub(super) async fn pause(
+    State(d): State<Dash>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, PageError> {
+    let (queue, name) = path(p)?;
+    match d.app.queue(&queue)?.pause_schedule(&name).await? {
+        Some(()) => Ok(back(&queue, "schedule_paused")),
+        None => Err(no_such(&queue, &name)),
+    }
+}
+
+/// `POST /ui/queues/{queue}/schedules/{name}/resume`: at its first tick after now.
+pub(super) async fn resume(
+    State(d): State<Dash>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, PageError> {
+    let (queue, name) = path(p)?;
+    match d.app.queue(&queue)?.resume_schedule(&name).await? {
+        Some(_) => Ok(back(&queue, "schedule_resumed")),
+        None => Err(no_such(&queue, &name)),
+    }
+}
+
+/// `POST /ui/queues/{queue}/schedules/{name}/delete`: no further tick (tasks already
+/// enqueued by earlier ticks stay).
+pub(super) async fn delete(
+    State(d): State<Dash>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, PageError> {
+    let (queue, name) = path(p)?;
+    if d.app.queue(&queue)?.delete_schedule(&name).await? {
+        Ok(back(&queue, "schedule_deleted"))
+    } else {
+        Err(no_such(&queue, &name))
+    }
+}
