@@ -44,6 +44,22 @@ def test_groups_round_trip(queue: dueq.Queue) -> None:
     assert err.value.code == "invalid_input"
 
 
+def test_task_options(queue: dueq.Queue) -> None:
+    """priority orders due tasks; ttl_ms shows as expires_at_ms; debounce caps the due time."""
+    queue.enqueue("nine", priority=9)
+    e = queue.enqueue("two", priority=2, key="opt", ttl_ms=60000)
+    t = queue.get(key="opt")
+    assert t is not None and t.priority == 2 and t.expires_at_ms is not None
+    r = queue.enqueue(
+        "two-b", key="opt", delay_ms=600000, on_conflict="debounce", debounce_max_ms=60000
+    )
+    assert not r.created and r.due_at_ms == t.created_at_ms + 60000
+    queue.enqueue_batch([TaskSpec("zero"), TaskSpec("five", priority=5)])
+    claimed = queue.claim(max=10)
+    assert [c.payload for c in claimed] == ["zero", "five", "nine"]
+    assert e.id
+
+
 def test_reschedule_and_in_progress(queue: dueq.Queue) -> None:
     e = queue.enqueue("x", delay_ms=3_600_000)
     r = queue.reschedule(e.id, delay_ms=0)

@@ -13,8 +13,17 @@ export interface TaskSpec {
   key?: string;
   delay_ms?: number;
   due_at_ms?: number;
-  /** With a live `key`: `keep` (default: return the live task) or `replace`. */
-  on_conflict?: "keep" | "replace";
+  /** With a live `key`: `keep` (default: return the live task), `replace`, or `debounce`
+   * (a replace that never moves the due time past the first enqueue + `debounce_max_ms`). */
+  on_conflict?: "keep" | "replace" | "debounce";
+  /** With `on_conflict: "debounce"` (required there), ms. */
+  debounce_max_ms?: number;
+  /** 0 (default, served first) to 9, among due tasks (within a group: the group's own). */
+  priority?: number;
+  /** Expire the task unless it started this many ms after the write (not with `expires_at_ms`). */
+  ttl_ms?: number;
+  /** Expire the task unless it started by this Unix epoch ms. */
+  expires_at_ms?: number;
   /** Attempts before the dead-letter queue, 1 to 65535 (default 5). */
   max_attempts?: number;
   /** Lease of a claim, ms (default 30000). */
@@ -47,6 +56,10 @@ export interface Task {
   created_at_ms: number;
   /** Its group, if any. */
   group?: string | null;
+  /** Its priority, 0 (first) to 9. */
+  priority?: number;
+  /** When it expires unless started (only while scheduled, if it has one). */
+  expires_at_ms?: number | null;
 }
 
 export interface DeadTask extends Task {

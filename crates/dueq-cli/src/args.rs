@@ -168,8 +168,22 @@ pub struct EnqueueArgs {
     #[arg(long)]
     pub key: Option<String>,
     /// If the key is live, replace that task's payload and due time instead of keeping it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "debounce_max_ms")]
     pub replace: bool,
+    /// Debounce: if the key is live, replace like --replace, but never move the due time
+    /// past the task's first enqueue + this many ms.
+    #[arg(long, requires = "key")]
+    pub debounce_max_ms: Option<u64>,
+    /// Priority 0 (served first, the default) to 9, among due tasks (within a --group, among
+    /// the group's own).
+    #[arg(long)]
+    pub priority: Option<u8>,
+    /// Expire the task if it has not started this many ms after the write (Redis clock).
+    #[arg(long, conflicts_with = "expires_at_ms")]
+    pub ttl_ms: Option<u64>,
+    /// Expire the task if it has not started by this Unix epoch ms.
+    #[arg(long)]
+    pub expires_at_ms: Option<u64>,
     /// Attempts before the dead-letter queue (default: the queue's setting, else 5).
     #[arg(long)]
     pub max_attempts: Option<u32>,

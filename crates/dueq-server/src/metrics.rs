@@ -246,6 +246,7 @@ impl Metrics {
                 ("retried", s.retried_total),
                 ("dead", s.dead_total),
                 ("cancelled", s.cancelled_total),
+                ("expired", s.expired_total),
             ] {
                 metrics::counter!("dueq_tasks_finished_total", "queue" => q(), "outcome" => outcome)
                     .absolute(v);

@@ -15,12 +15,13 @@ fn records(c: &mut Criterion) {
             spec(
                 5,
                 30_000,
+                0,
                 black_box("order:10001:cancel"),
                 black_box(&payload),
             )
         })
     });
-    let mut raw = spec(5, 30_000, "order:10001:cancel", &payload);
+    let mut raw = spec(5, 30_000, 0, "order:10001:cancel", &payload);
     raw.extend(&1_764_455_000_871u64.to_le_bytes()[..6]);
     raw.extend(&1_764_455_000_000u64.to_le_bytes()[..6]);
     c.bench_function("record decode, 100-byte payload, keyed", |b| {

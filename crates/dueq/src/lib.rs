@@ -59,7 +59,7 @@ pub use client::Throttle;
 pub use client::{
     CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES,
     DEFAULT_WAKE_CHANNELS_MAX, EvictionCheck, MAX_DEAD_OFFSET, MAX_ERROR_BYTES, Queue,
-    READINESS_TIMEOUT_MS, Readiness, RecoverReport,
+    READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
 };
 pub use client::{ConnectionHealth, DEFAULT_REPLICA_TIMEOUT_MS, MAX_REPLICAS};
 pub use client::{
@@ -82,14 +82,14 @@ pub use schedule::{
     validate_schedule_name,
 };
 pub use settings::{
-    BackoffSettings, MAX_BACKOFF_MS, MAX_LIMIT, MAX_RATE_WINDOW_MS, MAX_RETENTION, QueueSettings,
-    RateLimit, SettingsPatch,
+    BackoffSettings, MAX_BACKOFF_MS, MAX_LIMIT, MAX_RATE_WINDOW_MS, MAX_RETENTION, OnExpire,
+    QueueSettings, RateLimit, SettingsPatch,
 };
 pub use task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
-    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, LeaseToken, MAX_ATTEMPTS,
-    MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, MinuteStats,
-    NackOutcome, OnConflict, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec,
-    TaskState, ThrottledMs, validate_group, validate_key, validate_lease_ms,
+    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, LeaseToken, MAX_ATTEMPTS,
+    MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, MAX_PRIORITY,
+    MinuteStats, NackOutcome, OnConflict, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef,
+    TaskSpec, TaskState, ThrottledMs, validate_group, validate_key, validate_lease_ms,
 };
 pub use worker::{HandlerFuture, Outcome, Worker, WorkerBuilder, WorkerHandle, WorkerStats};

@@ -16,7 +16,8 @@
 //! * `rate_limit`, `concurrency`, `group_rate_limit`, `group_concurrency`: inside the claim
 //!   script (DESIGN 2.12), for every process at once;
 //! * `alert_due_age_ms`, `alert_due_count`: when [`QueueStats::behind`](crate::QueueStats) is
-//!   set.
+//!   set;
+//! * `on_expire`: when a task's expiry passes before it started (claim or recovery).
 
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{MapAccess, Visitor};
@@ -143,6 +144,31 @@ pub struct QueueSettings {
     pub alert_due_age_ms: Option<u64>,
     /// The queue is behind when this many tasks are due. Default none.
     pub alert_due_count: Option<u64>,
+    /// What happens to a task whose expiry passed before it started. Default
+    /// [`OnExpire::Drop`].
+    pub on_expire: Option<OnExpire>,
+}
+
+/// What happens to a task not started before its expiry (`expires_at_ms` / `ttl_ms`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum OnExpire {
+    /// Dropped with its record; its key is free again. The default.
+    #[default]
+    Drop,
+    /// Kept in the dead-letter queue with the error `expired` (its key is free again).
+    Dead,
+}
+
+impl OnExpire {
+    /// The name used in JSON and in the `meta` hash.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Drop => "drop",
+            Self::Dead => "dead",
+        }
+    }
 }
 
 /// Deserializes a present field (value or `null`) as `Some`, so a missing one stays `None`.
@@ -228,6 +254,9 @@ pub struct SettingsPatch {
     /// See [`QueueSettings::alert_due_count`].
     #[serde(default, deserialize_with = "present")]
     pub alert_due_count: Option<Option<u64>>,
+    /// See [`QueueSettings::on_expire`].
+    #[serde(default, deserialize_with = "present")]
+    pub on_expire: Option<Option<OnExpire>>,
 }
 
 macro_rules! setters {
@@ -247,7 +276,7 @@ macro_rules! setters {
 setters! {
     max_attempts: u32, lease_ms: u64, backoff: BackoffSettings, dead_max: u64,
     succeeded_max: u64, rate_limit: RateLimit, group_rate_limit: RateLimit, concurrency: u32,
-    group_concurrency: u32, alert_due_age_ms: u64, alert_due_count: u64,
+    group_concurrency: u32, alert_due_age_ms: u64, alert_due_count: u64, on_expire: OnExpire,
 }
 
 fn check_range(field: &str, v: u64, min: u64, max: u64) -> Result<()> {
@@ -323,6 +352,10 @@ impl SettingsPatch {
         one("group_concurrency", s32(self.group_concurrency));
         one("alert_due_age_ms", s(self.alert_due_age_ms));
         one("alert_due_count", s(self.alert_due_count));
+        one(
+            "on_expire",
+            self.on_expire.map(|o| o.map(|e| e.as_str().to_owned())),
+        );
         let b = self.backoff;
         one(
             "backoff_base_ms",
@@ -342,7 +375,7 @@ impl SettingsPatch {
 }
 
 /// The `meta` fields [`QueueSettings::from_fields`] reads, in its order.
-pub(crate) const STORED_FIELDS: [&str; 15] = [
+pub(crate) const STORED_FIELDS: [&str; 16] = [
     "max_attempts",
     "lease_ms",
     "backoff_base_ms",
@@ -358,6 +391,7 @@ pub(crate) const STORED_FIELDS: [&str; 15] = [
     "group_concurrency",
     "alert_due_age_ms",
     "alert_due_count",
+    "on_expire",
 ];
 
 impl QueueSettings {
@@ -386,6 +420,11 @@ impl QueueSettings {
             group_concurrency: n32(12),
             alert_due_age_ms: n(13),
             alert_due_count: n(14),
+            on_expire: match get(15) {
+                Some("dead") => Some(OnExpire::Dead),
+                Some("drop") => Some(OnExpire::Drop),
+                _ => None,
+            },
         }
     }
 
@@ -405,7 +444,8 @@ impl QueueSettings {
             concurrency,
             group_concurrency,
             alert_due_age_ms,
-            alert_due_count
+            alert_due_count,
+            on_expire
         );
         self
     }
@@ -497,7 +537,8 @@ mod tests {
             .concurrency(Some(9))
             .group_concurrency(Some(2))
             .alert_due_age_ms(Some(60_000))
-            .alert_due_count(Some(1_000));
+            .alert_due_count(Some(1_000))
+            .on_expire(Some(OnExpire::Dead));
         p.validate().unwrap();
         let (set, clear) = p.fields();
         assert!(clear.is_empty());

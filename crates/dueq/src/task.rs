@@ -168,6 +168,24 @@ pub enum OnConflict {
     /// Atomically replace the existing task's payload, due time and settings, unless it is
     /// running (then the answer is [`EnqueueOutcome::InProgress`]).
     Replace,
+    /// As [`OnConflict::Replace`], but the due time never moves past the existing task's first
+    /// enqueue + [`TaskSpec::debounce_max_ms`], so a key changed every 300 ms with a 1 s delay
+    /// and a 3 s cap still runs about every 3 s. Needs `debounce_max_ms` and a key.
+    Debounce,
+}
+
+/// Highest (last-served) priority; 0 is served first.
+pub const MAX_PRIORITY: u8 = 9;
+
+/// When a task that has not started by then is given up (DESIGN section 1, `expires_at_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Expiry {
+    /// This many milliseconds after the write lands, by the Redis clock (at most
+    /// [`MAX_DELAY_MS`]).
+    TtlMs(u64),
+    /// At this Unix epoch millisecond (at most [`MAX_DUE_AT_MS`]).
+    AtMs(u64),
 }
 
 /// A task to enqueue. Build with [`TaskSpec::new`] and the setting methods.
@@ -180,6 +198,9 @@ pub struct TaskSpec {
     pub(crate) max_attempts: Option<u32>,
     pub(crate) lease_ms: Option<u64>,
     pub(crate) group: Option<String>,
+    pub(crate) priority: u8,
+    pub(crate) expiry: Option<Expiry>,
+    pub(crate) debounce_max_ms: Option<u64>,
 }
 
 /// Longest group name, in bytes.
@@ -209,7 +230,43 @@ impl TaskSpec {
             max_attempts: None,
             lease_ms: None,
             group: None,
+            priority: 0,
+            expiry: None,
+            debounce_max_ms: None,
         }
+    }
+
+    /// Priority 0 (served first, the default) to [`MAX_PRIORITY`] (9). Among tasks that are
+    /// due, a lower number is claimed first; within one priority, due-time order, then
+    /// enqueue order. Priority never makes a task claimable before its due time. With a
+    /// [`TaskSpec::group`] it orders the group's own due tasks; groups are still served
+    /// round-robin, whatever their tasks' priorities.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Gives the task up if it has not started this many milliseconds after the write lands
+    /// (Redis clock): it ends as expired (dropped, or in the dead-letter queue with the error
+    /// `expired` when the queue's `on_expire` is `dead`) and its key is free again. A started
+    /// task is not interrupted, and a retry after a failed attempt no longer expires. Default
+    /// none; replaces an earlier [`TaskSpec::expires_at_ms`].
+    pub fn ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.expiry = Some(Expiry::TtlMs(ttl_ms));
+        self
+    }
+
+    /// As [`TaskSpec::ttl_ms`], at this Unix epoch millisecond (Redis clock).
+    pub fn expires_at_ms(mut self, expires_at_ms: u64) -> Self {
+        self.expiry = Some(Expiry::AtMs(expires_at_ms));
+        self
+    }
+
+    /// The cap of [`OnConflict::Debounce`]: the due time never moves past the task's first
+    /// enqueue + this many milliseconds (1 to [`MAX_DELAY_MS`]). Only with `Debounce`.
+    pub fn debounce_max_ms(mut self, debounce_max_ms: u64) -> Self {
+        self.debounce_max_ms = Some(debounce_max_ms);
+        self
     }
 
     /// The group (a tenant, a customer; 1 to 256 bytes): the queue's `group_concurrency` and
@@ -265,6 +322,44 @@ impl TaskSpec {
     }
 }
 
+/// Checks the task options of `spec` (priority, expiry, debounce), each error naming its
+/// field.
+pub(crate) fn check_options(spec: &TaskSpec) -> Result<()> {
+    if spec.priority > MAX_PRIORITY {
+        return Err(Error::invalid(format!(
+            "priority must be 0 to {MAX_PRIORITY}, got {}",
+            spec.priority
+        )));
+    }
+    match spec.expiry {
+        Some(Expiry::TtlMs(t)) if t == 0 || t > MAX_DELAY_MS => {
+            return Err(Error::invalid(format!(
+                "ttl_ms must be 1 to {MAX_DELAY_MS} (100 years)"
+            )));
+        }
+        Some(Expiry::AtMs(t)) if t > MAX_DUE_AT_MS => {
+            return Err(Error::invalid("expires_at_ms is past year 9999"));
+        }
+        _ => {}
+    }
+    let debounce = spec.on_conflict == OnConflict::Debounce;
+    match spec.debounce_max_ms {
+        None if debounce => Err(Error::invalid(
+            "debounce_max_ms is required with on_conflict debounce",
+        )),
+        Some(_) if !debounce => Err(Error::invalid(
+            "debounce_max_ms is only used with on_conflict debounce",
+        )),
+        Some(m) if m == 0 || m > MAX_DELAY_MS => Err(Error::invalid(format!(
+            "debounce_max_ms must be 1 to {MAX_DELAY_MS} (100 years)"
+        ))),
+        _ if debounce && spec.key.is_none() => Err(Error::invalid(
+            "on_conflict debounce needs a key: it acts on the live task of that key",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// What an enqueue did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -312,6 +407,9 @@ pub enum TaskState {
     Dead,
     /// Cancelled before it ran (leaves no record; appears only in outcomes and metrics).
     Cancelled,
+    /// Not started before its expiry (leaves no record unless the queue's `on_expire` is
+    /// `dead`, which keeps it in the dead-letter queue; appears in metrics and stats).
+    Expired,
 }
 
 impl TaskState {
@@ -323,6 +421,7 @@ impl TaskState {
             Self::Succeeded => "succeeded",
             Self::Dead => "dead",
             Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
         }
     }
 }
@@ -347,6 +446,10 @@ pub struct Task {
     pub lease_ms: u64,
     /// Its group, if any.
     pub group: Option<String>,
+    /// Its priority, 0 (first) to 9.
+    pub priority: u8,
+    /// When it expires unless started, epoch ms (only while it is scheduled and has one).
+    pub expires_at_ms: Option<u64>,
     /// The payload bytes.
     pub payload: Vec<u8>,
     /// Text of the last failure.
@@ -507,6 +610,9 @@ pub struct QueueStats {
     pub dead_total: u64,
     /// Tasks cancelled, ever.
     pub cancelled_total: u64,
+    /// Tasks that expired before they started, ever (dropped or dead-lettered by
+    /// `on_expire`; not counted in `dead_total`).
+    pub expired_total: u64,
     /// Leases that expired, ever.
     pub lease_expired_total: u64,
     /// Earliest due time of a scheduled task.

@@ -129,15 +129,32 @@ class Queue:
         max_attempts: Optional[int] = None,
         lease_ms: Optional[int] = None,
         group: Optional[str] = None,
+        priority: Optional[int] = None,
+        ttl_ms: Optional[int] = None,
+        expires_at_ms: Optional[int] = None,
+        debounce_max_ms: Optional[int] = None,
     ) -> Enqueued:
         """Enqueues one task (``payload``: any JSON value). With a live ``key``, returns the
-        existing task (``created=False``), or replaces it with ``on_conflict="replace"``.
+        existing task (``created=False``), or replaces it with ``on_conflict="replace"``
+        (or ``"debounce"`` with ``debounce_max_ms``). ``priority`` 0-9 orders due tasks;
+        ``ttl_ms`` / ``expires_at_ms`` expire a task that has not started (docs/OPTIONS.md).
 
         Raises :class:`DueqError`: ``invalid_input`` (bad field), ``in_progress`` (replace of
         a running task), ``payload_too_large``, ``redis_unavailable``.
         """
         spec = TaskSpec(
-            payload, key, delay_ms, due_at_ms, on_conflict, max_attempts, lease_ms, group
+            payload,
+            key,
+            delay_ms,
+            due_at_ms,
+            on_conflict,
+            max_attempts,
+            lease_ms,
+            group,
+            priority,
+            ttl_ms,
+            expires_at_ms,
+            debounce_max_ms,
         )
         return Enqueued.from_json(self.client._call("POST", self._base + "/tasks", spec.to_json()))
 

@@ -88,12 +88,22 @@ class TaskSpec:
     delay_ms: Optional[int] = None
     due_at_ms: Optional[int] = None
     on_conflict: Optional[str] = None
-    """``"keep"`` (default: return the live task) or ``"replace"``."""
+    """``"keep"`` (default: return the live task), ``"replace"``, or ``"debounce"`` (a
+    replace that never moves the due time past the first enqueue + ``debounce_max_ms``)."""
     max_attempts: Optional[int] = None
     lease_ms: Optional[int] = None
     group: Optional[str] = None
     """A tenant or customer: the queue's per-group limits apply to it, and groups are
     served round-robin."""
+    priority: Optional[int] = None
+    """0 (default, served first) to 9, among due tasks (within a group: the group's own)."""
+    ttl_ms: Optional[int] = None
+    """Expire the task unless it started this many ms after the write (not with
+    ``expires_at_ms``)."""
+    expires_at_ms: Optional[int] = None
+    """Expire the task unless it started by this Unix epoch ms."""
+    debounce_max_ms: Optional[int] = None
+    """With ``on_conflict="debounce"`` (required there)."""
 
     def to_json(self) -> Dict[str, Any]:
         """The request body of this task."""
@@ -106,6 +116,10 @@ class TaskSpec:
             "max_attempts",
             "lease_ms",
             "group",
+            "priority",
+            "ttl_ms",
+            "expires_at_ms",
+            "debounce_max_ms",
         ):
             v = getattr(self, name)
             if v is not None:
@@ -142,6 +156,10 @@ class Task:
     last_error: Optional[str]
     created_at_ms: int
     group: Optional[str] = None
+    priority: int = 0
+    """0 (first) to 9."""
+    expires_at_ms: Optional[int] = None
+    """When it expires unless started (only while scheduled, if it has one)."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Task":
@@ -156,6 +174,8 @@ class Task:
             last_error=d.get("last_error"),
             created_at_ms=d["created_at_ms"],
             group=d.get("group"),
+            priority=d.get("priority", 0),
+            expires_at_ms=d.get("expires_at_ms"),
         )
 
 

@@ -32,6 +32,8 @@ pub fn task_json(t: &Task) -> Value {
         "last_error": t.last_error,
         "created_at_ms": t.created_at_ms,
         "group": t.group,
+        "priority": t.priority,
+        "expires_at_ms": t.expires_at_ms,
     })
 }
 

@@ -22,6 +22,7 @@ fn stats_json(s: &QueueStats) -> serde_json::Value {
         "retried_total": s.retried_total,
         "dead_total": s.dead_total,
         "cancelled_total": s.cancelled_total,
+        "expired_total": s.expired_total,
         "lease_expired_total": s.lease_expired_total,
         "groups_waiting": s.groups_waiting,
         "throttled": s.throttled,

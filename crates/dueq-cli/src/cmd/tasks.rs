@@ -38,6 +38,18 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
     if a.replace {
         spec = spec.on_conflict(OnConflict::Replace);
     }
+    if let Some(m) = a.debounce_max_ms {
+        spec = spec.on_conflict(OnConflict::Debounce).debounce_max_ms(m);
+    }
+    if let Some(p) = a.priority {
+        spec = spec.priority(p);
+    }
+    if let Some(t) = a.ttl_ms {
+        spec = spec.ttl_ms(t);
+    }
+    if let Some(t) = a.expires_at_ms {
+        spec = spec.expires_at_ms(t);
+    }
     if let Some(m) = a.max_attempts {
         spec = spec.max_attempts(m);
     }
@@ -87,6 +99,10 @@ pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> 
         outln!("attempt:      {}/{}", t.attempt, t.max_attempts);
         outln!("last_error:   {}", t.last_error.as_deref().unwrap_or("-"));
         outln!("created_at_ms: {}", t.created_at_ms);
+        outln!("priority:     {}", t.priority);
+        if let Some(e) = t.expires_at_ms {
+            outln!("expires_at_ms: {e}");
+        }
         outln!("payload:      {}", String::from_utf8_lossy(&t.payload));
     }
     Ok(())

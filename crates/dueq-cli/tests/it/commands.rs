@@ -73,6 +73,74 @@ fn enqueue_get_reschedule_cancel_by_key() {
     assert_eq!(c["outcome"], "not_found");
 }
 
+/// `--priority`, `--ttl-ms` and `--debounce-max-ms` reach the task (docs/OPTIONS.md).
+#[test]
+fn enqueue_task_options() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, e) = dueq_json(
+        &url,
+        &["enqueue", "o", "--payload", "nine", "--priority", "9"],
+    );
+    assert!(ok, "{e}");
+    let (ok, e) = dueq_json(
+        &url,
+        &[
+            "enqueue",
+            "o",
+            "--payload",
+            "two",
+            "--priority",
+            "2",
+            "--key",
+            "k",
+            "--ttl-ms",
+            "60000",
+        ],
+    );
+    assert!(ok, "{e}");
+    let (ok, t) = dueq_json(&url, &["get", "o", "--key", "k"]);
+    assert!(ok);
+    assert_eq!(t["priority"], 2);
+    assert!(t["expires_at_ms"].as_u64().is_some(), "{t}");
+    let (ok, d) = dueq_json(
+        &url,
+        &[
+            "enqueue",
+            "o",
+            "--key",
+            "k",
+            "--delay-ms",
+            "600000",
+            "--debounce-max-ms",
+            "60000",
+        ],
+    );
+    assert!(ok, "{d}");
+    assert_eq!(d["outcome"], "replaced");
+    let created = t["created_at_ms"].as_u64().unwrap();
+    assert_eq!(d["due_at_ms"].as_u64().unwrap(), created + 60_000);
+    let (ok, e) = dueq_json(&url, &["enqueue", "o", "--payload", "zero"]);
+    assert!(ok, "{e}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = dueq::Client::connect(&url).await.unwrap();
+        let q = c.queue("o").unwrap();
+        let got: Vec<_> = q.claim(10, None).await.unwrap().tasks;
+        let payloads: Vec<_> = got.iter().map(|t| t.payload.clone()).collect();
+        assert_eq!(payloads, [b"zero".to_vec(), b"nine".to_vec()]);
+    });
+    for (args, needle) in [
+        (vec!["enqueue", "o", "--priority", "10"], "priority"),
+        (vec!["enqueue", "o", "--debounce-max-ms", "5"], "--key"),
+    ] {
+        let out = dueq(&url, &args);
+        assert!(!out.status.success(), "{args:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn bad_input_is_refused_with_a_clear_error() {
     let server = RedisServer::start();

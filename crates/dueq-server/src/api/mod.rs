@@ -6,6 +6,7 @@
 //! open operational routes.
 
 pub mod acks;
+pub mod browse;
 pub mod claim;
 pub mod dead;
 pub mod queues;
@@ -24,7 +25,7 @@ use crate::state::AppState;
 /// `/v1` routes whose bodies hold at most one payload.
 pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(tasks::enqueue))
+        .routes(routes!(tasks::enqueue, browse::browse))
         .routes(routes!(
             tasks::get_by_id,
             tasks::cancel_by_id,

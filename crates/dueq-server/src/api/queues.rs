@@ -28,6 +28,8 @@ pub struct StatsResponse {
     pub succeeded_total: u64,
     /// Failed attempts (nack or expired lease), ever.
     pub failed_total: u64,
+    /// Tasks that expired before they started (`ttl_ms` / `expires_at_ms`), ever.
+    pub expired_total: u64,
     /// Earliest due time of a scheduled task, Unix epoch ms.
     pub next_due_at_ms: Option<u64>,
     /// How long the earliest due task has waited, ms (0 when none is overdue).
@@ -55,6 +57,7 @@ impl From<QueueStats> for StatsResponse {
             dead: s.dead,
             succeeded_total: s.succeeded_total,
             failed_total: s.failed_total,
+            expired_total: s.expired_total,
             next_due_at_ms: s.next_due_at_ms,
             oldest_due_age_ms: s.oldest_due_age_ms,
             paused: s.paused,

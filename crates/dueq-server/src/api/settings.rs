@@ -76,6 +76,21 @@ pub struct SettingsBody {
     /// The queue is behind when this many tasks are due (default none).
     #[schema(minimum = 1)]
     pub alert_due_count: Option<u64>,
+    /// What happens to a task whose `ttl_ms` / `expires_at_ms` passed before it started:
+    /// `drop` (the default: gone, key freed) or `dead` (kept in the dead-letter queue with
+    /// the error `expired`). Either way it counts as `expired`.
+    pub on_expire: Option<OnExpireBody>,
+}
+
+/// What happens to an expired task.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum OnExpireBody {
+    /// Dropped.
+    Drop,
+    /// Kept in the dead-letter queue.
+    Dead,
 }
 
 /// The queue's settings.

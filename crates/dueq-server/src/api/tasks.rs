@@ -29,6 +29,9 @@ pub enum OnConflictBody {
     Keep,
     /// Replace its payload, due time and settings (409 `in_progress` if it is running).
     Replace,
+    /// As `replace`, but the due time never moves past the task's first enqueue +
+    /// `debounce_max_ms` (required with it), so a key changed constantly still runs.
+    Debounce,
 }
 
 /// One task to enqueue. Unknown fields are refused. Give at most one of `delay_ms` and
@@ -67,6 +70,24 @@ pub struct EnqueueRequest {
     /// are handed out round-robin. A replace keeps the task's group.
     #[schema(min_length = 1, max_length = 256)]
     pub group: Option<String>,
+    /// Priority 0 (served first, the default) to 9: among due tasks a lower number is
+    /// claimed first; never before the due time. With `group`, it orders the group's own
+    /// due tasks (groups are still served round-robin).
+    #[schema(minimum = 0, maximum = 9)]
+    pub priority: Option<u8>,
+    /// Expire the task if it has not started this many ms after the write lands (Redis
+    /// clock), 1 to 3153600000000: it ends as `expired` (dropped, or in the dead-letter queue
+    /// with reason `expired` when the queue's `on_expire` is `dead`). Not with
+    /// `expires_at_ms`.
+    #[schema(minimum = 1, maximum = 3153600000000_u64)]
+    pub ttl_ms: Option<u64>,
+    /// As `ttl_ms`, at this Unix epoch ms (at most 253402300799999). Not with `ttl_ms`.
+    #[schema(maximum = 253402300799999_u64)]
+    pub expires_at_ms: Option<u64>,
+    /// With `on_conflict: debounce` (and only then, where it is required): the due time
+    /// never moves past the task's first enqueue + this many ms, 1 to 3153600000000.
+    #[schema(minimum = 1, maximum = 3153600000000_u64)]
+    pub debounce_max_ms: Option<u64>,
     /// Durable write (DESIGN 2.14): answer only once this many replicas confirm the write
     /// (`WAIT`, up to 1 000 ms), else 503 `not_replicated` (the task was written on the
     /// primary: re-send it with its `key` to be sure). 0 to 16; default the server's setting
@@ -142,6 +163,10 @@ pub struct TaskResponse {
     pub created_at_ms: u64,
     /// Its group, if any.
     pub group: Option<String>,
+    /// Its priority, 0 (first) to 9.
+    pub priority: u8,
+    /// When it expires unless started, Unix epoch ms (only while scheduled, if it has one).
+    pub expires_at_ms: Option<u64>,
 }
 
 impl From<Task> for TaskResponse {
@@ -157,6 +182,8 @@ impl From<Task> for TaskResponse {
             last_error: t.last_error,
             created_at_ms: t.created_at_ms,
             group: t.group,
+            priority: t.priority,
+            expires_at_ms: t.expires_at_ms,
         }
     }
 }
@@ -219,8 +246,26 @@ fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
     if let Some(k) = &r.key {
         s = s.key(k.clone());
     }
-    if let Some(OnConflictBody::Replace) = r.on_conflict {
-        s = s.on_conflict(OnConflict::Replace);
+    match r.on_conflict {
+        Some(OnConflictBody::Replace) => s = s.on_conflict(OnConflict::Replace),
+        Some(OnConflictBody::Debounce) => s = s.on_conflict(OnConflict::Debounce),
+        _ => {}
+    }
+    if let Some(m) = r.debounce_max_ms {
+        s = s.debounce_max_ms(m);
+    }
+    if let Some(p) = r.priority {
+        s = s.priority(p);
+    }
+    match (r.ttl_ms, r.expires_at_ms) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "give ttl_ms or expires_at_ms, not both (expires_at_ms is refused with ttl_ms)",
+            ));
+        }
+        (Some(t), None) => s = s.ttl_ms(t),
+        (None, Some(t)) => s = s.expires_at_ms(t),
+        (None, None) => {}
     }
     if let Some(m) = r.max_attempts {
         s = s.max_attempts(m);

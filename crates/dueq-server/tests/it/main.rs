@@ -18,6 +18,7 @@ mod dead;
 mod examples;
 mod metrics;
 mod openapi;
+mod options;
 mod origin;
 mod queues;
 mod recover;

@@ -23,6 +23,7 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/queues/{queue}/schedules"),
     ("GET", "/v1/queues/{queue}/schedules/{name}"),
     ("GET", "/v1/queues/{queue}/settings"),
+    ("GET", "/v1/queues/{queue}/tasks"),
     ("GET", "/v1/queues/{queue}/tasks/{id}"),
     ("GET", "/v1/queues/{queue}/webhook"),
     ("GET", "/v1/workers"),

@@ -3,6 +3,7 @@
 //! A [`Client`] is cheap to clone and safe to share between tasks: every clone pipelines over
 //! the same multiplexed connection, which reconnects by itself after a drop.
 
+mod browse;
 mod dead;
 mod queue;
 mod schedules;
@@ -13,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use browse::TaskPage;
 pub use dead::MAX_DEAD_OFFSET;
 pub(crate) use queue::cut_error;
 pub use queue::{CancelReport, Claim, MAX_ERROR_BYTES, Queue, RecoverReport, Throttle};

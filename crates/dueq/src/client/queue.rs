@@ -16,8 +16,8 @@ use crate::protocol::tasks::{self, EnqueueItem};
 use crate::settings::{QueueSettings, SettingsPatch};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, Due, Enqueued, LeaseToken, MAX_ATTEMPTS, MinuteStats,
-    NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, validate_group,
-    validate_key, validate_lease_ms,
+    NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, check_options,
+    validate_group, validate_key, validate_lease_ms,
 };
 
 /// Longest `last_error` text kept, in bytes (longer texts are cut at a character boundary).
@@ -35,7 +35,8 @@ pub struct Queue {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Claim {
-    /// The claimed tasks, in due-time order (FIFO among equal due times).
+    /// The claimed tasks: ungrouped ones by priority (0 first), then due time (FIFO among
+    /// equal due times); grouped ones interleaved round-robin by group.
     pub tasks: Vec<ClaimedTask>,
     /// Redis time of the claim, epoch ms.
     pub now_ms: u64,
@@ -83,6 +84,11 @@ pub struct RecoverReport {
     /// Whether the sweep for leases without a deadline entry finished a full round in this
     /// call (it looks at up to 1 000 leases per call).
     pub swept: bool,
+    /// Scheduled tasks whose expiry passed before they started, ended by this call (up to
+    /// 100 per call).
+    pub expired: u64,
+    /// The call expired a full batch: more expired tasks may be waiting.
+    pub expired_more: bool,
 }
 
 pub(crate) fn cut_error(e: &str) -> &str {
@@ -167,7 +173,7 @@ impl Queue {
         if let Some(l) = spec.lease_ms {
             validate_lease_ms(l)?;
         }
-        Ok(())
+        check_options(spec)
     }
 
     /// Enqueues one task.
@@ -211,6 +217,9 @@ impl Queue {
                     max_attempts: s.max_attempts.unwrap_or(0),
                     lease_ms: s.lease_ms.unwrap_or(0),
                     group: s.group.as_deref(),
+                    priority: s.priority,
+                    expiry: s.expiry,
+                    debounce_max_ms: s.debounce_max_ms,
                     payload: &s.payload,
                 })
                 .collect();
@@ -550,6 +559,8 @@ impl Queue {
             next_lease_deadline_ms: r.next_deadline_ms,
             now_ms: r.now_ms,
             swept: r.swept,
+            expired: r.expired,
+            expired_more: r.expired_more,
         })
     }
 

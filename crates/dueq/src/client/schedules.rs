@@ -282,7 +282,7 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
         let key = format!("schedule:{}:{at}", spec.name);
         (
             at,
-            record::spec(spec.max_attempts, spec.lease_ms, &key, &spec.payload),
+            record::spec(spec.max_attempts, spec.lease_ms, 0, &key, &spec.payload),
         )
     };
     Ok(Some(Planned {

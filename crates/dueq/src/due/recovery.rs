@@ -102,6 +102,13 @@ impl LeaseRecovery {
 
 /// One log line per recover call that moved something, for both drivers.
 fn log_recovered(queue: &str, r: &RecoverReport) {
+    if r.expired > 0 {
+        tracing::info!(
+            queue,
+            expired = r.expired,
+            "expired tasks not started in time"
+        );
+    }
     if r.recovered + r.dead > 0 {
         tracing::info!(
             queue,
@@ -193,7 +200,7 @@ async fn recover_queue(q: &Queue) {
         match q.recover().await {
             Ok(r) => {
                 log_recovered(q.name(), &r);
-                if r.recovered + r.dead < RECOVER_BATCH {
+                if r.recovered + r.dead < RECOVER_BATCH && !r.expired_more {
                     return;
                 }
             }

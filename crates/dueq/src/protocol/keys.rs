@@ -106,6 +106,12 @@ pub struct QueueKeys {
     pub rate_n: String,
     /// Rate-limit logs by newest entry: sorted set owner prefix → ms.
     pub rate_idle: String,
+    /// Scheduled ungrouped tasks of priorities 1 to 9 (index 0 is priority 1): sorted sets
+    /// like `sched` (which holds priority 0); a set exists only while it holds tasks.
+    pub psched: [String; 9],
+    /// Expiry times of scheduled tasks that have one and have not started: sorted set id →
+    /// `expires_at_ms`.
+    pub expiry: String,
     /// Pub/sub channel that wakes idle workers.
     pub wake: String,
     /// Pub/sub channel that wakes schedule firers when a schedule changes (message: its next
@@ -148,6 +154,8 @@ impl QueueKeys {
             rate: k("rate"),
             rate_n: k("rate_n"),
             rate_idle: k("rate_idle"),
+            psched: std::array::from_fn(|i| k(&format!("sched:{}", i + 1))),
+            expiry: k("expiry"),
             wake: k("wake"),
             schedule_wake: k("schedule_wake"),
         })
@@ -176,6 +184,24 @@ impl QueueKeys {
         v
     }
 
+    /// The ten task-option keys, in the order scripts take them (`option_keys` in `lib.lua`):
+    /// the scheduled sets of priorities 1 to 9, then `expiry`.
+    pub fn option_keys(&self) -> [&str; 10] {
+        let mut v = [self.expiry.as_str(); 10];
+        for (slot, key) in v.iter_mut().zip(&self.psched) {
+            *slot = key;
+        }
+        v
+    }
+
+    /// `keys` (`sched` first: it is priority 0's set), the nine group keys, then the ten
+    /// option keys: the KEYS of a script that finds or places scheduled tasks.
+    pub(crate) fn with_lane_keys<'a>(&'a self, keys: &[&'a String]) -> Vec<&'a str> {
+        let mut v = self.with_group_keys(keys);
+        v.extend(self.option_keys());
+        v
+    }
+
     /// Every key and channel of the queue, for inspection and tests.
     pub fn all(&self) -> Vec<&str> {
         let mut v: Vec<&str> = [
@@ -201,6 +227,7 @@ impl QueueKeys {
         .map(String::as_str)
         .to_vec();
         v.extend(self.group_keys());
+        v.extend(self.option_keys());
         v
     }
 }

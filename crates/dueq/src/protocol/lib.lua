@@ -4,8 +4,10 @@
 -- Returns: nothing (defines locals only)
 --
 -- Task record layout (value of the `tasks` hash, field = task id), little-endian:
---   I4 attempt (finished attempts) | I2 max_attempts | I4 lease_ms | I2 key length | key bytes
---   | payload bytes | I6 due_at_ms | I6 created_at_ms
+--   I4 attempt (finished attempts) | I2 max_attempts | I4 lease_ms | I2 key length (low 12
+--   bits) + 4096 * priority (high 4 bits) | key bytes | payload bytes | I6 due_at_ms
+--   | I6 created_at_ms
+-- Keys are at most 512 bytes, so records from before priorities read as priority 0.
 -- The client builds everything before the 12-byte tail (the "spec"); scripts append the tail,
 -- which holds the two times only Redis may decide. 24 bytes of overhead keep a record with a
 -- 100-byte payload in a 128-byte allocation. The last error text lives in the `errors` hash
@@ -20,6 +22,10 @@ local CHUNK = 1000
 local MAX_DUE_MS = 253402300799999
 local MAX_ATTEMPT = 4294967295
 local HIST_MINUTES = 61
+-- the key-length field of the record carries the priority above this
+local KLEN_MOD = 4096
+-- most scheduled tasks one call expires by the `expiry` index (claim, recover)
+local EXPIRE_BATCH = 100
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -57,7 +63,7 @@ end
 -- to stop one in the middle.
 local function rec_ok(rec)
   if type(rec) ~= 'string' or #rec < HDR_LEN + TAIL_LEN then return false end
-  local klen = struct.unpack('<I2', rec, 11)
+  local klen = struct.unpack('<I2', rec, 11) % KLEN_MOD
   return HDR_LEN + klen + TAIL_LEN <= #rec
 end
 
@@ -65,18 +71,24 @@ end
 local function rec_head(rec)
   local attempt, max_attempts, lease_ms, klen = struct.unpack(HDR, rec)
   local due_at, created_at = struct.unpack(TAIL, rec, #rec - TAIL_LEN + 1)
-  return attempt, max_attempts, lease_ms, due_at, created_at, klen
+  return attempt, max_attempts, lease_ms, due_at, created_at, klen % KLEN_MOD
 end
 
 local function rec_key(rec)
-  local klen = struct.unpack('<I2', rec, 11)
+  local klen = struct.unpack('<I2', rec, 11) % KLEN_MOD
   return string.sub(rec, HDR_LEN + 1, HDR_LEN + klen)
+end
+
+-- The priority (0..9) of a record or spec.
+local function rec_prio(rec)
+  return math.floor(struct.unpack('<I2', rec, 11) / KLEN_MOD)
 end
 
 -- A copy of `rec` with a new attempt count and due time (nil keeps the old one).
 local function rec_update(rec, attempt, due_at)
-  local a, m, l, d, c, klen = rec_head(rec)
-  return struct.pack(HDR, attempt or a, m, l, klen)
+  local a, m, l, kp = struct.unpack(HDR, rec)
+  local d, c = struct.unpack(TAIL, rec, #rec - TAIL_LEN + 1)
+  return struct.pack(HDR, attempt or a, m, l, kp)
     .. string.sub(rec, HDR_LEN + 1, #rec - TAIL_LEN) .. struct.pack(TAIL, due_at or d, c)
 end
 
@@ -148,9 +160,26 @@ local function quarantine(K, id, now)
   hist_add(K.hist, now, 'd', 1)
 end
 
+-- The priorities in use by meta field `prio` (nil = none above 0): 0 first, ascending, and
+-- their count.
+local function prios_of(mask)
+  local l, n = {0}, 1
+  mask = tonumber(mask or '0') or 0
+  if mask > 0 then
+    for p = 1, 9 do
+      if math.floor(mask / 2 ^ p) % 2 == 1 then
+        n = n + 1
+        l[n] = p
+      end
+    end
+  end
+  return l, n
+end
+
 -- Groups. A task with a group is not in `sched`; it sits in three places keyed by its group:
 -- `gsched` (sorted set, every score 0, ordered by member = group prefix, big-endian due time,
--- id, so one range read finds a group's due tasks in due order), `gdue` (score = due time, for
+-- id, so one range read finds a group's due tasks in due order; the prefix carries the
+-- task's priority, see gpprefix, so each priority of a group is its own range), `gdue` (score = due time, for
 -- stats and lookups) and `groups` (id -> group, kept until the task is gone). A group with
 -- scheduled tasks has a marker in `gready` (member = group, score = when the group may next be
 -- served: its first due time, or the claim time once it was served, which sends it behind the
@@ -171,11 +200,44 @@ local function be6(n) return struct.pack('>I6', n) end
 -- group's members fall inside another group's range.
 local function gprefix(g) return struct.pack('>I2', #g) .. g end
 
--- The first scheduled task of the group with prefix `p`: due time (nil when it has none).
-local function ghead(G, p)
+-- The member prefix of group `g`'s tasks of priority `p`: the length field carries the
+-- priority above its 12 bits (groups are at most 256 bytes), so priority 0 is gprefix and
+-- each priority of a group is a range of its own.
+local function gpprefix(g, p)
+  if not p or p == 0 then return gprefix(g) end
+  return struct.pack('>I2', #g + p * KLEN_MOD) .. g
+end
+
+-- The priorities grouped tasks use (meta `gprio`, a bitmask like `prio`): a script that
+-- read the field sets G.pl, G.pn; else it is read here once per call (from G.meta), when a
+-- group's head is first needed.
+local function gprios(G)
+  if not G.pl then
+    if G.meta then
+      G.pl, G.pn = prios_of(redis.call('HGET', G.meta, 'gprio'))
+    else
+      G.pl, G.pn = {0}, 1
+    end
+  end
+  return G.pl, G.pn
+end
+
+-- The first scheduled task of the range with prefix `p`: due time (nil when it has none).
+local function ghead_at(G, p)
   local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 1)
   if r[1] then return (struct.unpack('>I6', r[1], #p + 1)) end
   return nil
+end
+
+-- The earliest due time of group `g`'s scheduled tasks, over its priorities (nil: none).
+local function ghead(G, g)
+  local pl, pn = gprios(G)
+  local best = nil
+  for i = 1, pn do
+    local h = ghead_at(G, gpprefix(g, pl[i]))
+    if h and (not best or h < best) then best = h end
+  end
+  return best
 end
 
 -- Earliest time anything is due: ungrouped tasks and ready groups (nil when nothing waits).
@@ -195,16 +257,16 @@ local function gready_by(G, g, due, now)
     redis.call('ZADD', G.gready, due, g)
   elseif s > now and due < s then
     -- held (it has due work) or waiting for a future first task (it has none)?
-    local head = ghead(G, gprefix(g))
+    local head = ghead(G, g)
     if not head or head > now then redis.call('ZADD', G.gready, due, g) end
   end
 end
 
--- Schedules task `id` of group `g` at `due` and makes the group ready by then.
-local function gschedule(G, g, id, due, now)
+-- Schedules task `id` of group `g` (priority `p`) at `due` and makes the group ready by then.
+local function gschedule(G, g, id, due, now, p)
   -- the marker first: it looks at the group's tasks as they were before this one
   gready_by(G, g, due, now)
-  redis.call('ZADD', G.gsched, 0, gprefix(g) .. be6(due) .. id)
+  redis.call('ZADD', G.gsched, 0, gpprefix(g, p) .. be6(due) .. id)
   redis.call('ZADD', G.gdue, due, id)
   redis.call('HSET', G.groups, id, g)
 end
@@ -219,9 +281,9 @@ local function gschedule_batch(G, g, b, now)
   chunked('HSET', G.groups, b.ids)
 end
 
--- Takes scheduled task `id` of group `g` (due at `due`) out of the group index.
-local function gunschedule(G, g, id, due)
-  redis.call('ZREM', G.gsched, gprefix(g) .. be6(due) .. id)
+-- Takes scheduled task `id` of group `g` (due at `due`, priority `p`) out of the group index.
+local function gunschedule(G, g, id, due, p)
+  redis.call('ZREM', G.gsched, gpprefix(g, p) .. be6(due) .. id)
   redis.call('ZREM', G.gdue, id)
 end
 
@@ -234,7 +296,7 @@ local function gfinish(G, g, now, stats, n)
   if not since then return false end
   redis.call('HDEL', G.gparked, g)
   redis.call('HINCRBY', stats, 'throttled_ms_group_concurrency', math.max(now - tonumber(since), 0))
-  local head = ghead(G, gprefix(g))
+  local head = ghead(G, g)
   if not head then return false end
   redis.call('ZADD', G.gready, math.max(head, now), g)
   return true
@@ -309,7 +371,8 @@ local function rate_forget(G, before, count)
 end
 
 -- One attempt of an active task failed (nack or expired lease). `K` names the keys:
--- sched, tasks, keys, dead, stats, meta, errors, and `K.G` the group keys. The lease is
+-- sched, tasks, keys, dead, stats, meta, errors, `K.G` the group keys and `K.O` the option
+-- keys (defined below; looked up at call time). The lease is
 -- already removed. Sets `K.woke` when the task's group became ready again.
 -- Returns 1, due_at when the task was rescheduled, 2, 0 when it went to the dead-letter queue.
 local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
@@ -339,9 +402,10 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
   local before = earliest_due(K.sched, K.G)
   redis.call('HSET', K.tasks, id, rec_update(rec, attempt, due))
   if g then
-    gschedule(K.G, g, id, due, now)
+    gschedule(K.G, g, id, due, now, rec_prio(rec))
   else
-    redis.call('ZADD', K.sched, due, id)
+    -- back into the set of its priority (its bit in meta `prio` was set when it was enqueued)
+    redis.call('ZADD', K.O.s[rec_prio(rec)], due, id)
   end
   redis.call('HINCRBY', K.stats, 'retried_total', 1)
   hist_add(K.hist, now, 'r', 1)
@@ -366,3 +430,99 @@ local function resolve(keys_key, by, value)
   return value
 end
 
+
+-- Task options. Ungrouped scheduled tasks sit in one sorted set per priority: `sched` (always
+-- KEYS[1]) for priority 0, then one key per priority 1..9. The meta field `prio` is a bitmask
+-- (2^p) of the priorities above 0 ever used, so a claim reads only the sets in use, and a
+-- queue that never used a priority reads `sched` alone, as before. Bits are set by the
+-- enqueue that first uses a priority and never cleared (an empty set costs one read), so
+-- every script that puts a task back into its set finds the bit already set. `expiry`
+-- (sorted set id -> expires_at_ms) holds the scheduled tasks with an expiry that have not
+-- started; the meta field `exp` is 1 once any task of the queue had one. `O` names the keys:
+-- O.s[0..9] (the sets by priority) and O.expiry; scripts pass the ten keys after the group
+-- keys (option_keys).
+local function option_keys(at)
+  local s = {[0] = KEYS[1]}
+  for p = 1, 9 do s[p] = KEYS[at + p - 1] end
+  return {s = s, expiry = KEYS[at + 9]}
+end
+
+-- Marks the priorities of table `used` (p -> true) as in use (meta field `field`, default
+-- `prio`; `gprio` for grouped tasks).
+local function prios_mark(meta, used, field)
+  field = field or 'prio'
+  local add = 0
+  for p = 1, 9 do if used[p] then add = add + 2 ^ p end end
+  if add == 0 then return end
+  local mask = tonumber(redis.call('HGET', meta, field) or '0') or 0
+  local new = mask
+  for p = 1, 9 do
+    if math.floor(add / 2 ^ p) % 2 == 1 and math.floor(mask / 2 ^ p) % 2 == 0 then new = new + 2 ^ p end
+  end
+  if new ~= mask then redis.call('HSET', meta, field, int(new)) end
+end
+
+-- Earliest due time over the ungrouped sets of priorities `pl` (count `pn`), or nil.
+local function earliest_plain(O, pl, pn)
+  local best = nil
+  for i = 1, pn do
+    local e = earliest(O.s[pl[i]])
+    if e and (not best or e < best) then best = e end
+  end
+  return best
+end
+
+-- Ends scheduled task `id` (record `rec`, already out of its scheduled index) as expired:
+-- dropped with its record and key, or kept in the dead-letter queue with the error
+-- 'expired' when `to_dead`. `K` names tasks, keys, dead, errors, stats, meta, G, O.
+local function expire_task(K, id, rec, now, to_dead)
+  redis.call('ZREM', K.O.expiry, id)
+  release_key(K.keys, rec, id)
+  redis.call('HINCRBY', K.stats, 'expired_total', 1)
+  if to_dead then
+    -- a dead task keeps its group (in `groups`), so a retry puts it back in it
+    redis.call('ZADD', K.dead, now, id)
+    redis.call('HSET', K.errors, id, 'expired')
+    trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'), K.G.groups)
+  else
+    redis.call('HDEL', K.tasks, id)
+    redis.call('HDEL', K.errors, id)
+    redis.call('HDEL', K.G.groups, id)
+  end
+end
+
+-- Expires up to EXPIRE_BATCH scheduled tasks whose expiry has passed, found by the `expiry`
+-- index (never by a scan), taking each out of its scheduled set or group. An entry whose task
+-- is not scheduled (a broken invariant, or a record deleted by hand) is only dropped.
+-- Returns how many tasks expired and whether the batch was full (more may be waiting).
+local function expire_due(K, now, to_dead)
+  local ids = redis.call('ZRANGEBYSCORE', K.O.expiry, '-inf', now, 'LIMIT', 0, EXPIRE_BATCH)
+  local n = #ids
+  if n == 0 then return 0, false end
+  local recs = hmget_chunked(K.tasks, ids)
+  local groups = hmget_chunked(K.G.groups, ids)
+  local gone = 0
+  for i = 1, n do
+    local id, rec, g = ids[i], recs[i], groups[i]
+    local out_of_index = false
+    if rec and rec_ok(rec) then
+      if g then
+        local d = redis.call('ZSCORE', K.G.gdue, id)
+        if d then
+          gunschedule(K.G, g, id, tonumber(d), rec_prio(rec))
+          if not ghead(K.G, g) then redis.call('ZREM', K.G.gready, g) end
+          out_of_index = true
+        end
+      else
+        out_of_index = redis.call('ZREM', K.O.s[rec_prio(rec)], id) == 1
+      end
+    end
+    if out_of_index then
+      expire_task(K, id, rec, now, to_dead)
+      gone = gone + 1
+    else
+      redis.call('ZREM', K.O.expiry, id)
+    end
+  end
+  return gone, n == EXPIRE_BATCH
+end

@@ -9,7 +9,7 @@
 //!
 //! | module | operations |
 //! |---|---|
-//! | `tasks/` | enqueue, get, cancel, reschedule |
+//! | `tasks/` | enqueue, get, cancel, reschedule, browse (pages of scheduled or active tasks) |
 //! | `leases/` | claim, ack, nack, extend, release, recover |
 //! | `dead/` | dead-letter list, retry, delete |
 //! | `queues/` | stats, history, settings (configure), the queue registry |
@@ -26,14 +26,16 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `dueq:{q}:sched` | sorted set | scheduled task ids, score = due time (ms) |
+//! | `dueq:{q}:sched` | sorted set | scheduled ungrouped task ids of priority 0, score = due time (ms) |
+//! | `dueq:{q}:sched:1` .. `:sched:9` | sorted set | the same for priorities 1 to 9 (only those in use; docs/OPTIONS.md) |
+//! | `dueq:{q}:expiry` | sorted set | scheduled tasks with an expiry that have not started, score = `expires_at_ms` |
 //! | `dueq:{q}:active` | sorted set | active task ids, score = lease deadline (ms) |
 //! | `dueq:{q}:leases` | hash | active task id → `"<lease token> <deadline ms>"` |
 //! | `dueq:{q}:tasks` | hash | task id → record (see `lib.lua`) |
 //! | `dueq:{q}:keys` | hash | business key → id of its live task |
 //! | `dueq:{q}:dead` | sorted set | dead-letter ids, score = when they died |
 //! | `dueq:{q}:done` | sorted set | succeeded ids kept by retention, score = finish time |
-//! | `dueq:{q}:meta` | hash | `seq` (ids and tokens), `paused`, `dead_max`, `done_max`, sweep cursor |
+//! | `dueq:{q}:meta` | hash | `seq` (ids and tokens), `paused`, `dead_max`, `done_max`, sweep cursor, settings, `prio` (bitmask of priorities above 0 in use), `exp` (1 once a task had an expiry) |
 //! | `dueq:{q}:stats` | hash | counters (`enqueued_total`, `succeeded_total`, ...) |
 //! | `dueq:{q}:errors` | hash | task id → last error text (only tasks that failed an attempt) |
 //! | `dueq:{q}:hist` | hash | `"<minute>:<counter>"` → count, per minute (ms / 60 000) of about the last hour: `c` claimed, `l` lateness sum and `x` max (ms, claim − due), `s` succeeded, `r` retried, `d` dead |
@@ -51,8 +53,11 @@
 //!
 //! # Invariants
 //!
-//! * A task id is in at most one of `sched`, `active`, `dead`, `done`; its record exists while
-//!   it is in one of them.
+//! * A task id is in at most one of the scheduled sets (`sched`, `sched:1..9`, the group
+//!   index), `active`, `dead`, `done`; its record exists while it is in one of them. An
+//!   ungrouped scheduled task is in the set of its record's priority, and that priority's bit
+//!   is set in `meta` `prio`. An id is in `expiry` only while it is scheduled and has not
+//!   started.
 //! * An id is in `active` exactly when it has an entry in `leases` (the recover script repairs a
 //!   lost `active` entry from the lease's own deadline).
 //! * Ids are 12 lower-case hex digits from the per-queue `seq`, so equal due times sort in

@@ -1,7 +1,9 @@
 //! The task record stored in the `tasks` hash, public for operators and benchmarks.
 //!
-//! Layout (little-endian): `u32 attempt | u16 max_attempts | u32 lease_ms | u16 key length |
-//! key | payload | u48 due_at_ms | u48 created_at_ms`. The client builds everything but the
+//! Layout (little-endian): `u32 attempt | u16 max_attempts | u32 lease_ms | u16 key length
+//! (low 12 bits) and priority (high 4 bits) | key | payload | u48 due_at_ms | u48
+//! created_at_ms`. Keys are at most 512 bytes, so the top bits of the length were always 0:
+//! records written before priorities existed read as priority 0. The client builds everything but the
 //! 12-byte tail ([`spec`]); the scripts append the two times only Redis may decide. With 24
 //! bytes of overhead a record with a 100-byte payload fits a 128-byte allocation.
 
@@ -9,6 +11,9 @@ use crate::error::{Error, Result};
 
 const HDR_LEN: usize = 12;
 const TAIL_LEN: usize = 12;
+/// The key length takes the low 12 bits of its `u16`, the priority the high 4.
+const KEY_LEN_MASK: u16 = 0x0fff;
+const PRIORITY_SHIFT: u16 = 12;
 
 /// A decoded task record (the last error text is kept apart, in the `errors` hash).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +25,8 @@ pub struct Record {
     pub max_attempts: u32,
     /// Lease a claim takes, ms.
     pub lease_ms: u64,
+    /// Priority, 0 (first) to 9.
+    pub priority: u8,
     /// Due time, epoch ms (Redis clock).
     pub due_at_ms: u64,
     /// Creation time, epoch ms (Redis clock).
@@ -45,9 +52,9 @@ fn u48_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// The record of a new task without its tail (attempt 0). `max_attempts` is at most 65 535,
-/// `key` at most 512 bytes and `lease_ms` at most `u32::MAX` (all checked before this is
-/// called; larger values would be clamped).
-pub fn spec(max_attempts: u32, lease_ms: u64, key: &str, payload: &[u8]) -> Vec<u8> {
+/// `key` at most 512 bytes, `lease_ms` at most `u32::MAX` and `priority` at most 9 (all
+/// checked before this is called; larger values would be clamped).
+pub fn spec(max_attempts: u32, lease_ms: u64, priority: u8, key: &str, payload: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(HDR_LEN + key.len() + payload.len());
     v.extend(0u32.to_le_bytes());
     v.extend(
@@ -56,7 +63,11 @@ pub fn spec(max_attempts: u32, lease_ms: u64, key: &str, payload: &[u8]) -> Vec<
             .to_le_bytes(),
     );
     v.extend(u32::try_from(lease_ms).unwrap_or(u32::MAX).to_le_bytes());
-    v.extend(u16::try_from(key.len()).unwrap_or(u16::MAX).to_le_bytes());
+    let klen = u16::try_from(key.len())
+        .unwrap_or(KEY_LEN_MASK)
+        .min(KEY_LEN_MASK);
+    let prio = u16::from(priority.min(15)) << PRIORITY_SHIFT;
+    v.extend((klen | prio).to_le_bytes());
     v.extend(key.as_bytes());
     v.extend(payload);
     v
@@ -72,7 +83,8 @@ impl Record {
         if raw.len() < HDR_LEN + TAIL_LEN {
             return Err(Error::protocol("task record is too short"));
         }
-        let klen = usize::from(u16_at(&raw, 10));
+        let klen_prio = u16_at(&raw, 10);
+        let klen = usize::from(klen_prio & KEY_LEN_MASK);
         let body_end = raw.len() - TAIL_LEN;
         if HDR_LEN + klen > body_end {
             return Err(Error::protocol("task record is truncated"));
@@ -89,6 +101,7 @@ impl Record {
             attempt: u32_at(&raw, 0),
             max_attempts: u32::from(u16_at(&raw, 4)),
             lease_ms: u64::from(u32_at(&raw, 6)),
+            priority: (klen_prio >> PRIORITY_SHIFT) as u8,
             due_at_ms: u48_at(&raw, body_end),
             created_at_ms: u48_at(&raw, body_end + 6),
             key,
@@ -131,7 +144,7 @@ mod tests {
 
     #[test]
     fn spec_is_the_record_without_its_tail() {
-        let mut s = spec(5, 30_000, "k", b"p");
+        let mut s = spec(5, 30_000, 7, "k", b"p");
         s.extend(&253_402_300_799_999u64.to_le_bytes()[..6]);
         s.extend(&9u64.to_le_bytes()[..6]);
         let r = Record::decode(s).unwrap();
@@ -139,6 +152,14 @@ mod tests {
         assert_eq!((r.due_at_ms, r.created_at_ms), (253_402_300_799_999, 9));
         assert_eq!(r.key.as_deref(), Some("k"));
         assert_eq!(r.payload, b"p");
+        assert_eq!(r.priority, 7);
+    }
+
+    #[test]
+    fn old_records_read_as_priority_zero() {
+        let r = Record::decode(encode("k", b"p")).unwrap();
+        assert_eq!(r.priority, 0);
+        assert_eq!(r.key.as_deref(), Some("k"));
     }
 
     #[test]

@@ -31,20 +31,21 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ENQUEUE => "tasks/enqueue.lua", 15;
-    CLAIM => "leases/claim.lua", 19;
+    ENQUEUE => "tasks/enqueue.lua", 25;
+    CLAIM => "leases/claim.lua", 30;
     ACK => "leases/ack.lua", 18;
-    NACK => "leases/nack.lua", 19;
+    NACK => "leases/nack.lua", 29;
     EXTEND => "leases/extend.lua", 2;
-    RELEASE => "leases/release.lua", 15;
-    RECOVER => "leases/recover.lua", 20;
-    CANCEL => "tasks/cancel.lua", 16;
-    RESCHEDULE => "tasks/reschedule.lua", 14;
-    GET => "tasks/get.lua", 18;
-    STATS => "queues/stats.lua", 9;
+    RELEASE => "leases/release.lua", 25;
+    RECOVER => "leases/recover.lua", 30;
+    CANCEL => "tasks/cancel.lua", 27;
+    RESCHEDULE => "tasks/reschedule.lua", 25;
+    GET => "tasks/get.lua", 28;
+    BROWSE => "tasks/browse.lua", 17;
+    STATS => "queues/stats.lua", 19;
     HISTORY => "queues/history.lua", 1;
     DEAD_LIST => "dead/dead_list.lua", 3;
-    DEAD_RETRY => "dead/dead_retry.lua", 14;
+    DEAD_RETRY => "dead/dead_retry.lua", 25;
     DEAD_DELETE => "dead/dead_delete.lua", 4;
     SETTINGS_SET => "queues/settings_set.lua", 11;
     WEBHOOK_SET => "webhook/webhook_set.lua", 1;
@@ -140,7 +141,8 @@ mod tests {
             );
             assert!(text.contains("-- Returns:"), "{file}: no Returns line");
             let header: String = text.lines().take_while(|l| l.starts_with("--")).collect();
-            // `KEYS[a..b]` declares a range; `group_keys(a)` uses the nine keys from `a`
+            // `KEYS[a..b]` declares a range; `group_keys(a)` uses the nine keys from `a`,
+            // `option_keys(a)` the ten from `a`
             let ranges = |text: &str, open: &str, close: &str| -> Vec<usize> {
                 text.match_indices(open)
                     .filter_map(|(at, _)| {
@@ -156,8 +158,13 @@ mod tests {
                 .filter(|i| header.contains(&format!("KEYS[{i}]")))
                 .collect();
             for a in ranges(&header, "KEYS[", "..") {
-                assert!(header.contains(&format!("KEYS[{a}..{}]", a + 8)), "{file}");
-                declared.extend(a..a + 9);
+                let len = if header.contains(&format!("KEYS[{a}..{}]", a + 8)) {
+                    9
+                } else {
+                    assert!(header.contains(&format!("KEYS[{a}..{}]", a + 9)), "{file}");
+                    10
+                };
+                declared.extend(a..a + len);
             }
             assert_eq!(declared.len(), keys, "{file}: header declares {declared:?}");
             let body: String = text.lines().filter(|l| !l.starts_with("--")).collect();
@@ -166,6 +173,9 @@ mod tests {
                 .collect();
             for a in ranges(&body, "group_keys(", ")") {
                 used.extend(a..a + 9);
+            }
+            for a in ranges(&body, "option_keys(", ")") {
+                used.extend(a..a + 10);
             }
             used.sort_unstable();
             used.dedup();

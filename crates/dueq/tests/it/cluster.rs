@@ -330,6 +330,67 @@ async fn live_workers_on_a_cluster() {
     assert!(client.workers().await.unwrap().is_empty());
 }
 
+/// Cases C27, C28 and C29 of `shared/cases/CASES.md`, shortened, on the 3-master cluster:
+/// the priority sets and the expiry index share the queue's hash tag, so priority order,
+/// expiry (in the claim and in recovery, `on_expire: dead`) and debounce work there with no
+/// `CROSSSLOT`.
+#[tokio::test]
+async fn c27_c28_c29_task_options_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let client = Client::connect(&cluster.urls().join(",")).await.unwrap();
+    for name in ["opts-a", "opts-b", "opts-c"] {
+        let q = client.queue(name).unwrap();
+        q.update_settings(&SettingsPatch::default().on_expire(Some(dueq::OnExpire::Dead)))
+            .await
+            .unwrap();
+        let nines: Vec<_> = (0..20)
+            .map(|i| TaskSpec::new(format!("9-{i}").into_bytes()).priority(9))
+            .collect();
+        q.enqueue_batch(&nines).await.unwrap();
+        q.enqueue(TaskSpec::new(b"0".to_vec())).await.unwrap();
+        q.enqueue(
+            TaskSpec::new(b"x".to_vec())
+                .key("x")
+                .ttl_ms(1)
+                .delay_ms(60_000),
+        )
+        .await
+        .unwrap();
+        let c = q.claim(5, None).await.unwrap().tasks;
+        assert_eq!(c[0].payload, b"0");
+        assert_eq!(c[1].payload, b"9-0");
+        let d = q
+            .enqueue(
+                TaskSpec::new(b"d".to_vec())
+                    .key("d")
+                    .delay_ms(60_000)
+                    .on_conflict(dueq::OnConflict::Debounce)
+                    .debounce_max_ms(1_000),
+            )
+            .await
+            .unwrap();
+        let again = q
+            .enqueue(
+                TaskSpec::new(b"d2".to_vec())
+                    .key("d")
+                    .delay_ms(60_000)
+                    .on_conflict(dueq::OnConflict::Debounce)
+                    .debounce_max_ms(1_000),
+            )
+            .await
+            .unwrap();
+        assert!(again.due_at_ms < d.due_at_ms, "debounce did not cap");
+        let start = Instant::now();
+        while q.stats().await.unwrap().expired_total == 0 {
+            assert!(start.elapsed() < DEADLINE, "never expired");
+            q.recover().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let page = q.dead_list(0, 10).await.unwrap();
+        assert_eq!(page.tasks[0].task.last_error.as_deref(), Some("expired"));
+    }
+}
+
 /// Cases C24, C25 and C26 of `shared/cases/CASES.md` on the 3-master cluster: two clients
 /// (each its own connection and worker, as two processes would be) share a rate limit (20
 /// per 500 ms: no window holds more, and 60 tasks take at least 1 s), a concurrency limit (3:

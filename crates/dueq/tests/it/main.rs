@@ -9,8 +9,10 @@
 mod support;
 
 mod basics;
+mod browse;
 mod cases_failover;
 mod cases_limits;
+mod cases_options;
 mod cases_ownership;
 mod cases_redis;
 mod cases_schedules;
@@ -21,6 +23,7 @@ mod due;
 mod flow;
 mod flow_found;
 mod flow_model;
+mod options;
 mod webhook;
 mod worker;
 mod workers;

@@ -32,6 +32,7 @@ pub(crate) async fn dead_list(
             attempt: 0,
             max_attempts: 0,
             lease_ms: 0,
+            priority: 0,
             due_at_ms: 0,
             created_at_ms: 0,
             key: None,
@@ -56,7 +57,8 @@ pub(crate) async fn dead_retry(
     for id in ids {
         a.s(id.as_str());
     }
-    let keys = k.with_group_keys(&[&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors]);
+    let mut keys = k.with_lane_keys(&[&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors]);
+    keys.push(&k.meta);
     let mut r = run(conn, "dead_retry", &scripts::DEAD_RETRY, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(ids.len());

@@ -13,7 +13,9 @@ local out = {now}
 local ids = {}
 for i = 1, n do ids[i] = ARGV[1 + 2 * i] end
 local lvs = hmget_chunked(leases, ids)
-local cfg = redis.call('HMGET', meta, 'done_max', 'concurrency')
+local cfg = redis.call('HMGET', meta, 'done_max', 'concurrency', 'gprio')
+-- the priorities grouped tasks use, for a parked group's head (gfinish)
+G.pl, G.pn = prios_of(cfg[3])
 local keep = tonumber(cfg[1] or '0')
 local conc = tonumber(cfg[2] or '0') or 0
 -- lease values repeat across a batch (one token per claim call): split each once

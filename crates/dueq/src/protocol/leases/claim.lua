@@ -1,7 +1,8 @@
 -- claim: hands out up to `max` due tasks under a fresh lease each, within the queue's limits.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] claims
--- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats  KEYS[10] hist  KEYS[11..19] group keys
---   (gsched, gdue, groups, gready, gactive, gparked, rate, rate_n, rate_idle; see lib.lua)
+-- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats  KEYS[10] hist  KEYS[11] keys
+-- KEYS[12..20] group keys (gsched, gdue, groups, gready, gactive, gparked, rate, rate_n,
+--   rate_idle; see lib.lua)  KEYS[21..30] option keys (priority sets 1..9, expiry; lib.lua)
 -- ARGV[1] max (0..1000; 0 only reports timing)  ARGV[2] lease_ms override (0 = each task's own)
 -- ARGV[3] claim id ('' = untracked): remember what this call hands out, so that a caller that
 --   never got the reply can ask for it again
@@ -16,29 +17,41 @@
 --   n tasks, then per task: id,
 --   lease_token, due_at_ms, lease_deadline_ms, record, last error ('' = none); then for each
 --   task with a group: its index (1-based), its group}
--- Order: ungrouped tasks by due time (FIFO among equal due times); a group is one contender
+-- Order: ungrouped due tasks by priority (0 first), then due time (FIFO among equal due
+-- times); a group is one contender
 -- placed by when it became due or was last served, so groups are served round-robin and a
--- group's own tasks come in due order. Limits: the queue's concurrency (active tasks) and
+-- group's own tasks come by priority (0 first), then due order. Limits: the queue's concurrency (active tasks) and
 -- rate (sliding window of claimed tasks), then each group's.
+-- Expiry: when the queue ever had a task with an expiry (meta `exp`), each call first expires
+-- up to 100 tasks by the `expiry` index, and a due task whose expiry has passed is expired
+-- instead of handed out; a task handed out leaves the index (a started task never expires).
 -- One lease token serves every task of a call: a token only has to differ between two claims
 -- of the same task, and those are always different calls.
 local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local errors = KEYS[7]
-local G = group_keys(11)
-local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9], hist = KEYS[10], G = G}
+local G = group_keys(12)
+local O = option_keys(21)
+local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9], hist = KEYS[10], G = G, O = O,
+  tasks = tasks, keys = KEYS[11], meta = meta}
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
 local claim_id, forget = ARGV[3], ARGV[4]
 local now = now_ms()
 local cfg = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate_max', 'rate_per_ms',
   'group_concurrency', 'group_rate_max', 'group_rate_per_ms', 'settings_v', 'thr_rate',
-  'thr_concurrency', 'max_attempts', 'lease_ms')
+  'thr_concurrency', 'max_attempts', 'lease_ms', 'prio', 'exp', 'on_expire', 'gprio')
 local paused = cfg[1] == '1'
 local conc = tonumber(cfg[2] or '0') or 0
 local rmax, rper = tonumber(cfg[3] or '0') or 0, tonumber(cfg[4] or '0') or 0
 local gconc = tonumber(cfg[5] or '0') or 0
 local grmax, grper = tonumber(cfg[6] or '0') or 0, tonumber(cfg[7] or '0') or 0
 local default_lease = tonumber(cfg[12] or '30000') or 30000
+-- the priorities in use (a queue that never used one reads `sched` alone)
+local pl, pn = prios_of(cfg[13])
+local exp_on, to_dead = cfg[14] ~= false, cfg[15] == 'dead'
+-- the priorities grouped tasks use (each a range of a group's own in `gsched`)
+G.pl, G.pn = prios_of(cfg[16])
+G.meta = meta
 local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5', 0, 0}
 -- (index, group) of the grouped tasks handed out, appended after the tasks
 local grouped_out, ngo = {}, 0
@@ -50,6 +63,7 @@ local made = {}
 
 local function hand_out(id, token, rec, due, group)
   local attempt, _, lease_ms, klen = struct.unpack(HDR, rec)
+  klen = klen % KLEN_MOD
   if override > 0 then lease_ms = override elseif lease_ms == 0 then lease_ms = default_lease end
   local flags = (klen > 0 and 1 or 0) + (attempt > 0 and 2 or 0) + (group ~= '' and 4 or 0)
   local by_token = made[token]
@@ -112,11 +126,21 @@ local function hand_out_all(ids, dues, n, group)
   if n == 0 then return 0 end
   if not token then token = int(redis.call('HINCRBY', meta, 'seq', 1)) end
   local recs = hmget_chunked(tasks, ids)
+  -- expiry times of these tasks (n <= 1000, the claim's cap, so one call)
+  local exps = exp_on and redis.call('ZMSCORE', O.expiry, unpack(ids, 1, n))
+  local started, ns = {}, 0
   local given = 0
   for j = 1, n do
+    local e = exps and exps[j] and tonumber(exps[j])
     -- a missing record (hash entry deleted by hand) leaves nothing to run; an unreadable
     -- one goes to the dead-letter queue instead of stopping the queue
-    if recs[j] and rec_ok(recs[j]) then
+    if e and e <= now and recs[j] and rec_ok(recs[j]) then
+      expire_task(K, ids[j], recs[j], now, to_dead)
+    elseif recs[j] and rec_ok(recs[j]) then
+      if e then
+        ns = ns + 1
+        started[ns] = ids[j]
+      end
       local d = dues[j]
       hand_out(ids[j], token, recs[j], d, group)
       given = given + 1
@@ -127,21 +151,49 @@ local function hand_out_all(ids, dues, n, group)
       if group ~= '' then redis.call('HDEL', G.groups, ids[j]) end
     end
   end
+  if ns > 0 then chunked('ZREM', O.expiry, started) end
   fresh = fresh + given
   return given
 end
 
--- The first `n` ungrouped due tasks (`due` holds id, score pairs): they are exactly the
--- lowest-ranked members of `sched` (score, then member order), so they go by rank from the
--- head: O(log n + k) instead of k descents of a large skip list.
-local function take_plain(due, n)
-  if n == 0 then return 0 end
-  local ids, dues = {}, {}
-  for i = 1, n do
-    ids[i] = due[2 * i - 1]
-    dues[i] = tonumber(due[2 * i])
+-- Up to `room` ungrouped due tasks in claim order: priority by priority (0 first), each
+-- set's due head in due order. Returns {ids, dues, sets (priority of each), n}.
+local function read_plain(room)
+  local ids, dues, sets, n = {}, {}, {}, 0
+  for i = 1, pn do
+    if n >= room then break end
+    local p = pl[i]
+    local r = redis.call('ZRANGEBYSCORE', O.s[p], '-inf', now, 'WITHSCORES', 'LIMIT', 0, room - n)
+    for j = 1, #r, 2 do
+      n = n + 1
+      ids[n] = r[j]
+      dues[n] = tonumber(r[j + 1])
+      sets[n] = p
+    end
   end
-  redis.call('ZREMRANGEBYRANK', sched, 0, n - 1)
+  return {ids = ids, dues = dues, sets = sets, n = n}
+end
+
+-- Takes the first `n` tasks read by read_plain: within each priority's set they are exactly
+-- its lowest-ranked members (score, then member order), so they go by rank from the head:
+-- O(log n + k) instead of k descents of a large skip list.
+local function take_plain(plain, n)
+  if n == 0 then return 0 end
+  local ids, dues = plain.ids, plain.dues
+  if n < plain.n then
+    ids, dues = {}, {}
+    for i = 1, n do
+      ids[i] = plain.ids[i]
+      dues[i] = plain.dues[i]
+    end
+  end
+  local i = 1
+  while i <= n do
+    local p, j = plain.sets[i], i
+    while j < n and plain.sets[j + 1] == p do j = j + 1 end
+    redis.call('ZREMRANGEBYRANK', O.s[p], 0, j - i)
+    i = j + 1
+  end
   return hand_out_all(ids, dues, n, '')
 end
 
@@ -149,14 +201,13 @@ end
 -- parks it at its concurrency limit, holds it until its rate limit opens, or drops its
 -- marker when it has nothing scheduled. Returns the tasks handed out.
 local function serve_group(g, q)
-  local p = gprefix(g)
   local running = 0
   if gconc > 0 then
     running = tonumber(redis.call('HGET', G.gactive, g) or '0') or 0
     q = math.min(q, gconc - running)
     if q <= 0 then
       -- parked only while it has due work held back; else it waits for its next task
-      local head = ghead(G, p)
+      local head = ghead(G, g)
       if head and head > now then
         redis.call('ZADD', G.gready, head, g)
       else
@@ -177,21 +228,28 @@ local function serve_group(g, q)
     end
     q = math.min(q, room)
   end
-  -- one read gives the due tasks to take (at most q) and the group's next task after them
-  local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, q + 1)
+  -- per priority in use (0 first), one read gives the due tasks to take (at most q in all)
+  -- and that priority's next task after them; `head` is the earliest task not taken
   local ids, dues, n, head = {}, {}, 0, nil
-  for i = 1, #r do
-    local d = struct.unpack('>I6', r[i], #p + 1)
-    if i > q or d > now then
-      head = d
-      break
+  for k = 1, G.pn do
+    local p = gpprefix(g, G.pl[k])
+    local want = q - n
+    local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, want + 1)
+    local last = 0
+    for i = 1, #r do
+      local d = struct.unpack('>I6', r[i], #p + 1)
+      if i > want or d > now then
+        if not head or d < head then head = d end
+        break
+      end
+      last = i
+      n = n + 1
+      dues[n] = d
+      ids[n] = string.sub(r[i], #p + 7)
     end
-    n = i
-    dues[i] = d
-    ids[i] = string.sub(r[i], #p + 7)
+    if last > 0 then redis.call('ZREMRANGEBYLEX', G.gsched, '[' .. r[1], '[' .. r[last]) end
   end
   if n > 0 then
-    redis.call('ZREMRANGEBYLEX', G.gsched, '[' .. r[1], '[' .. r[n])
     chunked('ZREM', G.gdue, ids)
     n = hand_out_all(ids, dues, n, g)
     if n > 0 then
@@ -243,8 +301,8 @@ end
 -- and what the groups leave goes back to the ungrouped ones; so neither a flooding group
 -- nor a backlog of ungrouped tasks holds a group back.
 local function take_due(room, g0)
-  local plain = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
-  local np = #plain / 2
+  local plain = read_plain(room)
+  local np = plain.n
   if not g0 or g0 > now then return take_plain(plain, np) end
   local nplain = 0
   if np > 0 then
@@ -268,8 +326,9 @@ local function throttle_clock(limit, since, on)
 end
 
 local room = max - nz / 2
+if max > 0 and exp_on then expire_due(K, now, to_dead) end
 -- the earliest due time decides whether to look further (an idle poll stops here)
-local first_plain, first_group = earliest(sched), earliest(G.gready)
+local first_plain, first_group = earliest_plain(O, pl, pn), earliest(G.gready)
 local first = first_plain
 if first_group and (not first or first_group < first) then first = first_group end
 local due_now = not paused and room > 0 and first ~= nil and first <= now
@@ -294,7 +353,9 @@ if due_now then
     local n = take_due(room, first_group)
     if limit and n > 0 then rate_take(G, limit, n, now) end
   end
-  first = earliest_due(sched, G)
+  first = earliest_plain(O, pl, pn)
+  local fg = earliest(G.gready)
+  if fg and (not first or fg < first) then first = fg end
 end
 -- logs of owners idle for a window go, also while the queue is idle
 if max > 0 and (rmax > 0 or grmax > 0) then rate_forget(G, now - math.max(rper, grper)) end

@@ -66,9 +66,9 @@ pub(crate) async fn claim(
     for r in tracking.resume {
         a.s(r);
     }
-    let keys = k.with_group_keys(&[
+    let keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors, &k.dead, &k.stats,
-        &k.hist,
+        &k.hist, &k.keys,
     ]);
     let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
     let now_ms = r.u64()?;
@@ -190,7 +190,7 @@ pub(crate) async fn nack(
             .s(if it.permanent { "1" } else { "0" })
             .s(it.error);
     }
-    let keys = k.with_group_keys(&[
+    let keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.errors,
         &k.hist,
     ]);
@@ -240,7 +240,7 @@ pub(crate) async fn release(
     for (id, token) in items {
         a.s(id.as_str()).s(token.as_str());
     }
-    let keys = k.with_group_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.stats]);
+    let keys = k.with_lane_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.stats]);
     let mut r = run(conn, "release", &scripts::RELEASE, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
@@ -258,6 +258,10 @@ pub(crate) struct RecoverReply {
     pub dead: u64,
     pub next_deadline_ms: Option<u64>,
     pub swept: bool,
+    /// Scheduled tasks expired by this call.
+    pub expired: u64,
+    /// The expiry batch was full: more expired tasks may wait.
+    pub expired_more: bool,
 }
 
 pub(crate) async fn recover(
@@ -271,7 +275,7 @@ pub(crate) async fn recover(
     for d in backoff_ms {
         a.n(d);
     }
-    let keys = k.with_group_keys(&[
+    let keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.claims,
         &k.errors, &k.hist,
     ]);
@@ -282,5 +286,7 @@ pub(crate) async fn recover(
         dead: r.u64()?,
         next_deadline_ms: r.opt_u64()?,
         swept: r.i64()? == 1,
+        expired: r.u64()?,
+        expired_more: r.i64()? == 1,
     })
 }

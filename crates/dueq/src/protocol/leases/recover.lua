@@ -1,17 +1,20 @@
 -- recover: returns tasks whose lease expired to scheduled (after a backoff) or to the
 -- dead-letter queue, counting the attempt; also finds leases whose deadline entry was lost,
--- forgets claim records (see claim.lua) of callers gone for over an hour, and drops idle
--- rate-limit logs.
+-- forgets claim records (see claim.lua) of callers gone for over an hour, drops idle
+-- rate-limit logs, and expires up to 100 scheduled tasks whose expiry passed (by the `expiry`
+-- index; dropped, or dead-lettered when the queue's `on_expire` is 'dead').
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
 -- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors  KEYS[11] hist
--- KEYS[12..20] group keys (see lib.lua)
+-- KEYS[12..20] group keys, KEYS[21..30] option keys (see lib.lua)
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none), swept (1 when the
---   sweep of the leases hash came back to its start during this call)}
+--   sweep of the leases hash came back to its start during this call), expired (tasks
+--   expired), more_expired (1 when the expiry batch was full: call again)}
 local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
-  errors = KEYS[10], hist = KEYS[11], G = group_keys(12)}
+  errors = KEYS[10], hist = KEYS[11], G = group_keys(12), O = option_keys(21)}
 local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
+K.G.meta = K.meta
 local channel = ARGV[1]
 local max = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
@@ -82,11 +85,13 @@ end
 if #expired > 0 then redis.call('HINCRBY', K.stats, 'lease_expired_total', #expired) end
 if wake_up or K.woke then redis.call('PUBLISH', channel, int(now)) end
 -- rate logs nobody added to for a window go here too, so an idle queue keeps none
-local per = redis.call('HMGET', K.meta, 'rate_per_ms', 'group_rate_per_ms')
+local per = redis.call('HMGET', K.meta, 'rate_per_ms', 'group_rate_per_ms', 'exp', 'on_expire')
+local nexpired, more = 0, false
+if per[3] then nexpired, more = expire_due(K, now, per[4] == 'dead') end
 local window = math.max(tonumber(per[1] or '0') or 0, tonumber(per[2] or '0') or 0)
 if window > 0 then rate_forget(K.G, now - window, 100) end
 local next_deadline = earliest(active)
 if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
   next_deadline = orphan_next
 end
-return {now, recovered, dead, next_deadline or -1, swept}
+return {now, recovered, dead, next_deadline or -1, swept, nexpired, more and 1 or 0}

@@ -1,12 +1,14 @@
 -- release: hands leases back unfinished (graceful shutdown): the task is due again at once,
 -- at its old due time, and the attempt is not counted.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] stats
--- KEYS[7..15] group keys (see lib.lua)
+-- KEYS[7..15] group keys, KEYS[16..25] option keys (see lib.lua)
 -- ARGV[1] wake channel, ARGV[2] n, then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 released | 0 lease_lost}
 local sched, active, leases, tasks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta, stats = KEYS[5], KEYS[6]
 local G = group_keys(7)
+G.meta = meta
+local O = option_keys(16)
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local now = now_ms()
@@ -28,9 +30,9 @@ for i = 1, n do
     local g = redis.call('HGET', G.groups, id)
     if g then
       if gfinish(G, g, now, stats) then wake_up = true end
-      gschedule(G, g, id, due, now)
+      gschedule(G, g, id, due, now, rec_prio(rec))
     else
-      redis.call('ZADD', sched, due, id)
+      redis.call('ZADD', O.s[rec_prio(rec)], due, id)
     end
     if soonest == nil or due < soonest then soonest = due end
     ok = 1

@@ -10,10 +10,12 @@ use crate::settings::{QueueSettings, RateLimit, STORED_FIELDS};
 use crate::task::{MinuteStats, QueueStats};
 
 pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> {
-    let keys = [
+    let mut keys: Vec<&str> = [
         &k.sched, &k.active, &k.dead, &k.done, &k.stats, &k.meta, &k.gdue, &k.gready, &k.gparked,
     ]
-    .map(String::as_str);
+    .map(String::as_str)
+    .to_vec();
+    keys.extend(k.option_keys());
     let mut r = run(conn, "stats", &scripts::STATS, &keys, Vec::new()).await?;
     let mut s = QueueStats {
         queue: k.name.clone(),
@@ -52,6 +54,7 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
             "retried_total" => s.retried_total = value,
             "dead_total" => s.dead_total = value,
             "cancelled_total" => s.cancelled_total = value,
+            "expired_total" => s.expired_total = value,
             "lease_expired_total" => s.lease_expired_total = value,
             _ => {}
         }

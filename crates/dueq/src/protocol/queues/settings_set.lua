@@ -6,11 +6,13 @@
 local meta = KEYS[1]
 local stats = KEYS[2]
 local G = group_keys(3)
+G.meta = meta
 local now = now_ms()
 local allowed = {paused = true, dead_max = true, done_max = true, max_attempts = true,
   lease_ms = true, backoff_base_ms = true, backoff_factor = true, backoff_max_ms = true,
   rate_max = true, rate_per_ms = true, group_rate_max = true, group_rate_per_ms = true,
-  concurrency = true, group_concurrency = true, alert_due_age_ms = true, alert_due_count = true}
+  concurrency = true, group_concurrency = true, alert_due_age_ms = true, alert_due_count = true,
+  on_expire = true}
 local n = tonumber(ARGV[2])
 local names = {}
 for i = 1, n do names[i] = ARGV[1 + 2 * i] end
@@ -36,7 +38,7 @@ if after[1] ~= before[1] then
     for i = 1, #scan[2], 2 do
       local g = scan[2][i]
       redis.call('HDEL', G.gparked, g)
-      local head = ghead(G, gprefix(g))
+      local head = ghead(G, g)
       if head then redis.call('ZADD', G.gready, math.max(head, now), g) end
       budget = budget - 1
     end
@@ -45,7 +47,7 @@ end
 if after[2] ~= before[2] or after[3] ~= before[3] then
   local held = redis.call('ZRANGEBYSCORE', G.gready, '(' .. int(now), '+inf', 'LIMIT', 0, budget)
   for i = 1, #held do
-    local head = ghead(G, gprefix(held[i]))
+    local head = ghead(G, held[i])
     if head and head <= now then redis.call('ZADD', G.gready, now, held[i]) end
   end
 end

@@ -1,16 +1,20 @@
 -- cancel: removes a scheduled task (by id or business key) before any worker gets it.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] stats
--- KEYS[7] errors  KEYS[8..16] group keys (see lib.lua)
+-- KEYS[7] errors  KEYS[8..16] group keys, KEYS[17..26] option keys (see lib.lua)  KEYS[27] meta
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key
 -- Returns: {now_ms, outcome, id}: outcome 'cancelled' | 'in_progress' | 'not_found'
 local sched, active, leases, tasks, keys, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local G = group_keys(8)
+G.meta = KEYS[27]
+local O = option_keys(17)
 local now = now_ms()
 local id = resolve(keys, ARGV[1], ARGV[2])
 if not id then return {now, 'not_found', ''} end
-if redis.call('ZSCORE', sched, id) then
-  local rec = redis.call('HGET', tasks, id)
-  redis.call('ZREM', sched, id)
+local rec = redis.call('HGET', tasks, id)
+local set = O.s[rec and rec_ok(rec) and rec_prio(rec) or 0]
+if redis.call('ZSCORE', set, id) then
+  redis.call('ZREM', set, id)
+  redis.call('ZREM', O.expiry, id)
   redis.call('HDEL', tasks, id)
   redis.call('HDEL', KEYS[7], id)
   if rec then release_key(keys, rec, id) end
@@ -19,11 +23,11 @@ if redis.call('ZSCORE', sched, id) then
 end
 local gdue = redis.call('ZSCORE', G.gdue, id)
 if gdue then
-  local rec = redis.call('HGET', tasks, id)
+  redis.call('ZREM', O.expiry, id)
   local g = redis.call('HGET', G.groups, id)
   if g then
-    gunschedule(G, g, id, tonumber(gdue))
-    if not ghead(G, gprefix(g)) then redis.call('ZREM', G.gready, g) end
+    gunschedule(G, g, id, tonumber(gdue), rec and rec_ok(rec) and rec_prio(rec) or 0)
+    if not ghead(G, g) then redis.call('ZREM', G.gready, g) end
   else
     redis.call('ZREM', G.gdue, id)
   end

@@ -1,17 +1,24 @@
 -- enqueue: adds a batch of tasks; a live business key keeps (or replaces) its task.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
--- KEYS[7..15] group keys (see lib.lua)
+-- KEYS[7..15] group keys, KEYS[16..25] option keys (see lib.lua)
 -- ARGV[1] wake channel
 -- ARGV[2] n (tasks in this batch), ARGV[3] values per task (4, or 5 when a task of the batch
 --   has a group), then per task:
---   key ('' = none); mode: on_conflict ('k' keep | 'r' replace) followed by due kind ('a' at |
---   'd' delay), e.g. 'kd'; due value (ms); spec (the record without its tail, see lib.lua);
---   group (5th value; '' = none; a replace keeps the task's group)
+--   key ('' = none); mode: on_conflict ('k' keep | 'r' replace | 'b' debounce) followed by due
+--   kind ('a' at | 'd' delay), e.g. 'kd', then optionally ' t<ms>' (ttl), ' e<ms>' (expires
+--   at) and ' m<ms>' (debounce_max_ms); due value (ms); spec (the record without its tail,
+--   see lib.lua; it carries the priority); group (5th value; '' = none; a replace keeps the
+--   task's group)
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
 --   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused)
 --   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written)
+-- A replace (or debounce) takes the new spec whole: payload, settings, priority and expiry
+-- (none given: the old expiry goes). A debounce never moves the due time past the task's
+-- creation (its first enqueue) + debounce_max_ms.
 local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local G = group_keys(7)
+G.meta = meta
+local O = option_keys(16)
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local stride = tonumber(ARGV[3])
@@ -20,6 +27,8 @@ local created_at = struct.pack('<I6', now)
 
 -- Due times as numbers and as score strings; a delay shared by many tasks is computed once.
 local dues, due_str, due_bin, by_delay = {}, {}, {}, {}
+-- expiry (epoch ms) and debounce cap (ms) per task, when given
+local exps, dmax = {}, {}
 for i = 1, n do
   local b = 3 + (i - 1) * stride
   local v = ARGV[b + 3]
@@ -36,13 +45,30 @@ for i = 1, n do
     due_bin[i] = struct.pack('<I6', dues[i])
   end
   if dues[i] > MAX_DUE_MS or dues[i] < 0 then return {'bad_due', now, i} end
+  local mode = ARGV[b + 2]
+  if #mode > 2 then
+    for kind, ms in string.gmatch(mode, ' (%a)(%d+)') do
+      if kind == 't' then
+        exps[i] = math.min(now + tonumber(ms), MAX_DUE_MS)
+      elseif kind == 'e' then
+        exps[i] = math.min(tonumber(ms), MAX_DUE_MS)
+      elseif kind == 'm' then
+        dmax[i] = tonumber(ms)
+      end
+    end
+  end
 end
 
 local before = earliest_due(sched, G)
 local first = redis.call('HINCRBY', meta, 'seq', n) - n
-local hargs, zargs = {}, {}
--- tasks created earlier in this batch, by key: position of their values in hargs/zargs
+-- zl[p]: score, id pairs for the set of priority p, written at the end (nzl[p] values)
+local hargs, zl, nzl = {}, {[0] = {}}, {[0] = 0}
+local zargs = zl[0]
+-- tasks created earlier in this batch, by key: position of their values in hargs/zl
 local fresh = {}
+-- priorities above 0 placed by this call, tasks moved between priorities within the batch
+local used, moved, nmoved = {}, {}, 0
+local anyexp = false
 local out = {'ok', now}
 local created, soonest = 0, nil
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
@@ -50,26 +76,91 @@ local nh, nz, no = 0, 0, 2
 -- new grouped tasks by group, written per group at the end (gschedule_batch)
 local gbatch = {}
 
+-- Adds `id` at `due` to the batch's list for priority `p`; returns its score's index.
+local function zlist_add(p, ds, id)
+  if p == 0 then
+    nz = nz + 2
+    zargs[nz - 1] = ds
+    zargs[nz] = id
+    return nz - 1
+  end
+  used[p] = true
+  local l = zl[p]
+  if not l then
+    l = {}
+    zl[p] = l
+    nzl[p] = 0
+  end
+  local k = nzl[p] + 2
+  l[k - 1] = ds
+  l[k] = id
+  nzl[p] = k
+  return k - 1
+end
+
+-- Marks priority `p` as used by grouped tasks (meta `gprio`) before a task of it is placed,
+-- so that the group heads read later in this call see it.
+local gmarked = {}
+local function gmark(p)
+  if p > 0 and not gmarked[p] then
+    gmarked[p] = true
+    prios_mark(meta, {[p] = true}, 'gprio')
+    G.pl = nil
+  end
+end
+
+-- Sets or drops the expiry of task `id` as task `i` of the batch asks.
+local function set_expiry(i, id)
+  if exps[i] then
+    redis.call('ZADD', O.expiry, exps[i], id)
+    anyexp = true
+  else
+    redis.call('ZREM', O.expiry, id)
+  end
+end
+
 for i = 1, n do
   local b = 3 + (i - 1) * stride
-  local key, replace, spec = ARGV[b + 1], string.byte(ARGV[b + 2], 1) == 114, ARGV[b + 4]
+  local key, spec = ARGV[b + 1], ARGV[b + 4]
+  local c = string.byte(ARGV[b + 2], 1)
+  local replace, debounce = c ~= 107, c == 98 -- 'k' keeps; 'r' and 'b' replace
   local group = stride == 5 and ARGV[b + 5] or ''
-  local due = dues[i]
+  local due, ds, db = dues[i], due_str[i], due_bin[i]
   local done = false
   if key ~= '' then
     local f = fresh[key]
     if f then
       if replace then
-        hargs[f.h + 1] = spec .. due_bin[i] .. created_at
+        if debounce and dmax[i] and due > now + dmax[i] then
+          -- created by this very call, so its first enqueue is now
+          due = now + dmax[i]
+          ds, db = int(due), struct.pack('<I6', due)
+        end
+        hargs[f.h + 1] = spec .. db .. created_at
         if f.group then
           -- not written yet: change its entries in the group's batch
           local gb = gbatch[f.group]
-          gb.sched[f.gk + 2] = gb.p .. be6(due) .. f.id
-          gb.due[f.gk + 1] = due_str[i]
+          gmark(rec_prio(spec))
+          gb.sched[f.gk + 2] = gpprefix(f.group, rec_prio(spec)) .. be6(due) .. f.id
+          gb.due[f.gk + 1] = ds
           if due < gb.first then gb.first = due end
         else
-          zargs[f.z] = due_str[i]
+          local p = rec_prio(spec)
+          if p == f.p then
+            zl[p][f.z] = ds
+          else
+            if not f.ps then
+              f.ps = {}
+              nmoved = nmoved + 1
+              moved[nmoved] = f
+            end
+            f.ps[f.p] = true
+            f.p = p
+            f.z = zlist_add(p, ds, f.id)
+          end
         end
+        if f.exp or exps[i] then set_expiry(i, f.id) end
+        f.exp = exps[i] ~= nil
         f.due = due
         if soonest == nil or due < soonest then soonest = due end
         out[no + 1] = 2; out[no + 2] = f.id; out[no + 3] = due; no = no + 3
@@ -80,28 +171,38 @@ for i = 1, n do
     else
       local existing = redis.call('HGET', keys, key)
       if existing then
-        local score = redis.call('ZSCORE', sched, existing)
+        local rec = redis.call('HGET', tasks, existing)
+        local ok = rec and rec_ok(rec)
+        local op = ok and rec_prio(rec) or 0
+        local score = redis.call('ZSCORE', O.s[op], existing)
         local g = nil
         if not score then
           score = redis.call('ZSCORE', G.gdue, existing)
           if score then g = redis.call('HGET', G.groups, existing) end
         end
-        local rec = redis.call('HGET', tasks, existing)
         local active = redis.call('HEXISTS', leases, existing) == 1
-        if rec and rec_ok(rec) and (score or active) then
+        if ok and (score or active) then
           if replace and active then
             out[no + 1] = -1; out[no + 2] = existing; out[no + 3] = 0; no = no + 3
           elseif replace then
             -- keep the attempts made and the creation time
-            local attempt, _, _, _, c = rec_head(rec)
+            local attempt, _, _, _, cr = rec_head(rec)
+            if debounce and dmax[i] and due > cr + dmax[i] then due = math.max(cr + dmax[i], 0) end
             redis.call('HSET', tasks, existing, struct.pack('<I4', attempt) .. string.sub(spec, 5)
-              .. struct.pack(TAIL, due, c))
+              .. struct.pack(TAIL, due, cr))
             if g then
-              gunschedule(G, g, existing, tonumber(score))
-              gschedule(G, g, existing, due, now)
+              gunschedule(G, g, existing, tonumber(score), op)
+              gmark(rec_prio(spec))
+              gschedule(G, g, existing, due, now, rec_prio(spec))
             else
-              redis.call('ZADD', sched, due_str[i], existing)
+              local p = rec_prio(spec)
+              if p ~= op then
+                redis.call('ZREM', O.s[op], existing)
+                if p > 0 then used[p] = true end
+              end
+              redis.call('ZADD', O.s[p], due, existing)
             end
+            set_expiry(i, existing)
             if soonest == nil or due < soonest then soonest = due end
             out[no + 1] = 2; out[no + 2] = existing; out[no + 3] = due; no = no + 3
           else
@@ -117,29 +218,32 @@ for i = 1, n do
   if not done then
     local id = string.format('%012x', first + i)
     hargs[nh + 1] = id
-    hargs[nh + 2] = spec .. due_bin[i] .. created_at
+    hargs[nh + 2] = spec .. db .. created_at
+    local p, z = 0, nil
     if group ~= '' then
       local gb = gbatch[group]
       if not gb then
-        gb = {sched = {}, due = {}, ids = {}, n = 0, first = due, p = gprefix(group)}
+        gb = {sched = {}, due = {}, ids = {}, n = 0, first = due}
         gbatch[group] = gb
       end
       local k = gb.n
-      gb.sched[k + 1] = 0; gb.sched[k + 2] = gb.p .. be6(due) .. id
-      gb.due[k + 1] = due_str[i]; gb.due[k + 2] = id
+      p = rec_prio(spec)
+      gmark(p)
+      gb.sched[k + 1] = 0; gb.sched[k + 2] = gpprefix(group, p) .. be6(due) .. id
+      gb.due[k + 1] = ds; gb.due[k + 2] = id
       gb.ids[k + 1] = id; gb.ids[k + 2] = group
       gb.n = k + 2
       if due < gb.first then gb.first = due end
     else
-      nz = nz + 2
-      zargs[nz - 1] = due_str[i]
-      zargs[nz] = id
+      p = rec_prio(spec)
+      z = zlist_add(p, ds, id)
     end
+    if exps[i] then set_expiry(i, id) end
     nh = nh + 2
     if key ~= '' then
       redis.call('HSET', keys, key, id)
-      fresh[key] = {id = id, h = nh - 1, z = nz - 1, due = due, group = group ~= '' and group or nil,
-        gk = group ~= '' and gbatch[group].n - 2 or nil}
+      fresh[key] = {id = id, h = nh - 1, z = z, p = p, due = due, exp = exps[i] ~= nil,
+        group = group ~= '' and group or nil, gk = group ~= '' and gbatch[group].n - 2 or nil}
     end
     created = created + 1
     if soonest == nil or due < soonest then soonest = due end
@@ -149,6 +253,18 @@ end
 
 if nh > 0 then chunked('HSET', tasks, hargs) end
 if nz > 0 then chunked('ZADD', sched, zargs) end
+for p = 1, 9 do
+  if zl[p] and nzl[p] > 0 then chunked('ZADD', O.s[p], zl[p]) end
+end
+-- a task moved between priorities within the batch leaves only its last set's entry
+for j = 1, nmoved do
+  local f = moved[j]
+  for p in pairs(f.ps) do
+    if p ~= f.p then redis.call('ZREM', O.s[p], f.id) end
+  end
+end
+prios_mark(meta, used)
+if anyexp then redis.call('HSETNX', meta, 'exp', '1') end
 for g, b in pairs(gbatch) do gschedule_batch(G, g, b, now) end
 if created > 0 then redis.call('HINCRBY', stats, 'enqueued_total', created) end
 if soonest ~= nil then wake(channel, soonest, before) end

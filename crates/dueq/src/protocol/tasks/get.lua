@@ -1,14 +1,15 @@
 -- get: reads one task (by id or business key) with its state.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead  KEYS[7] done
--- KEYS[8] errors  KEYS[9] meta  KEYS[10..18] group keys (see lib.lua)
+-- KEYS[8] errors  KEYS[9] meta  KEYS[10..18] group keys, KEYS[19..28] option keys (lib.lua)
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key
 -- Returns: {now_ms} when unknown, else {now_ms, id, state, record, score, last error ('' = none),
 --   group ('' = none), the queue's max_attempts, the queue's lease_ms (for records that leave
---   them 0)}: state 'scheduled' (score
+--   them 0), expires_at_ms (-1 = none; only while scheduled)}: state 'scheduled' (score
 --   = due time) | 'active' (score = lease deadline) | 'dead' (score = when it died) |
 --   'succeeded' (score = when it finished; only with retention)
 local sched, active, leases, tasks, keys, dead, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local G = group_keys(10)
+local O = option_keys(19)
 local now = now_ms()
 local id = resolve(keys, ARGV[1], ARGV[2])
 if not id then return {now} end
@@ -18,8 +19,12 @@ local err = redis.call('HGET', KEYS[8], id) or ''
 local group = redis.call('HGET', G.groups, id) or ''
 local d = redis.call('HMGET', KEYS[9], 'max_attempts', 'lease_ms')
 local dm, dl = d[1] or '5', d[2] or '30000'
-local s = redis.call('ZSCORE', sched, id) or redis.call('ZSCORE', G.gdue, id)
-if s then return {now, id, 'scheduled', rec, tonumber(s), err, group, dm, dl} end
+local set = O.s[rec_ok(rec) and rec_prio(rec) or 0]
+local s = redis.call('ZSCORE', set, id) or redis.call('ZSCORE', G.gdue, id)
+if s then
+  local e = redis.call('ZSCORE', O.expiry, id)
+  return {now, id, 'scheduled', rec, tonumber(s), err, group, dm, dl, tonumber(e or '-1')}
+end
 s = redis.call('ZSCORE', active, id)
 if s or redis.call('HEXISTS', leases, id) == 1 then return {now, id, 'active', rec, tonumber(s or 0), err, group, dm, dl} end
 s = redis.call('ZSCORE', dead, id)

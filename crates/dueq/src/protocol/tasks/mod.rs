@@ -1,4 +1,5 @@
-//! Tasks by id or business key: enqueue (single and batch), get, cancel, reschedule.
+//! Tasks by id or business key: enqueue (single and batch), get, cancel, reschedule; and
+//! browsing scheduled or active tasks page by page.
 
 use super::call::{Args, run};
 use super::conn::Conn;
@@ -7,8 +8,8 @@ use super::record::{self, Record};
 use super::scripts;
 use crate::error::{Error, Result};
 use crate::task::{
-    CancelOutcome, Due, EnqueueOutcome, Enqueued, OnConflict, RescheduleOutcome, Task, TaskId,
-    TaskRef, TaskState,
+    CancelOutcome, Due, EnqueueOutcome, Enqueued, Expiry, OnConflict, RescheduleOutcome, Task,
+    TaskId, TaskRef, TaskState,
 };
 
 /// A validated task ready for the enqueue script.
@@ -21,6 +22,11 @@ pub(crate) struct EnqueueItem<'a> {
     /// 0: the queue's setting.
     pub lease_ms: u64,
     pub group: Option<&'a str>,
+    /// 0 (first) to 9.
+    pub priority: u8,
+    pub expiry: Option<Expiry>,
+    /// Only with [`OnConflict::Debounce`].
+    pub debounce_max_ms: Option<u64>,
     pub payload: &'a [u8],
 }
 
@@ -34,16 +40,28 @@ pub(crate) async fn enqueue(
     a.s(&k.wake).n(items.len()).n(if grouped { 5 } else { 4 });
     for it in items {
         let (kind, value) = it.due.parts()?;
-        let mode = match (it.on_conflict, kind) {
-            (OnConflict::Replace, "delay") => "rd",
-            (OnConflict::Replace, _) => "ra",
-            (_, "delay") => "kd",
-            _ => "ka",
+        let conflict = match it.on_conflict {
+            OnConflict::Replace => 'r',
+            OnConflict::Debounce => 'b',
+            _ => 'k',
         };
+        let mut mode = String::with_capacity(24);
+        mode.push(conflict);
+        mode.push(if kind == "delay" { 'd' } else { 'a' });
+        // options ride in the mode word, so a task without them costs no extra argument
+        match it.expiry {
+            Some(Expiry::TtlMs(t)) => mode.push_str(&format!(" t{t}")),
+            Some(Expiry::AtMs(t)) => mode.push_str(&format!(" e{t}")),
+            None => {}
+        }
+        if let Some(m) = it.debounce_max_ms {
+            mode.push_str(&format!(" m{m}"));
+        }
         let key = it.key.unwrap_or("");
-        a.s(key).s(mode).n(value).0.push(record::spec(
+        a.s(key).s(&mode).n(value).0.push(record::spec(
             it.max_attempts,
             it.lease_ms,
+            it.priority,
             key,
             it.payload,
         ));
@@ -51,7 +69,7 @@ pub(crate) async fn enqueue(
             a.s(it.group.unwrap_or(""));
         }
     }
-    let keys = k.with_group_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
+    let keys = k.with_lane_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
     let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
     let status = r.string()?;
     let _now = r.u64()?;
@@ -92,9 +110,10 @@ pub(crate) async fn cancel(
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = k.with_group_keys(&[
+    let mut keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats, &k.errors,
     ]);
+    keys.push(&k.meta);
     let mut r = run(conn, "cancel", &scripts::CANCEL, &keys, a.take()).await?;
     let now_ms = r.u64()?;
     let outcome = match r.string()?.as_str() {
@@ -121,7 +140,8 @@ pub(crate) async fn reschedule(
     let (kind, due_value) = due.parts()?;
     let mut a = Args::default();
     a.s(&k.wake).s(by).s(value).s(kind).n(due_value);
-    let keys = k.with_group_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.keys]);
+    let mut keys = k.with_lane_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.keys]);
+    keys.push(&k.meta);
     let mut r = run(conn, "reschedule", &scripts::RESCHEDULE, &keys, a.take()).await?;
     r.u64()?;
     let outcome = r.string()?;
@@ -157,6 +177,8 @@ pub(super) fn task_from(
         max_attempts: rec.max_attempts,
         lease_ms: rec.lease_ms,
         group: None,
+        priority: rec.priority,
+        expires_at_ms: None,
         payload: rec.payload,
         last_error,
         created_at_ms: rec.created_at_ms,
@@ -164,11 +186,64 @@ pub(super) fn task_from(
     }
 }
 
+/// Scheduled tasks in due order or active ones in lease-deadline order, after the cursor
+/// `(score, id)`, at most `limit` (1 to 1 000).
+pub(crate) async fn browse(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    state: TaskState,
+    after: Option<(u64, &str)>,
+    limit: usize,
+) -> Result<Vec<Task>> {
+    let mut a = Args::default();
+    a.s(if state == TaskState::Active {
+        "active"
+    } else {
+        "scheduled"
+    });
+    match after {
+        Some((score, id)) => a.n(score).s(id),
+        None => a.n(-1i64).s(""),
+    };
+    a.n(limit);
+    let mut keys: Vec<&str> = [
+        &k.sched, &k.active, &k.tasks, &k.meta, &k.errors, &k.gdue, &k.groups,
+    ]
+    .map(String::as_str)
+    .to_vec();
+    keys.extend(k.option_keys());
+    let mut r = run(conn, "browse", &scripts::BROWSE, &keys, a.take()).await?;
+    r.u64()?;
+    let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
+    let default_lease_ms = r.u64()?;
+    let n = r.u64()? as usize;
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = TaskId::from_redis(r.string()?);
+        let score = r.u64()?;
+        let rec = Record::decode(r.bytes()?)?;
+        let group = r.opt_string()?;
+        let last_error = r.opt_string()?;
+        let expires_at_ms = r.opt_u64()?;
+        let mut t = task_from(id, state, rec, score, last_error);
+        t.group = group;
+        t.expires_at_ms = expires_at_ms;
+        if t.max_attempts == 0 {
+            t.max_attempts = default_max_attempts;
+        }
+        if t.lease_ms == 0 {
+            t.lease_ms = default_lease_ms;
+        }
+        tasks.push(t);
+    }
+    Ok(tasks)
+}
+
 pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Result<Option<Task>> {
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = k.with_group_keys(&[
+    let keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done, &k.errors, &k.meta,
     ]);
     let mut r = run(conn, "get", &scripts::GET, &keys, a.take()).await?;
@@ -196,6 +271,9 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     }
     if task.lease_ms == 0 {
         task.lease_ms = default_lease_ms;
+    }
+    if r.remaining() > 0 {
+        task.expires_at_ms = r.opt_u64()?;
     }
     Ok(Some(task))
 }
