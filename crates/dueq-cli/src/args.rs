@@ -112,6 +112,10 @@ pub struct ChaosArgs {
     /// clock; the report prints it).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Write the ledgers (producer.jsonl, worker-N.jsonl: one JSON event per line) into this
+    /// new or empty directory and keep them (default: a temporary directory, removed).
+    #[arg(long)]
+    pub ledger_dir: Option<PathBuf>,
 }
 
 /// `dueq chaos-worker` (hidden): claims through `DueClaimer`, acks by hand, and appends each

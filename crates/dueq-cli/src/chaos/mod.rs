@@ -64,6 +64,8 @@ pub struct Config {
     pub workers: u32,
     /// Seed of every random choice.
     pub seed: u64,
+    /// Where the ledgers go (kept); a temporary directory when `None`.
+    pub ledger_dir: Option<PathBuf>,
 }
 
 /// One kind of fault in the report.
@@ -259,18 +261,32 @@ pub async fn run(cfg: &Config) -> Result<Report> {
 async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
     let t0 = Instant::now();
     let url = server.url().to_owned();
-    let dir = tempfile::Builder::new().prefix("dueq-chaos-").tempdir()?;
+    // a temporary directory (removed at the end) unless the caller keeps the ledgers
+    let (dir, _temp) = match &cfg.ledger_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("creating --ledger-dir {}", d.display()))?;
+            if std::fs::read_dir(d)?.next().is_some() {
+                anyhow::bail!("--ledger-dir {} is not empty", d.display());
+            }
+            (d.clone(), None)
+        }
+        None => {
+            let t = tempfile::Builder::new().prefix("dueq-chaos-").tempdir()?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    };
     let mut ledgers = Ledgers {
         reader: Reader::default(),
         events: Vec::new(),
         last_ack_ms: 0,
     };
-    let producer_ledger = dir.path().join("producer.jsonl");
+    let producer_ledger = dir.join("producer.jsonl");
     ledgers.reader.add(producer_ledger.clone());
     let mut workers = Workers {
         exe: std::env::current_exe().context("finding this executable")?,
         url: url.clone(),
-        dir: dir.path().to_path_buf(),
+        dir: dir.clone(),
         procs: Vec::new(),
         started: 0,
     };

@@ -31,6 +31,7 @@ pub async fn run(redis: Option<&str>, a: &ChaosArgs, json_out: bool) -> Result<(
             .unwrap_or((a.duration_ms * DEFAULT_TASKS_PER_S / 1_000).max(1)),
         workers: a.workers,
         seed,
+        ledger_dir: a.ledger_dir.clone(),
     };
     if !json_out {
         eprintln!(

@@ -18,7 +18,15 @@ fn chaos(args: &[&str]) -> Output {
 /// kind comes at least once (the run cycles through them before going random).
 #[test]
 fn short_chaos_run_loses_nothing_and_injects_every_fault() {
-    let out = chaos(&["--duration-ms", "5000", "--json"]);
+    let dir = tempfile::tempdir().unwrap();
+    let ledgers = dir.path().join("ledgers");
+    let out = chaos(&[
+        "--duration-ms",
+        "5000",
+        "--json",
+        "--ledger-dir",
+        ledgers.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("null"))
@@ -47,11 +55,27 @@ fn short_chaos_run_loses_nothing_and_injects_every_fault() {
             "{kind} never injected: {r}"
         );
     }
-    // one more process per SIGKILL
+    // one more process per SIGKILL, each with its own ledger, kept with --ledger-dir
+    let processes = r["worker_processes"].as_u64().unwrap();
     assert_eq!(
-        r["worker_processes"].as_u64().unwrap(),
+        processes,
         3 + faults["worker_sigkill"]["injected"].as_u64().unwrap(),
         "{r}"
+    );
+    let lines = |name: &str| {
+        std::fs::read_to_string(ledgers.join(name))
+            .unwrap()
+            .lines()
+            .count() as u64
+    };
+    assert_eq!(lines("producer.jsonl"), 1250);
+    let workers: u64 = (1..=processes)
+        .map(|n| lines(&format!("worker-{n}.jsonl")))
+        .sum();
+    // a start line per process, a line per delivery (a replayed one again) and per ack answer
+    assert!(
+        workers >= processes + 2 * r["acked"].as_u64().unwrap(),
+        "{workers} lines: {r}"
     );
 }
 
@@ -68,6 +92,16 @@ fn chaos_refuses_bad_arguments_naming_the_flag() {
         assert!(!out.status.success(), "{args:?} accepted");
         assert!(stderr.contains(flag), "{args:?}: {stderr}");
     }
+    // kept ledgers never mix with older ones
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("producer.jsonl"), "").unwrap();
+    let out = chaos(&["--ledger-dir", dir.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--ledger-dir") && stderr.contains("not empty"),
+        "{stderr}"
+    );
     // never someone else's Redis
     let out = Command::new(env!("CARGO_BIN_EXE_dueq"))
         .args(["--redis", "redis://127.0.0.1:1", "chaos"])
