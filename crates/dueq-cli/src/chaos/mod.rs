@@ -105,9 +105,15 @@ pub struct Report {
     pub check: Check,
     /// Per fault kind.
     pub faults: BTreeMap<&'static str, FaultStats>,
+    /// From the start of the producer to the end of the last fault, ms (more than
+    /// `duration_ms` when the last faults of the cycle came after the window).
+    pub faults_ms: u64,
+    /// How long the producer took, ms (more than `duration_ms` when enqueues were slower
+    /// than its pace; faults stop at the end of the window all the same).
+    pub producer_ms: u64,
     /// Whether the queue drained before the deadline (30 s).
     pub drained: bool,
-    /// From the end of the faults to an empty queue, ms.
+    /// From the end of the faults and the producer to an empty queue, ms.
     pub drain_ms: u64,
     /// The whole run, ms.
     pub elapsed_ms: u64,
@@ -347,13 +353,14 @@ async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
             None => s.not_recovered += 1,
         }
     }
-    let faults_end = Instant::now();
+    let faults_ms = started.elapsed().as_millis() as u64;
     let mut producer = producer;
-    (&mut producer.0).await.context("the producer panicked")??;
+    let producer_ms = (&mut producer.0).await.context("the producer panicked")??;
 
     // drain: the queue empties (dead tasks stay), bounded
+    let drain_started = Instant::now();
     let drained = drain(&q).await;
-    let drain_ms = faults_end.elapsed().as_millis() as u64;
+    let drain_ms = drain_started.elapsed().as_millis() as u64;
     // the last ack answers reach the ledgers (bounded): no new line for 100 ms
     let settle = Instant::now() + Duration::from_secs(2);
     let mut quiet_since = Instant::now();
@@ -398,6 +405,8 @@ async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
         ok: c.ok(),
         check: c,
         faults: stats,
+        faults_ms,
+        producer_ms,
         drained,
         drain_ms,
         elapsed_ms: t0.elapsed().as_millis() as u64,
@@ -416,14 +425,15 @@ fn event_key(e: &Event) -> Option<&str> {
 }
 
 /// Enqueues `cfg.tasks` keyed tasks (`t0`, `t1`, ...; payload = key), due 0 to 999 ms after
-/// the enqueue, at an even pace over the window; records each answer.
+/// the enqueue, at an even pace over the window; records each answer. Returns how long it
+/// took, ms.
 async fn produce(
     q: dueq::Queue,
     ledger: PathBuf,
     cfg: Config,
     mut rng: Rng,
     started: Instant,
-) -> Result<()> {
+) -> Result<u64> {
     let mut w = Writer::create(&ledger)
         .with_context(|| format!("opening the ledger {}", ledger.display()))?;
     for i in 0..cfg.tasks {
@@ -452,7 +462,7 @@ async fn produce(
         let due = started + Duration::from_millis(cfg.duration_ms * (i + 1) / cfg.tasks);
         tokio::time::sleep_until(due).await;
     }
-    Ok(())
+    Ok(started.elapsed().as_millis() as u64)
 }
 
 /// Waits until the queue holds no scheduled or active task (at most `DRAIN_TIMEOUT`);

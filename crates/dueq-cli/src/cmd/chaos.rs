@@ -121,7 +121,10 @@ fn print_report(r: &Report) {
     }
     outln!("  (recover: from the fault's end to the next successful ack by any worker)");
     outln!(
-        "  {} in {} ms after the faults; {} ms in all; {} torn ledger lines",
+        "  faults for {} ms, producer {} ms; {} in {} ms after both; {} ms in all; {} torn \
+         ledger lines",
+        r.faults_ms,
+        r.producer_ms,
         if r.drained { "drained" } else { "NOT drained" },
         r.drain_ms,
         r.elapsed_ms,
