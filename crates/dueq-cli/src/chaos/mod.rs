@@ -17,23 +17,23 @@
 pub mod check;
 pub mod faults;
 pub mod ledger;
+mod procs;
 pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use dueq::{Client, TaskRef, TaskSpec, TaskState};
 use serde::Serialize;
-use tokio::process::{Child, ChildStdin, Command};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use self::check::{Check, Final};
 use self::faults::{Kind, Rng, Schedule};
 use self::ledger::{AckAnswer, EnqueueAnswer, Event, Reader, Writer, now_ms};
+use self::procs::Workers;
 use crate::embedded::EmbeddedRedis;
 
 /// The queue of a run (its Redis is its own).
@@ -132,76 +132,6 @@ struct AbortOnDrop<T>(JoinHandle<T>);
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// One worker process.
-struct WorkerProc {
-    child: Child,
-    /// Closing it tells the worker to stop.
-    stdin: Option<ChildStdin>,
-}
-
-/// The worker processes of a run.
-struct Workers {
-    exe: PathBuf,
-    url: String,
-    dir: PathBuf,
-    procs: Vec<WorkerProc>,
-    started: u32,
-}
-
-impl Workers {
-    /// Starts one more worker process, its ledger followed by `reader`.
-    fn spawn(&mut self, reader: &mut Reader) -> Result<WorkerProc> {
-        self.started += 1;
-        let ledger = self.dir.join(format!("worker-{}.jsonl", self.started));
-        reader.add(ledger.clone());
-        let mut child = Command::new(&self.exe)
-            .arg("--redis")
-            .arg(&self.url)
-            .arg("chaos-worker")
-            .arg("--ledger")
-            .arg(&ledger)
-            .arg("--queue")
-            .arg(QUEUE)
-            .arg("--lease-ms")
-            .arg(LEASE_MS.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting a worker process ({})", self.exe.display()))?;
-        let stdin = child.stdin.take();
-        Ok(WorkerProc { child, stdin })
-    }
-
-    /// SIGKILL of worker `i` (waited for), and a new one in its place.
-    async fn kill(&mut self, i: usize, reader: &mut Reader) -> Result<()> {
-        self.procs[i]
-            .child
-            .kill()
-            .await
-            .context("killing a worker process")?;
-        self.procs[i] = self.spawn(reader)?;
-        Ok(())
-    }
-
-    /// Closes every worker's stdin and waits for it to exit; SIGKILL after 5 s.
-    async fn stop_all(&mut self) {
-        for p in &mut self.procs {
-            p.stdin = None;
-        }
-        for p in &mut self.procs {
-            if tokio::time::timeout(WORKER_STOP_TIMEOUT, p.child.wait())
-                .await
-                .is_err()
-            {
-                tracing::warn!("a worker process did not stop within 5 s; killing it");
-                let _ = p.child.kill().await;
-            }
-        }
     }
 }
 
