@@ -82,7 +82,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
         Command::Relay(a) => cmd::relay::run(connect(redis).await?, a, json).await,
-        Command::Chaos(a) => cmd::chaos::run(redis, a, json).await,
+        Command::Chaos(a) => cmd::chaos::run(redis, replicas, a, json).await,
         Command::ChaosWorker(a) => {
             let url = redis.ok_or_else(|| anyhow::anyhow!("chaos-worker needs --redis"))?;
             chaos::worker::run(url, a).await

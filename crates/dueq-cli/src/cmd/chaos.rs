@@ -11,13 +11,16 @@ use crate::chaos::{self, Config, Report};
 const DEFAULT_TASKS_PER_S: u64 = 250;
 
 /// Runs the command.
-pub async fn run(redis: Option<&str>, a: &ChaosArgs, json_out: bool) -> Result<()> {
+pub async fn run(redis: Option<&str>, replicas: u8, a: &ChaosArgs, json_out: bool) -> Result<()> {
     if redis.is_some() {
         // faults kill and restart the server: never someone else's Redis
         bail!(
             "dueq chaos starts and breaks its own redis-server; it does not take --redis (or \
              DUEQ_REDIS_URL)"
         );
+    }
+    if replicas > 0 {
+        bail!("dueq chaos runs one redis-server without replicas; it does not take --replicas");
     }
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()

@@ -8,6 +8,7 @@ fn chaos(args: &[&str]) -> Output {
         .arg("chaos")
         .args(args)
         .env_remove("DUEQ_REDIS_URL")
+        .env_remove("DUEQ_REPLICAS")
         .env_remove("DUEQ_LOG")
         .output()
         .expect("run dueq chaos")
@@ -102,9 +103,22 @@ fn chaos_refuses_bad_arguments_naming_the_flag() {
         stderr.contains("--ledger-dir") && stderr.contains("not empty"),
         "{stderr}"
     );
+    let out = Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(["--replicas", "1", "chaos"])
+        .env_remove("DUEQ_REDIS_URL")
+        .env_remove("DUEQ_REPLICAS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--replicas"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // never someone else's Redis
     let out = Command::new(env!("CARGO_BIN_EXE_dueq"))
         .args(["--redis", "redis://127.0.0.1:1", "chaos"])
+        .env_remove("DUEQ_REPLICAS")
         .output()
         .unwrap();
     assert!(!out.status.success());
