@@ -82,6 +82,55 @@ pub enum Command {
     /// and reconcile both sides (at start and every --reconcile-interval-ms). Migrates the
     /// table first. SIGINT/SIGTERM stop it.
     Relay(RelayArgs),
+    /// Fault-injection run: starts its own redis-server (AOF, appendfsync always) and worker
+    /// processes, enqueues keyed tasks while it kills workers (SIGKILL), kills and restarts
+    /// Redis, kills connections, flushes scripts and pauses Redis; then checks a ledger kept
+    /// outside Redis and reports lost, duplicated, recovered, unexpected and early tasks
+    /// (exit status 1 unless lost, duplicated, unexpected and early are 0).
+    Chaos(ChaosArgs),
+    /// One worker process of `dueq chaos` (started by it; not for use by hand).
+    #[command(hide = true)]
+    ChaosWorker(ChaosWorkerArgs),
+}
+
+/// `dueq chaos`.
+#[derive(Debug, Args)]
+pub struct ChaosArgs {
+    /// How long tasks are enqueued and faults injected, ms (1 to 600000); draining and the
+    /// check add a few seconds.
+    #[arg(long, default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub duration_ms: u64,
+    /// Tasks enqueued over --duration-ms, at an even pace (1 to 1000000; default 250 per
+    /// second).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub tasks: Option<u64>,
+    /// Worker processes (1 to 32).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub workers: u32,
+    /// Seed of the fault schedule, fault choices and task due times (default: from the
+    /// clock; the report prints it).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the ledgers (producer.jsonl, worker-N.jsonl: one JSON event per line) into this
+    /// new or empty directory and keep them (default: a temporary directory, removed).
+    #[arg(long)]
+    pub ledger_dir: Option<PathBuf>,
+}
+
+/// `dueq chaos-worker` (hidden): claims through `DueClaimer`, acks by hand, and appends each
+/// delivery and ack answer to its ledger; exits when its stdin closes.
+#[derive(Debug, Args)]
+pub struct ChaosWorkerArgs {
+    /// The ledger file it appends to (JSON lines).
+    #[arg(long)]
+    pub ledger: PathBuf,
+    /// Queue name.
+    #[arg(long)]
+    pub queue: String,
+    /// Lease of each claim, ms.
+    #[arg(long)]
+    pub lease_ms: u64,
 }
 
 /// `dueq relay`.

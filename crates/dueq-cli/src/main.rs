@@ -16,6 +16,7 @@ macro_rules! outln {
 
 mod args;
 mod bench;
+mod chaos;
 mod cmd;
 mod embedded;
 mod replay;
@@ -81,6 +82,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
         Command::Relay(a) => cmd::relay::run(connect(redis).await?, a, json).await,
+        Command::Chaos(a) => cmd::chaos::run(redis, replicas, a, json).await,
+        Command::ChaosWorker(a) => {
+            let url = redis.ok_or_else(|| anyhow::anyhow!("chaos-worker needs --redis"))?;
+            chaos::worker::run(url, a).await
+        }
         Command::Bench(a) => {
             let workloads = if a.workload.is_empty() {
                 bench::Workload::ALL.to_vec()
@@ -107,15 +113,21 @@ async fn run(cli: Cli) -> Result<()> {
 
 #[tokio::main]
 async fn main() {
+    let cli = Cli::parse();
+    // a chaos run makes Redis fail on purpose: its reconnect warnings are expected noise
+    // (DUEQ_LOG=warn shows them)
+    let default_log = match cli.command {
+        Command::Chaos(_) | Command::ChaosWorker(_) => "error",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DUEQ_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log)),
         )
         .init();
-    let cli = Cli::parse();
     if let Err(e) = run(cli).await {
         eprintln!("error: {e:#}");
         std::process::exit(1);

@@ -1,5 +1,6 @@
 //! One module per command group; shared output helpers.
 
+pub mod chaos;
 pub mod dead;
 pub mod relay;
 pub mod replay;

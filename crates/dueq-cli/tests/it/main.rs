@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bench;
+mod chaos;
 mod commands;
 mod flow;
 mod relay;

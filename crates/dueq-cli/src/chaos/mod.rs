@@ -1,0 +1,432 @@
+//! `dueq chaos`: the fault-injection run of issue 11 as a command, with worker *processes*.
+//!
+//! It starts its own redis-server (the embedded supervisor's, with `appendfsync always` and
+//! `DEBUG` allowed, on a unix socket in a temporary directory) and `--workers` processes of
+//! this binary (`dueq chaos-worker`, hidden). The producer, in this process, enqueues keyed
+//! tasks due 0 to 1 s ahead at an even pace; a fault loop injects the faults of
+//! [`faults::Kind`] at seeded random times; every process appends what it saw to its own
+//! ledger file ([`ledger`]). At the end faults and producer stop, the workers drain the
+//! queue (bounded), stop, and [`check`] reads the ledgers and Redis.
+//!
+//! Nothing outlives the run: the worker processes are killed on drop (an early return, a
+//! panic, Ctrl-C) and stop by themselves when their stdin closes (this process died); the
+//! redis-server is stopped on every return and killed on drop; the temporary directories are
+//! removed. Only a SIGKILL of this process can leave the redis-server behind (as with `dueq
+//! serve`).
+
+pub mod check;
+pub mod faults;
+pub mod ledger;
+mod procs;
+pub mod worker;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use dueq::{Client, TaskRef, TaskSpec, TaskState};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use self::check::{Check, Final};
+use self::faults::{Kind, Rng, Schedule};
+use self::ledger::{AckAnswer, EnqueueAnswer, Event, Reader, Writer, now_ms};
+use self::procs::Workers;
+use crate::embedded::EmbeddedRedis;
+
+/// The queue of a run (its Redis is its own).
+const QUEUE: &str = "chaos";
+/// Lease of every claim: short, so that a killed worker's tasks come back quickly.
+pub const LEASE_MS: u64 = 1_000;
+/// Longest wait after a fault for the next successful ack (the time to recover).
+const RECOVERY_WAIT: Duration = Duration::from_secs(5);
+/// Longest wait for a killed redis-server to be back.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(15);
+/// Longest wait for the queue to drain after the faults stop.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for a worker to exit once its stdin is closed, before SIGKILL.
+const WORKER_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most faults in one run (a 600 s run with the shortest pauses injects fewer).
+const MAX_FAULTS: u64 = 10_000;
+/// How often the ledgers are read while waiting.
+const POLL: Duration = Duration::from_millis(5);
+
+/// What a run is asked to do.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How long tasks are enqueued and faults injected, ms.
+    pub duration_ms: u64,
+    /// Tasks enqueued over that time.
+    pub tasks: u64,
+    /// Worker processes.
+    pub workers: u32,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Where the ledgers go (kept); a temporary directory when `None`.
+    pub ledger_dir: Option<PathBuf>,
+}
+
+/// One kind of fault in the report.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct FaultStats {
+    /// Injected (the command answered, the process was killed).
+    pub injected: u64,
+    /// Tries that failed (the command was refused or timed out).
+    pub failed: u64,
+    /// From the fault's end to the next successful ack by any worker, ms: median.
+    pub recover_ms_p50: Option<u64>,
+    /// The same, largest.
+    pub recover_ms_max: Option<u64>,
+    /// Faults after which no ack came within 5 s (not in the figures above).
+    pub not_recovered: u64,
+    #[serde(skip)]
+    recover_ms: Vec<u64>,
+}
+
+/// The report of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Seed of the run (`--seed` repeats its schedule).
+    pub seed: u64,
+    /// Fault and producer window, ms.
+    pub duration_ms: u64,
+    /// Tasks the producer enqueued (tried).
+    pub tasks: u64,
+    /// Worker processes running at a time.
+    pub workers: u32,
+    /// Worker processes started in all (one more per `worker_sigkill`).
+    pub worker_processes: u32,
+    /// Lease of each claim, ms.
+    pub lease_ms: u64,
+    /// The ledger's counts.
+    #[serde(flatten)]
+    pub check: Check,
+    /// Per fault kind.
+    pub faults: BTreeMap<&'static str, FaultStats>,
+    /// From the start of the producer to the end of the last fault, ms (more than
+    /// `duration_ms` when the last faults of the cycle came after the window).
+    pub faults_ms: u64,
+    /// How long the producer took, ms (more than `duration_ms` when enqueues were slower
+    /// than its pace; faults stop at the end of the window all the same).
+    pub producer_ms: u64,
+    /// Whether the queue drained before the deadline (30 s).
+    pub drained: bool,
+    /// From the end of the faults and the producer to an empty queue, ms.
+    pub drain_ms: u64,
+    /// The whole run, ms.
+    pub elapsed_ms: u64,
+    /// Ledger lines cut short (a worker killed in the middle of a write) or unreadable.
+    pub torn_lines: u64,
+    /// Every ledger line of the example keys, so that a failure can be read without
+    /// re-running.
+    pub example_events: BTreeMap<String, Vec<Event>>,
+    /// Whether lost, duplicated, unexpected and early are all 0.
+    pub ok: bool,
+}
+
+/// Aborts a spawned task when dropped (an early return, Ctrl-C).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The ledgers as read so far, and the latest successful ack in them.
+struct Ledgers {
+    reader: Reader,
+    events: Vec<Event>,
+    last_ack_ms: u64,
+}
+
+impl Ledgers {
+    /// Reads what was written since the last call; returns how many events came.
+    fn poll(&mut self) -> Result<usize> {
+        let before = self.events.len();
+        self.reader
+            .poll(&mut self.events)
+            .context("reading the ledgers")?;
+        for ev in &self.events[before..] {
+            if let Event::Ack {
+                answer: AckAnswer::Acked,
+                at_ms,
+                ..
+            } = ev
+            {
+                self.last_ack_ms = self.last_ack_ms.max(*at_ms);
+            }
+        }
+        Ok(self.events.len() - before)
+    }
+
+    /// Waits (at most `RECOVERY_WAIT`) for a successful ack after `end_ms`; its delay.
+    async fn recovery_after(&mut self, end_ms: u64) -> Result<Option<u64>> {
+        let deadline = Instant::now() + RECOVERY_WAIT;
+        loop {
+            self.poll()?;
+            if self.last_ack_ms > end_ms {
+                return Ok(Some(self.last_ack_ms - end_ms));
+            }
+            if Instant::now() > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// Runs `cfg` on a redis-server of its own; the report, or an error when the run itself
+/// could not be carried out (a failed check is a report with `ok: false`).
+///
+/// # Errors
+/// When redis-server or a worker cannot start, Redis stays away, a ledger cannot be read,
+/// or SIGINT/SIGTERM interrupts the run.
+pub async fn run(cfg: &Config) -> Result<Report> {
+    let server = EmbeddedRedis::start_chaos().await?;
+    let r = tokio::select! {
+        r = drive(&server, cfg) => r,
+        () = crate::shutdown_signal() => Err(anyhow::anyhow!("interrupted")),
+    };
+    server.stop().await;
+    r
+}
+
+async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
+    let t0 = Instant::now();
+    let url = server.url().to_owned();
+    // a temporary directory (removed at the end) unless the caller keeps the ledgers
+    let (dir, _temp) = match &cfg.ledger_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("creating --ledger-dir {}", d.display()))?;
+            if std::fs::read_dir(d)?.next().is_some() {
+                anyhow::bail!("--ledger-dir {} is not empty", d.display());
+            }
+            (d.clone(), None)
+        }
+        None => {
+            let t = tempfile::Builder::new().prefix("dueq-chaos-").tempdir()?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    };
+    let mut ledgers = Ledgers {
+        reader: Reader::default(),
+        events: Vec::new(),
+        last_ack_ms: 0,
+    };
+    let producer_ledger = dir.join("producer.jsonl");
+    ledgers.reader.add(producer_ledger.clone());
+    let mut workers = Workers {
+        exe: std::env::current_exe().context("finding this executable")?,
+        url: url.clone(),
+        dir: dir.clone(),
+        procs: Vec::new(),
+        started: 0,
+    };
+    for _ in 0..cfg.workers {
+        let w = workers.spawn(&mut ledgers.reader)?;
+        workers.procs.push(w);
+    }
+    let client = Client::builder(&url)
+        .response_timeout_ms(1_000)
+        .connect()
+        .await
+        .context("connecting to the run's redis-server")?;
+    let q = client.queue(QUEUE)?;
+
+    let started = Instant::now();
+    let producer = AbortOnDrop(tokio::spawn(produce(
+        q.clone(),
+        producer_ledger,
+        cfg.clone(),
+        // its own stream, so the fault schedule does not depend on the producer's progress
+        Rng::new(cfg.seed ^ 0x5eed_f00d_7a5c),
+        started,
+    )));
+
+    // the faults, until the window ends and every kind has come once
+    let mut schedule = Schedule::new(Rng::new(cfg.seed), cfg.duration_ms);
+    let window = Duration::from_millis(cfg.duration_ms);
+    let mut stats: BTreeMap<&'static str, FaultStats> = Kind::ALL
+        .iter()
+        .map(|k| (k.name(), FaultStats::default()))
+        .collect();
+    let mut count = 0u64;
+    while (started.elapsed() < window || !schedule.cycle_done()) && count < MAX_FAULTS {
+        count += 1;
+        let (gap, kind) = schedule.next();
+        if started.elapsed() < window {
+            tokio::time::sleep(gap).await;
+        }
+        let injected = match kind {
+            Kind::WorkerKill => {
+                let i = schedule.pick(0, u64::from(cfg.workers) - 1) as usize;
+                workers.kill(i, &mut ledgers.reader).await
+            }
+            Kind::RedisRestart => server.kill9(RESTART_TIMEOUT).await,
+            _ => faults::redis_fault(&url, kind).await,
+        };
+        let s = stats.entry(kind.name()).or_default();
+        if let Err(e) = injected {
+            tracing::warn!(error = %format!("{e:#}"), "a fault could not be injected");
+            s.failed += 1;
+            continue;
+        }
+        s.injected += 1;
+        // a pause ends 300 ms after the command's answer
+        let end_ms = now_ms() + if kind == Kind::ClientPause { 300 } else { 0 };
+        match ledgers.recovery_after(end_ms).await? {
+            Some(ms) => s.recover_ms.push(ms),
+            None => s.not_recovered += 1,
+        }
+    }
+    let faults_ms = started.elapsed().as_millis() as u64;
+    let mut producer = producer;
+    let producer_ms = (&mut producer.0).await.context("the producer panicked")??;
+
+    // drain: the queue empties (dead tasks stay), bounded
+    let drain_started = Instant::now();
+    let drained = drain(&q).await;
+    let drain_ms = drain_started.elapsed().as_millis() as u64;
+    // the last ack answers reach the ledgers (bounded): no new line for 100 ms
+    let settle = Instant::now() + Duration::from_secs(2);
+    let mut quiet_since = Instant::now();
+    while Instant::now() < settle && quiet_since.elapsed() < Duration::from_millis(100) {
+        if ledgers.poll()? > 0 {
+            quiet_since = Instant::now();
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    workers.stop_all().await;
+    ledgers.poll()?;
+
+    // the final state of every task the ledger does not show acked
+    let mut finals = HashMap::new();
+    for key in check::unfinished(&ledgers.events) {
+        let f = final_state(&q, &key).await;
+        finals.insert(key, f);
+    }
+    let c = check::check(&ledgers.events, &finals);
+    for s in stats.values_mut() {
+        s.recover_ms.sort_unstable();
+        s.recover_ms_p50 = s.recover_ms.get(s.recover_ms.len() / 2).copied();
+        s.recover_ms_max = s.recover_ms.last().copied();
+    }
+    let mut example_events: BTreeMap<String, Vec<Event>> = BTreeMap::new();
+    for key in c.examples.values().flatten() {
+        let evs = ledgers
+            .events
+            .iter()
+            .filter(|e| event_key(e) == Some(key.as_str()))
+            .cloned()
+            .collect();
+        example_events.insert(key.clone(), evs);
+    }
+    Ok(Report {
+        seed: cfg.seed,
+        duration_ms: cfg.duration_ms,
+        tasks: cfg.tasks,
+        workers: cfg.workers,
+        worker_processes: workers.started,
+        lease_ms: LEASE_MS,
+        ok: c.ok(),
+        check: c,
+        faults: stats,
+        faults_ms,
+        producer_ms,
+        drained,
+        drain_ms,
+        elapsed_ms: t0.elapsed().as_millis() as u64,
+        torn_lines: ledgers.reader.torn_lines() + ledgers.reader.bad_lines,
+        example_events,
+    })
+}
+
+fn event_key(e: &Event) -> Option<&str> {
+    match e {
+        Event::Start { .. } => None,
+        Event::Enqueue { key, .. } | Event::Deliver { key, .. } | Event::Ack { key, .. } => {
+            Some(key)
+        }
+    }
+}
+
+/// Enqueues `cfg.tasks` keyed tasks (`t0`, `t1`, ...; payload = key), due 0 to 999 ms after
+/// the enqueue, at an even pace over the window; records each answer. Returns how long it
+/// took, ms.
+async fn produce(
+    q: dueq::Queue,
+    ledger: PathBuf,
+    cfg: Config,
+    mut rng: Rng,
+    started: Instant,
+) -> Result<u64> {
+    let mut w = Writer::create(&ledger)
+        .with_context(|| format!("opening the ledger {}", ledger.display()))?;
+    for i in 0..cfg.tasks {
+        let key = format!("t{i}");
+        let spec = TaskSpec::new(key.clone().into_bytes())
+            .key(key.clone())
+            .delay_ms(rng.range(0, 999));
+        let (answer, id, due_at_ms, error) = match q.enqueue(spec).await {
+            Ok(e) => (
+                EnqueueAnswer::Confirmed,
+                Some(e.id.as_str().to_owned()),
+                Some(e.due_at_ms),
+                None,
+            ),
+            Err(e) => (EnqueueAnswer::Unknown, None, None, Some(e.to_string())),
+        };
+        w.write(&Event::Enqueue {
+            key,
+            answer,
+            id,
+            due_at_ms,
+            error,
+            at_ms: now_ms(),
+        })
+        .with_context(|| format!("writing the ledger {}", ledger.display()))?;
+        let due = started + Duration::from_millis(cfg.duration_ms * (i + 1) / cfg.tasks);
+        tokio::time::sleep_until(due).await;
+    }
+    Ok(started.elapsed().as_millis() as u64)
+}
+
+/// Waits until the queue holds no scheduled or active task (at most `DRAIN_TIMEOUT`);
+/// whether it did.
+async fn drain(q: &dueq::Queue) -> bool {
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    loop {
+        if let Ok(s) = q.stats().await
+            && s.scheduled == 0
+            && s.active == 0
+        {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What Redis holds for `key` (three tries: the faults have stopped, but a connection
+/// killed by the last one may fail a first call).
+async fn final_state(q: &dueq::Queue, key: &str) -> Final {
+    let Ok(target) = TaskRef::key(key) else {
+        return Final::Unreadable;
+    };
+    for _ in 0..3 {
+        match q.get(&target).await {
+            Ok(None) => return Final::Gone,
+            Ok(Some(t)) if t.state == TaskState::Dead => return Final::Dead,
+            Ok(Some(t)) if t.state == TaskState::Succeeded => return Final::Gone,
+            Ok(Some(t)) => return Final::Live(t.state.as_str()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    Final::Unreadable
+}
