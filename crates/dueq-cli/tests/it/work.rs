@@ -133,6 +133,11 @@ fn c10_sigterm_hands_the_lease_back_at_once() {
         marker.exists()
     });
     assert!(started.elapsed() < Duration::from_secs(3));
+    // the marker exists as soon as `touch` ran, a moment before the command exits and the
+    // worker acks: wait for the ack before stopping it
+    wait_until(Duration::from_secs(5), "second worker acked it", || {
+        stat(&url, "jobs", "succeeded_total") == 1
+    });
     sigterm(&fast);
     fast.wait().unwrap();
     assert_eq!(stat(&url, "jobs", "succeeded_total"), 1);
