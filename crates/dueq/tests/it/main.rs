@@ -21,6 +21,9 @@ mod due;
 mod flow;
 mod flow_found;
 mod flow_model;
+// the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
+#[cfg(debug_assertions)]
+mod protocol_model;
 mod webhook;
 mod worker;
 mod workers;
