@@ -52,6 +52,8 @@ pub mod protocol;
 pub mod schedule;
 mod settings;
 mod task;
+#[cfg(all(feature = "test-clock", debug_assertions))]
+mod test_clock;
 mod worker;
 
 pub use backoff::Backoff;
@@ -92,4 +94,6 @@ pub use task::{
     MinuteStats, NackOutcome, OnConflict, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef,
     TaskSpec, TaskState, ThrottledMs, validate_group, validate_key, validate_lease_ms,
 };
+#[cfg(all(feature = "test-clock", debug_assertions))]
+pub use test_clock::TestClock;
 pub use worker::{HandlerFuture, Outcome, Worker, WorkerBuilder, WorkerHandle, WorkerStats};

@@ -56,9 +56,20 @@ pub struct ClientBuilder {
     wake_channels_max: usize,
     replicas: u8,
     replica_timeout_ms: u64,
+    #[cfg(all(feature = "test-clock", debug_assertions))]
+    test_clock: crate::test_clock::TestClock,
 }
 
 impl ClientBuilder {
+    /// Tests only (debug builds with the `test-clock` feature; absent from release builds):
+    /// the scripts of this client read "now" from `clock` instead of Redis `TIME` while it is
+    /// not 0 (see [`TestClock`](crate::TestClock)). Default: Redis `TIME`.
+    #[cfg(all(feature = "test-clock", debug_assertions))]
+    pub fn test_clock(mut self, clock: crate::test_clock::TestClock) -> Self {
+        self.test_clock = clock;
+        self
+    }
+
     /// Durable writes (DESIGN 2.14): every enqueue, ack, nack, cancel, reschedule and
     /// dead-letter retry or delete of this client is followed by `WAIT replicas
     /// replica_timeout_ms` on the same connection, and fails with
@@ -117,6 +128,10 @@ impl ClientBuilder {
     pub async fn connect(self) -> Result<Client> {
         let c = conn::connect(&self.url, Duration::from_millis(self.response_timeout_ms)).await?;
         let mut conn = c.conn;
+        #[cfg(all(feature = "test-clock", debug_assertions))]
+        {
+            conn = conn.with_clock(self.test_clock.clone());
+        }
         scripts::load_all(&mut conn).await?;
         match eviction_check(&mut conn).await {
             EvictionCheck::Safe => {}
@@ -271,6 +286,8 @@ impl Client {
             wake_channels_max: DEFAULT_WAKE_CHANNELS_MAX,
             replicas: 0,
             replica_timeout_ms: DEFAULT_REPLICA_TIMEOUT_MS,
+            #[cfg(all(feature = "test-clock", debug_assertions))]
+            test_clock: crate::test_clock::TestClock::default(),
         }
     }
 

@@ -29,6 +29,8 @@ pub(crate) async fn run(
     for a in args {
         inv.arg(a);
     }
+    #[cfg(all(feature = "test-clock", debug_assertions))]
+    inv.arg(conn.clock_arg());
     let v: Value = inv.invoke_async(conn).await?;
     Reply::new(name, v)
 }
@@ -64,10 +66,10 @@ async fn run_durable(
         .arg(script.get_hash())
         .arg(keys.len())
         .arg(keys)
-        .arg(args)
-        .cmd("WAIT")
-        .arg(wait.replicas)
-        .arg(wait.timeout_ms);
+        .arg(args);
+    #[cfg(all(feature = "test-clock", debug_assertions))]
+    pipe.arg(conn.clock_arg());
+    pipe.cmd("WAIT").arg(wait.replicas).arg(wait.timeout_ms);
     let answer: redis::RedisResult<(Value, u64)> = match pipe.query_async(conn).await {
         Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
             script.load_async(conn).await?;

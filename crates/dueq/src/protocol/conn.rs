@@ -34,6 +34,9 @@ pub(crate) struct Conn {
     health: Arc<Health>,
     /// Durable writes: `WAIT` after the writes that ask for it (see [`WaitFor`]).
     wait: Option<WaitFor>,
+    /// "Now" for the scripts (`crate::test_clock`; debug builds with `test-clock` only).
+    #[cfg(all(feature = "test-clock", debug_assertions))]
+    clock: crate::test_clock::TestClock,
 }
 
 #[derive(Clone)]
@@ -64,6 +67,29 @@ impl Conn {
 
     pub(crate) fn health(&self) -> &Arc<Health> {
         &self.health
+    }
+
+    fn new(link: Link, health: Arc<Health>) -> Self {
+        Self {
+            link,
+            health,
+            wait: None,
+            #[cfg(all(feature = "test-clock", debug_assertions))]
+            clock: crate::test_clock::TestClock::default(),
+        }
+    }
+
+    /// The same connection, its scripts reading "now" from `clock`.
+    #[cfg(all(feature = "test-clock", debug_assertions))]
+    pub(crate) fn with_clock(mut self, clock: crate::test_clock::TestClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The scripts' extra last argument: the test clock (0 = Redis `TIME`).
+    #[cfg(all(feature = "test-clock", debug_assertions))]
+    pub(crate) fn clock_arg(&self) -> Vec<u8> {
+        self.clock.arg()
     }
 }
 
@@ -268,11 +294,7 @@ pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Con
         let link = Arc::new(SentinelLink::connect(s, response_timeout).await?);
         tokio::spawn(sentinel::watch(Arc::downgrade(&link)));
         return Ok(Connected {
-            conn: Conn {
-                link: Link::Sentinel(link.clone()),
-                health,
-                wait: None,
-            },
+            conn: Conn::new(Link::Sentinel(link.clone()), health),
             pubsub: PubsubSource::Sentinel(link),
             cluster: false,
         });
@@ -289,11 +311,7 @@ pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Con
             .map_err(bad_url)?;
         let conn = client.get_async_connection().await?;
         return Ok(Connected {
-            conn: Conn {
-                link: Link::Cluster(conn),
-                health,
-                wait: None,
-            },
+            conn: Conn::new(Link::Cluster(conn), health),
             pubsub: PubsubSource::Fixed(Box::new(pubsub)),
             cluster: true,
         });
@@ -301,11 +319,7 @@ pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Con
     let client = redis::Client::open(url).map_err(bad_url)?;
     let conn = manager(&client, response_timeout).await?;
     Ok(Connected {
-        conn: Conn {
-            link: Link::Single(conn),
-            health,
-            wait: None,
-        },
+        conn: Conn::new(Link::Single(conn), health),
         pubsub: PubsubSource::Fixed(Box::new(client)),
         cluster: false,
     })

@@ -5,6 +5,10 @@
 //! `redis::Script` runs `EVALSHA` and, on `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`),
 //! loads the script and retries once, so a flushed script cache heals by itself.
 //! [`load_all`] loads every script at start-up so a broken script fails fast.
+//!
+//! In a debug build with the `test-clock` feature (dueq's own tests), `test_clock.lua` goes
+//! between `lib.lua` and the script: it takes the clock argument that `call.rs` adds off
+//! `ARGV` (see `crate::test_clock`). A release build never includes it.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -19,8 +23,18 @@ macro_rules! scripts {
     ($($name:ident => $file:literal, $keys:literal;)*) => {
         $(
             #[doc = concat!("`", $file, "` with `lib.lua` in front.")]
+            #[cfg(not(all(feature = "test-clock", debug_assertions)))]
             pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
                 Script::new(concat!(include_str!("lib.lua"), include_str!($file)))
+            });
+            #[doc = concat!("`", $file, "` with `lib.lua` and the test clock in front.")]
+            #[cfg(all(feature = "test-clock", debug_assertions))]
+            pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+                Script::new(concat!(
+                    include_str!("lib.lua"),
+                    include_str!("test_clock.lua"),
+                    include_str!($file)
+                ))
             });
         )*
         /// Every script: (file name, script, number of KEYS the Rust side passes).

@@ -206,6 +206,57 @@ async fn retention_keeps_succeeded_records() {
     assert_eq!(t.attempt, 1);
 }
 
+/// A succeeded task kept by retention still shows its group (as a dead one does), and the
+/// group entry goes when retention drops the task. Found by the protocol model test: `get`
+/// of a kept grouped task answered `group: None`.
+#[tokio::test]
+async fn retention_keeps_a_succeeded_tasks_group() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("kept-group");
+    q.update_settings(&SettingsPatch::default().succeeded_max(Some(1)))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let e = q
+            .enqueue(TaskSpec::new(vec![i]).group("tenant-1"))
+            .await
+            .unwrap();
+        ids.push(e.id);
+        for t in q.claim(10, None).await.unwrap().tasks {
+            assert_eq!(
+                q.ack(&t.id, &t.lease_token).await.unwrap(),
+                AckOutcome::Acked
+            );
+        }
+    }
+    assert!(
+        q.get(&ids[0].clone().into()).await.unwrap().is_none(),
+        "dropped"
+    );
+    let t = q.get(&ids[1].clone().into()).await.unwrap().unwrap();
+    assert_eq!(t.state, TaskState::Succeeded);
+    assert_eq!(t.group.as_deref(), Some("tenant-1"));
+    let mut raw = ctx.raw();
+    assert_eq!(
+        dueq_testkit::hlen(&mut raw, &q.keys().groups),
+        1,
+        "only the kept task has a group entry"
+    );
+    // retention turned off: the next ack lets the kept task go, group entry included
+    q.update_settings(&SettingsPatch::default().succeeded_max(None))
+        .await
+        .unwrap();
+    q.enqueue(TaskSpec::new(vec![9]).group("tenant-1"))
+        .await
+        .unwrap();
+    for t in q.claim(10, None).await.unwrap().tasks {
+        q.ack(&t.id, &t.lease_token).await.unwrap();
+    }
+    assert!(q.get(&ids[1].clone().into()).await.unwrap().is_none());
+    assert_eq!(dueq_testkit::hlen(&mut raw, &q.keys().groups), 0);
+}
+
 /// A record that cannot be read (hand edits, a future layout) goes to the dead-letter queue;
 /// it never stops a script half-way (Redis does not roll scripts back), so the other tasks of
 /// the same batch still run and nothing is lost.

@@ -24,6 +24,9 @@ mod flow;
 mod flow_found;
 mod flow_model;
 mod options;
+// the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
+#[cfg(debug_assertions)]
+mod protocol_model;
 mod webhook;
 mod worker;
 mod workers;

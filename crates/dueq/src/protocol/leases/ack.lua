@@ -67,12 +67,14 @@ if nok > 0 then
     for g, count in pairs(per) do
       if gfinish(G, g, now, stats, count) then wake_up = true end
     end
-    chunked('HDEL', G.groups, grouped)
+    -- a task kept as succeeded keeps its group (as a dead one does) until trim drops it
+    if keep == 0 then chunked('HDEL', G.groups, grouped) end
   end
   if wake_up then redis.call('PUBLISH', ARGV[1], int(now)) end
   chunked('HDEL', leases, okids)
   local recs = hmget_chunked(tasks, keyed)
   local dargs = {}
+  local kept = {}
   for j = 1, #keyed do
     local rec = recs[j]
     if rec then
@@ -81,17 +83,27 @@ if nok > 0 then
         local attempt = rec_head(rec)
         redis.call('HSET', tasks, keyed[j], rec_update(rec, math.min(attempt + 1, MAX_ATTEMPT), nil))
         dargs[#dargs + 1] = now; dargs[#dargs + 1] = keyed[j]
+        kept[keyed[j]] = true
       end
     end
   end
   if keep > 0 then
+    -- the group entries of grouped tasks not kept (no readable record) go now
+    local drop, nd = {}, 0
+    for j = 1, ngrouped do
+      if not kept[grouped[j]] then
+        nd = nd + 1
+        drop[nd] = grouped[j]
+      end
+    end
+    if nd > 0 then chunked('HDEL', G.groups, drop) end
     chunked('ZADD', done, dargs)
-    trim(done, tasks, errors, keep)
+    trim(done, tasks, errors, keep, G.groups)
   else
     chunked('HDEL', tasks, okids)
     chunked('HDEL', errors, failed)
     -- retention was turned off: let go of what it kept, a slice per call
-    if redis.call('EXISTS', done) == 1 then trim(done, tasks, errors, 0) end
+    if redis.call('EXISTS', done) == 1 then trim(done, tasks, errors, 0, G.groups) end
   end
   redis.call('HINCRBY', stats, 'succeeded_total', #okids)
   hist_add(hist, now, 's', #okids)
