@@ -66,8 +66,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 let path = e.path().to_string();
                 let e = e.into_inner();
                 if e.is_data() {
-                    if path == "." || e.to_string().contains("unknown field") {
+                    if path == "." {
                         ApiError::invalid(e.to_string())
+                    } else if e.to_string().contains("unknown field") {
+                        // the message names the unknown field; a nested one also gets the
+                        // field it is in (`rate_limit: unknown field `burst``)
+                        match path.rsplit_once('.') {
+                            Some((parent, _)) => ApiError::invalid(format!("{parent}: {e}")),
+                            None => ApiError::invalid(e.to_string()),
+                        }
                     } else {
                         ApiError::invalid(format!("{path}: {e}"))
                     }

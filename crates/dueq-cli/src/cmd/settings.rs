@@ -16,8 +16,20 @@ pub async fn run(client: &Client, c: &SettingsCommand) -> Result<()> {
             if patch.trim_start().starts_with('[') {
                 anyhow::bail!("settings patch must be a JSON object, not an array");
             }
-            let patch: SettingsPatch =
-                serde_json::from_str(patch).context("settings patch is not valid")?;
+            // the path names the field of a bad value (`rate_limit: invalid type: string`),
+            // as the HTTP API's answer does
+            let de = &mut serde_json::Deserializer::from_str(patch);
+            let patch: SettingsPatch = serde_path_to_error::deserialize(de)
+                .map_err(|e| {
+                    let path = e.path().to_string();
+                    let e = e.into_inner();
+                    if path == "." || !e.is_data() {
+                        anyhow::Error::new(e)
+                    } else {
+                        anyhow::anyhow!("{path}: {e}")
+                    }
+                })
+                .context("settings patch is not valid")?;
             client.queue(queue)?.update_settings(&patch).await?
         }
     };

@@ -285,3 +285,34 @@ fn settings_get_set_and_groups_from_the_shell() {
         "{text}"
     );
 }
+
+/// `dueq settings set` with a limit or backoff that is not an object names the field (as
+/// `PATCH /v1/queues/{q}/settings` does) and writes nothing.
+#[test]
+fn settings_set_with_a_non_object_limit_names_the_field() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for (patch, field) in [
+        (r#"{"rate_limit": "7/1000"}"#, "rate_limit"),
+        (r#"{"group_rate_limit": 7}"#, "group_rate_limit"),
+        (r#"{"backoff": true}"#, "backoff"),
+        (r#"{"rate_limit": {}}"#, "rate_limit"),
+        (
+            r#"{"backoff": {"base_ms": null, "factor": 2, "max_ms": 10}}"#,
+            "backoff.base_ms",
+        ),
+        (
+            r#"{"concurrency": 1, "rate_limit": {"max": 1}}"#,
+            "rate_limit",
+        ),
+    ] {
+        let o = dueq(&url, &["settings", "set", "pay", patch]);
+        assert!(!o.status.success(), "{patch}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(field), "{patch}: {err}");
+    }
+    let (ok, s) = dueq_json(&url, &["settings", "get", "pay"]);
+    assert!(ok, "{s}");
+    assert_eq!(s["concurrency"], serde_json::Value::Null);
+    assert_eq!(s["rate_limit"], serde_json::Value::Null);
+}

@@ -269,3 +269,46 @@ fn workers_command_and_heartbeat_flag_refuse_bad_input() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no live workers"));
 }
+
+/// When the lease of a running command is lost (here: another owner's token in its place, as
+/// after it expired and was recovered), `dueq work` kills the command and what it started,
+/// sends no ack, and keeps working.
+#[test]
+fn a_command_whose_lease_is_lost_is_killed() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, e) = dueq_json(&url, &["enqueue", "jobs"]);
+    assert!(ok, "{e}");
+    let id = e["id"].as_str().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let mut w = Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(["--redis", &url, "work", "jobs", "--lease-ms", "1000", "--"])
+        .args(["sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), "grandchild started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.trim().parse::<u32>().is_ok())
+    });
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    let _: () = redis::cmd("HSET")
+        .arg("dueq:{jobs}:leases")
+        .arg(&id)
+        .arg("someone-else 99999999999999 0")
+        .query(&mut server.conn())
+        .unwrap();
+    wait_until(Duration::from_secs(10), "grandchild killed", || {
+        !Command::new("kill")
+            .args(["-0", &pid])
+            .status()
+            .unwrap()
+            .success()
+    });
+    assert!(w.try_wait().unwrap().is_none(), "dueq work exited");
+    assert_eq!(stat(&url, "jobs", "succeeded_total"), 0);
+    sigterm(&w);
+    assert!(w.wait().unwrap().success());
+}

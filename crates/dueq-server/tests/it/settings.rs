@@ -112,3 +112,38 @@ async fn groups_limits_and_behind_show_in_stats_metrics_and_readiness() {
         .await;
     assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
 }
+
+/// Odd limit and backoff values over `PATCH`: each is a 400 whose message names the field
+/// (for an unknown field inside a limit: the limit too, not only the unknown name), and
+/// nothing is written.
+#[tokio::test]
+async fn odd_limit_values_name_their_field_and_write_nothing() {
+    let c = Ctx::new().await;
+    for (body, field) in [
+        (json!({"rate_limit": "7/1000"}), "rate_limit"),
+        (json!({"group_rate_limit": 7}), "group_rate_limit"),
+        (json!({"backoff": true}), "backoff"),
+        (json!({"rate_limit": {}}), "rate_limit"),
+        (
+            json!({"rate_limit": {"max": null, "per_ms": 10}}),
+            "rate_limit.max",
+        ),
+        (
+            json!({"concurrency": 2, "rate_limit": {"max": 1, "per_ms": 1, "burst": 2}}),
+            "rate_limit",
+        ),
+        (
+            json!({"backoff": {"base_ms": 1, "factor": 2, "max_ms": 10, "jitter": 0.1}}),
+            "backoff",
+        ),
+    ] {
+        let r = c.patch("/v1/queues/q/settings", body.clone()).await;
+        assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+        let msg = r.body["error"]["message"].as_str().unwrap_or("");
+        assert!(msg.contains(field), "{body}: {msg}");
+    }
+    let r = c.get("/v1/queues/q/settings").await;
+    assert_eq!(r.body["concurrency"], serde_json::Value::Null);
+    assert_eq!(r.body["rate_limit"], serde_json::Value::Null);
+    assert_eq!(r.body["backoff"], serde_json::Value::Null);
+}

@@ -36,7 +36,14 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut stop: watch::
         match rt.queue.extend_items(&items).await {
             Ok(deadlines) => {
                 let mut running = rt.running();
-                for ((id, _, _), d) in due.iter().zip(deadlines) {
+                for ((id, token, _), d) in due.iter().zip(deadlines) {
+                    // The answer is about the lease `token`: the handler may have ended while
+                    // the call was out, and the task been claimed again (same id, new token,
+                    // a new entry); that entry and its handler are none of this answer's
+                    // business.
+                    if !running.get(id).is_some_and(|r| r.token == *token) {
+                        continue;
+                    }
                     match d {
                         Some(d) => {
                             if let Some(r) = running.get_mut(id) {

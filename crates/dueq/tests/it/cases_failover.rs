@@ -545,3 +545,66 @@ async fn connect_waits_while_redis_is_loading_its_data_set() {
     q.enqueue(TaskSpec::new(b"x".to_vec())).await.unwrap();
     assert_eq!(q.stats().await.unwrap().scheduled, 1);
 }
+
+/// A worker already running when Redis restarts and spends seconds loading its data set
+/// keeps going: the handler that was running is not stopped (its lease, kept in the AOF, is
+/// still its own), its ack is accepted after loading, and a task enqueued after loading runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_worker_survives_a_restart_with_a_long_load() {
+    let mut server = RedisServer::builder()
+        .appendonly(true)
+        .args(["--key-load-delay", "2500"])
+        .start();
+    {
+        let mut c = server.conn();
+        let _: i64 = redis::cmd("EVAL")
+            .arg("for i = 1, 3000 do redis.call('SET', 'k' .. i, 'v') end return 1")
+            .arg(0)
+            .query(&mut c)
+            .unwrap();
+    }
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = client.queue("loading").unwrap();
+    q.enqueue(TaskSpec::new(b"long".to_vec())).await.unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let started = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (r2, s2) = (release.clone(), started.clone());
+    let worker = Worker::builder(client.clone())
+        .lease_ms(30_000)
+        .handle("loading", move |t| {
+            let (r2, s2) = (r2.clone(), s2.clone());
+            async move {
+                s2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if t.payload == b"long" {
+                    r2.notified().await;
+                }
+                Outcome::Success
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    wait_until_async(DEADLINE, "the long handler starts", || async {
+        started.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    server.stop();
+    let restart = std::thread::spawn(move || {
+        server.restart();
+        server
+    });
+    let server = tokio::task::spawn_blocking(move || restart.join().unwrap())
+        .await
+        .unwrap();
+    // loading is over (restart waits for it); let the handler finish
+    release.notify_one();
+    q.enqueue(TaskSpec::new(b"after".to_vec())).await.unwrap();
+    wait_until_async(Duration::from_secs(30), "both tasks succeed", || async {
+        q.stats().await.is_ok_and(|s| s.succeeded_total == 2)
+    })
+    .await;
+    assert_eq!(worker.stats().lease_lost, 0);
+    assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 2);
+    worker.shutdown().await.unwrap();
+    drop(server);
+}

@@ -438,3 +438,145 @@ async fn worker_claims_freed_group_slots_right_behind_its_acks() {
     wait_stats(&q, |s| s.succeeded_total == 40).await;
     worker.shutdown().await.unwrap();
 }
+
+fn script_calls(ctx: &Ctx) -> u64 {
+    dueq_testkit::info_field(&mut ctx.raw(), "commandstats", "cmdstat_evalsha")
+        .unwrap_or_default()
+        .split(',')
+        .find_map(|f| f.strip_prefix("calls="))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A worker whose due work waits behind a parked group (its one slot held by a handler that
+/// does not end) makes no claim storm: over a 2 s window it calls Redis about once per
+/// fallback poll, not in a loop.
+#[tokio::test]
+async fn a_parked_group_with_a_stuck_handler_does_not_make_the_worker_spin() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("parked");
+    q.update_settings(&SettingsPatch::default().group_concurrency(Some(1)))
+        .await
+        .unwrap();
+    due_tasks(&q, 5, Some("a")).await;
+    let worker = dueq::Worker::builder(ctx.client.clone())
+        .concurrency(8)
+        .handle("parked", |_t| async {
+            std::future::pending::<()>().await;
+            dueq::Outcome::Success
+        })
+        .build()
+        .unwrap()
+        .start();
+    wait_stats(&q, |s| s.active == 1).await;
+    let before = script_calls(&ctx);
+    let window = std::time::Instant::now();
+    while window.elapsed() < std::time::Duration::from_secs(2) {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let calls = script_calls(&ctx) - before;
+    assert!(
+        calls < 40,
+        "{calls} script calls in 2 s with one parked group"
+    );
+    assert_eq!(q.stats().await.unwrap().active, 1);
+    worker.shutdown().await.unwrap();
+}
+
+/// Several workers claiming right behind their own acks never run more tasks at once than
+/// the queue's `concurrency`, nor more of one group than `group_concurrency`, and run every
+/// task exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refills_behind_acks_keep_queue_and_group_limits_across_workers() {
+    use std::sync::atomic::{AtomicI64, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("limits");
+    q.update_settings(
+        &SettingsPatch::default()
+            .concurrency(Some(3))
+            .group_concurrency(Some(1)),
+    )
+    .await
+    .unwrap();
+    let groups = ["a", "b", "c", "d"];
+    for g in groups {
+        due_tasks(&q, 30, Some(g)).await;
+    }
+    due_tasks(&q, 30, None).await;
+    let running = Arc::new(AtomicI64::new(0));
+    let most = Arc::new(AtomicI64::new(0));
+    let per_group: Arc<Mutex<HashMap<String, i64>>> = Arc::default();
+    let group_most = Arc::new(AtomicI64::new(0));
+    let seen: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let (running, most, per_group, group_most, seen) = (
+            running.clone(),
+            most.clone(),
+            per_group.clone(),
+            group_most.clone(),
+            seen.clone(),
+        );
+        workers.push(
+            dueq::Worker::builder(ctx.client.clone())
+                .concurrency(4)
+                .handle("limits", move |t| {
+                    let (running, most, per_group, group_most, seen) = (
+                        running.clone(),
+                        most.clone(),
+                        per_group.clone(),
+                        group_most.clone(),
+                        seen.clone(),
+                    );
+                    async move {
+                        *seen.lock().unwrap().entry(t.id.to_string()).or_default() += 1;
+                        let now = running.fetch_add(1, SeqCst) + 1;
+                        most.fetch_max(now, SeqCst);
+                        if let Some(g) = &t.group {
+                            let n = {
+                                let mut m = per_group.lock().unwrap();
+                                let e = m.entry(g.clone()).or_default();
+                                *e += 1;
+                                *e
+                            };
+                            group_most.fetch_max(n, SeqCst);
+                        }
+                        tokio::task::yield_now().await;
+                        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                        if let Some(g) = &t.group {
+                            *per_group.lock().unwrap().get_mut(g).unwrap() -= 1;
+                        }
+                        running.fetch_sub(1, SeqCst);
+                        dueq::Outcome::Success
+                    }
+                })
+                .build()
+                .unwrap()
+                .start(),
+        );
+    }
+    let start = std::time::Instant::now();
+    loop {
+        let s = q.stats().await.unwrap();
+        if s.succeeded_total == 150 {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "not drained: {s:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for w in workers {
+        w.shutdown().await.unwrap();
+    }
+    assert!(most.load(SeqCst) <= 3, "{} at once", most.load(SeqCst));
+    assert!(
+        group_most.load(SeqCst) <= 1,
+        "{} of a group",
+        group_most.load(SeqCst)
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 150);
+    assert!(seen.values().all(|n| *n == 1), "a task ran twice");
+}
