@@ -48,6 +48,11 @@ pub struct AcksRequest {
     /// The tasks, 1 to 1000.
     #[schema(min_items = 1, max_items = 1000)]
     pub acks: Vec<LeaseItem>,
+    /// Durable write: answer only once this many replicas confirm it, else 503
+    /// `not_replicated` (applied on the primary; repeat it to be sure). 0 to 16; default the
+    /// server's setting.
+    #[schema(minimum = 0, maximum = 16)]
+    pub replicas: Option<u8>,
 }
 
 /// One failed attempt to report.
@@ -77,6 +82,11 @@ pub struct NacksRequest {
     /// The tasks, 1 to 1000.
     #[schema(min_items = 1, max_items = 1000)]
     pub nacks: Vec<NackItem>,
+    /// Durable write: answer only once this many replicas confirm it, else 503
+    /// `not_replicated` (applied on the primary; repeat it to be sure). 0 to 16; default the
+    /// server's setting.
+    #[schema(minimum = 0, maximum = 16)]
+    pub replicas: Option<u8>,
 }
 
 /// Hand many leases back unfinished.
@@ -214,14 +224,14 @@ fn leases(field: &str, items: &[LeaseItem]) -> ApiResult<Vec<(TaskId, LeaseToken
         (status = 400, description = "A bad item (the message names it); nothing written", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 413, description = "Body too large; nothing written", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn acks(
     State(st): State<AppState>,
     ApiPath(queue): ApiPath<String>,
     ApiJson(body): ApiJson<AcksRequest>,
 ) -> ApiResult<Json<AcksResponse>> {
-    let q = st.queue(&queue)?;
+    let q = super::durable(st.queue(&queue)?, body.replicas)?;
     let items = leases("acks", &body.acks)?;
     let done = q.ack_batch(&items).await?;
     let results = items
@@ -250,14 +260,14 @@ pub async fn acks(
         (status = 400, description = "A bad item (the message names it); nothing written", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 413, description = "Body too large; nothing written", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn nacks(
     State(st): State<AppState>,
     ApiPath(queue): ApiPath<String>,
     ApiJson(body): ApiJson<NacksRequest>,
 ) -> ApiResult<Json<NacksResponse>> {
-    let q = st.queue(&queue)?;
+    let q = super::durable(st.queue(&queue)?, body.replicas)?;
     check_len("nacks", body.nacks.len())?;
     let checked = body
         .nacks

@@ -85,6 +85,11 @@ pub struct ClaimResponse {
 pub struct AckRequest {
     /// The token from the claim.
     pub lease_token: String,
+    /// Durable write: answer only once this many replicas confirm it, else 503
+    /// `not_replicated` (applied on the primary; repeat it to be sure). 0 to 16; default the
+    /// server's setting.
+    #[schema(minimum = 0, maximum = 16)]
+    pub replicas: Option<u8>,
 }
 
 /// Fail the current attempt.
@@ -100,6 +105,11 @@ pub struct NackRequest {
     pub retry_in_ms: Option<u64>,
     /// Straight to the dead-letter queue. Default false.
     pub permanent: Option<bool>,
+    /// Durable write: answer only once this many replicas confirm it, else 503
+    /// `not_replicated` (applied on the primary; repeat it to be sure). 0 to 16; default the
+    /// server's setting.
+    #[schema(minimum = 0, maximum = 16)]
+    pub replicas: Option<u8>,
 }
 
 /// Extend a lease.
@@ -210,14 +220,14 @@ fn lease_lost() -> ApiError {
         (status = 400, description = "Bad input", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 409, description = "`lease_lost`: nothing changed", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn ack(
     State(st): State<AppState>,
     ApiPath((queue, id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<AckRequest>,
 ) -> ApiResult<Json<AckResponse>> {
-    let q = st.queue(&queue)?;
+    let q = super::durable(st.queue(&queue)?, body.replicas)?;
     let id = TaskId::new(id)?;
     match q
         .ack(&id, &LeaseToken::new(body.lease_token.clone()))
@@ -243,14 +253,14 @@ pub async fn ack(
         (status = 400, description = "Bad input", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 409, description = "`lease_lost`: nothing changed", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn nack(
     State(st): State<AppState>,
     ApiPath((queue, id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<NackRequest>,
 ) -> ApiResult<Json<NackResponse>> {
-    let q = st.queue(&queue)?;
+    let q = super::durable(st.queue(&queue)?, body.replicas)?;
     let id = TaskId::new(id)?;
     let token = LeaseToken::new(body.lease_token.clone());
     let outcome = q

@@ -10,10 +10,11 @@ use dueq::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
+use super::durable;
 use crate::error::{ApiError, ApiResult, ErrorBody, ErrorDetail};
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
 use dueq::json::{MAX_PAYLOAD_DEPTH, json_depth, payload_bytes, payload_raw};
 
@@ -207,6 +208,24 @@ pub struct RescheduleRequest {
     /// Due at this Unix epoch ms, at most 253402300799999 (end of year 9999).
     #[schema(maximum = 253402300799999_u64)]
     pub due_at_ms: Option<u64>,
+    /// Durable write: answer only once this many replicas confirm it, else 503
+    /// `not_replicated` (applied on the primary; repeat it to be sure). 0 to 16; default the
+    /// server's setting.
+    #[schema(minimum = 0, maximum = 16)]
+    pub replicas: Option<u8>,
+}
+
+/// `?replicas=` of a cancel.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+#[non_exhaustive]
+pub struct CancelQuery {
+    /// Durable write: answer only once this many replicas confirm the cancel, else 503
+    /// `not_replicated` (applied on the primary; repeat it to be sure). 0 to 16; default the
+    /// server's setting.
+    #[param(minimum = 0, maximum = 16)]
+    pub replicas: Option<u8>,
 }
 
 /// The new due time.
@@ -291,18 +310,6 @@ fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
         due_at_ms: e.due_at_ms,
         created: e.created(),
     })
-}
-
-/// The queue handle with the durable writes a request asks for (`None`: the server's own).
-fn durable(q: dueq::Queue, replicas: Option<u8>) -> ApiResult<dueq::Queue> {
-    match replicas {
-        None => Ok(q),
-        Some(n) if n > dueq::MAX_REPLICAS => Err(ApiError::invalid(format!(
-            "replicas must be 0 to {}",
-            dueq::MAX_REPLICAS
-        ))),
-        Some(n) => Ok(q.with_replicas(n, dueq::DEFAULT_REPLICA_TIMEOUT_MS)),
-    }
 }
 
 /// Enqueue one task.
@@ -391,8 +398,9 @@ async fn cancel_task(
     st: &AppState,
     queue: &str,
     target: TaskRef,
+    query: CancelQuery,
 ) -> ApiResult<(StatusCode, Json<CancelResponse>)> {
-    let q = st.queue(queue)?;
+    let q = durable(st.queue(queue)?, query.replicas)?;
     let outcome = q.cancel(&target).await?;
     let status = match outcome {
         CancelOutcome::Cancelled => StatusCode::OK,
@@ -413,7 +421,7 @@ async fn reschedule_task(
     target: TaskRef,
     body: RescheduleRequest,
 ) -> ApiResult<Json<RescheduleResponse>> {
-    let q = st.queue(queue)?;
+    let q = durable(st.queue(queue)?, body.replicas)?;
     let Some(d) = due(body.delay_ms, body.due_at_ms)? else {
         return Err(ApiError::invalid("give delay_ms or due_at_ms"));
     };
@@ -471,38 +479,40 @@ pub async fn get_by_key(
 
 /// Cancel a scheduled task by id.
 #[utoipa::path(delete, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks", operation_id = "cancel_task",
-    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
+    params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id"), CancelQuery),
     responses(
         (status = 200, description = "`cancelled`: it will never run", body = CancelResponse),
         (status = 409, description = "`in_progress`: a worker is running it; untouched", body = CancelResponse),
         (status = 404, description = "`not_found`: no live task", body = CancelResponse),
         (status = 400, description = "Bad queue name or id", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn cancel_by_id(
     State(st): State<AppState>,
     ApiPath((queue, id)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<CancelQuery>,
 ) -> ApiResult<(StatusCode, Json<CancelResponse>)> {
-    cancel_task(&st, &queue, by_id(id)?).await
+    cancel_task(&st, &queue, by_id(id)?, query).await
 }
 
 /// Cancel a scheduled task by business key (URL-encoded).
 #[utoipa::path(delete, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks", operation_id = "cancel_task_by_key",
-    params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
+    params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded"), CancelQuery),
     responses(
         (status = 200, description = "`cancelled`: it will never run", body = CancelResponse),
         (status = 409, description = "`in_progress`: a worker is running it; untouched", body = CancelResponse),
         (status = 404, description = "`not_found`: no live task", body = CancelResponse),
         (status = 400, description = "Bad queue name or key", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn cancel_by_key(
     State(st): State<AppState>,
     ApiPath((queue, key)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<CancelQuery>,
 ) -> ApiResult<(StatusCode, Json<CancelResponse>)> {
-    cancel_task(&st, &queue, by_key(key)?).await
+    cancel_task(&st, &queue, by_key(key)?, query).await
 }
 
 /// Move the due time of a scheduled task, by id.
@@ -515,7 +525,7 @@ pub async fn cancel_by_key(
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 404, description = "No scheduled task", body = ErrorBody),
         (status = 409, description = "`in_progress`: the task is running", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn reschedule_by_id(
     State(st): State<AppState>,
@@ -535,7 +545,7 @@ pub async fn reschedule_by_id(
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 404, description = "No scheduled task", body = ErrorBody),
         (status = 409, description = "`in_progress`: the task is running", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
 pub async fn reschedule_by_key(
     State(st): State<AppState>,

@@ -144,3 +144,107 @@ async fn enqueue_with_replicas_reports_not_replicated() {
         .await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{r:?}");
 }
+
+/// Per-call durable writes on ack, nack (single and batch), cancel and reschedule: on a server
+/// without replicas `"replicas": 1` answers 503 `not_replicated` after the write was applied
+/// on the primary; 17 is refused with 400 and writes nothing.
+#[tokio::test]
+async fn acks_cancels_and_reschedules_with_replicas_report_not_replicated() {
+    let ctx = Ctx::new().await;
+    let not_replicated = |r: &crate::support::Res| {
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{r:?}");
+        assert_eq!(r.body["error"]["code"], "not_replicated", "{r:?}");
+    };
+    for i in 0..4 {
+        ctx.enqueue("d", json!({"payload": i})).await;
+    }
+    let t = ctx.claim("d", 4).await;
+    let (id, token) = (
+        t[0]["id"].as_str().unwrap().to_owned(),
+        t[0]["lease_token"].as_str().unwrap().to_owned(),
+    );
+    let r = ctx
+        .post(
+            &format!("/v1/queues/d/tasks/{id}/ack"),
+            json!({"lease_token": token, "replicas": 17}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
+    assert_eq!(
+        ctx.get(&format!("/v1/queues/d/tasks/{id}")).await.body["state"],
+        "active"
+    );
+    let r = ctx
+        .post(
+            &format!("/v1/queues/d/tasks/{id}/ack"),
+            json!({"lease_token": token, "replicas": 1}),
+        )
+        .await;
+    not_replicated(&r);
+    assert_eq!(
+        ctx.get(&format!("/v1/queues/d/tasks/{id}")).await.status,
+        StatusCode::NOT_FOUND,
+        "the ack was applied on the primary"
+    );
+    let item = |i: usize| json!({"id": t[i]["id"], "lease_token": t[i]["lease_token"]});
+    not_replicated(
+        &ctx.post(
+            &format!("/v1/queues/d/tasks/{}/nack", t[1]["id"].as_str().unwrap()),
+            json!({"lease_token": t[1]["lease_token"], "retry_in_ms": 60000, "replicas": 1}),
+        )
+        .await,
+    );
+    not_replicated(
+        &ctx.post(
+            "/v1/queues/d/acks",
+            json!({"acks": [item(2)], "replicas": 1}),
+        )
+        .await,
+    );
+    not_replicated(
+        &ctx.post(
+            "/v1/queues/d/nacks",
+            json!({"nacks": [{"id": t[3]["id"], "lease_token": t[3]["lease_token"], "retry_in_ms": 60000}], "replicas": 1}),
+        )
+        .await,
+    );
+    let s = ctx.get("/v1/queues/d").await.body;
+    assert_eq!(
+        (s["active"].as_u64(), s["scheduled"].as_u64()),
+        (Some(0), Some(2)),
+        "{s}"
+    );
+
+    let r = ctx
+        .call(
+            axum::http::Method::PATCH,
+            &format!("/v1/queues/d/tasks/{}", t[1]["id"].as_str().unwrap()),
+            Some(json!({"delay_ms": 120000, "replicas": 1})),
+        )
+        .await;
+    not_replicated(&r);
+    let r = ctx
+        .delete(&format!(
+            "/v1/queues/d/tasks/{}?replicas=17",
+            t[1]["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{r:?}");
+    let r = ctx
+        .delete(&format!(
+            "/v1/queues/d/tasks/{}?replicas=1",
+            t[1]["id"].as_str().unwrap()
+        ))
+        .await;
+    not_replicated(&r);
+    assert_eq!(
+        ctx.get(&format!(
+            "/v1/queues/d/tasks/{}",
+            t[1]["id"].as_str().unwrap()
+        ))
+        .await
+        .status,
+        StatusCode::NOT_FOUND,
+        "the cancel was applied on the primary"
+    );
+}
