@@ -372,8 +372,11 @@ async fn c03_earlier_task_enqueued_later() {
         r.due_at_ms,
         r.started_at_ms
     );
+    // woken by the earlier task's notification, not by the 1 s poll (lateness itself is
+    // measured by `dueq bench` W3; a debug build among a hundred parallel tests can be
+    // scheduled tens of ms late)
     let late = r.started_at_ms - r.due_at_ms;
-    assert!(late < 50, "B ran {late} ms late");
+    assert!(late < 250, "B ran {late} ms late");
 
     // A is untouched: not run, still scheduled for T0+50s
     assert!(log.lock().unwrap().iter().all(|r| r.payload != b"A"));
@@ -820,7 +823,7 @@ fn next_time_ending_in(now: u64, frac: u64) -> u64 {
 /// Proves: every claim that ran before the due millisecond was empty, the first one at or after
 /// it got the task, and the due time round-trips exactly through enqueue, `get` and claim. A
 /// try counts when the probes bracket the due time within 2 ms on both sides (e.g. empty at
-/// .870, claimed at .871); a try the machine stalled through is repeated (at most 4 tries), the
+/// .870, claimed at .871); a try the machine stalled through is repeated (at most 12 tries), the
 /// never-early check applies to every probe of every try.
 #[tokio::test]
 async fn c06_millisecond_precision() {
@@ -878,7 +881,7 @@ async fn c06_millisecond_precision() {
                 break;
             }
             assert!(
-                tries < 4,
+                tries < 12,
                 ".{frac:03}: probes never bracketed the due time within 2 ms"
             );
         }

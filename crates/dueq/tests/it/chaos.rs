@@ -331,13 +331,26 @@ async fn run(
         .map(|_| tokio::spawn(consume(url.clone(), replicas, ledger.clone())))
         .collect();
 
-    let producer = Client::builder(&url)
-        .response_timeout_ms(1_000)
-        .replicas(replicas)
-        .replica_timeout_ms(500)
-        .connect()
-        .await
-        .unwrap();
+    // the fault thread is already running: a connect that meets a fault is tried again
+    let connecting = Instant::now();
+    let producer = loop {
+        match Client::builder(&url)
+            .response_timeout_ms(1_000)
+            .replicas(replicas)
+            .replica_timeout_ms(500)
+            .connect()
+            .await
+        {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(
+                    connecting.elapsed() < Duration::from_secs(30),
+                    "producer: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
     let q = producer.queue("chaos").unwrap();
     let started = Instant::now();
     let mut crashes = 0u64;
