@@ -435,6 +435,16 @@ pub struct ReplayArgs {
     /// Data directory of the embedded redis-server (default: a temporary directory).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Play the trace through the PostgreSQL outbox at this URL: every enqueue and cancel is
+    /// a row written in a transaction, and a relay in this process carries them into Redis
+    /// (the table is migrated first; the replay's rows are deleted at the end).
+    #[arg(long)]
+    pub postgres: Option<String>,
+    /// With --postgres: FLUSHALL Redis when half the steps are played, and let the reconciler
+    /// restore what the wipe lost (the report says how many). Wipes the WHOLE Redis the
+    /// replay runs on: use the embedded one (no --redis) or a Redis of its own.
+    #[arg(long, requires = "postgres")]
+    pub flush_midway: bool,
 }
 
 /// `dueq bench`.
