@@ -256,3 +256,90 @@ pub fn check(
     r.tasks_per_s = total_runs as f64 / duration.as_secs_f64().max(1e-9);
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::trace::PlannedTask;
+
+    /// One cancel-unpaid task the trace says runs (approval after its due time), which ran
+    /// (claimed at 100) and whose cancel was applied at 300 and removed a live copy.
+    fn ran_then_cancelled(flushed_at_ms: Option<u64>, claimed_at_ms: u64) -> Report {
+        let plan = Plan {
+            tasks: vec![PlannedTask {
+                kind: TaskKind::CancelUnpaid,
+                order_id: "o".into(),
+                key: "order:o:cancel".into(),
+                enqueue_at_s: 0,
+                due_at_s: 1,
+                expected_run: true,
+            }],
+            orders: 1,
+            ..Plan::default()
+        };
+        let cfg = ReplayConfig {
+            speedup: 1.0,
+            max_gap_ms: 100.0,
+            workers: 1,
+            concurrency: 1,
+            queue: "q".into(),
+            outbox: None,
+        };
+        let runs = HashMap::from([(
+            0,
+            vec![Run {
+                due_at_ms: 50,
+                claimed_at_ms,
+                started_at_ms: claimed_at_ms,
+            }],
+        )]);
+        let cancels = HashMap::from([(
+            0,
+            CancelRecord {
+                outcome: CancelOutcome::Cancelled,
+                at_ms: 300,
+            },
+        )]);
+        check(
+            &plan,
+            &cfg,
+            &runs,
+            &cancels,
+            &[true],
+            &[50],
+            Duration::from_secs(1),
+            0,
+            flushed_at_ms,
+        )
+    }
+
+    #[test]
+    fn a_cancelled_task_that_ran_is_explained_only_by_a_run_before_the_wipe() {
+        // no FLUSHALL: cancelled and run is never allowed
+        let r = ran_then_cancelled(None, 100);
+        assert_eq!(
+            (
+                r.unexplained_mismatches,
+                r.explained_cancelled_after_restore
+            ),
+            (1, 0)
+        );
+        // the run came before the wipe at 200, the cancel after it: the restored copy
+        let r = ran_then_cancelled(Some(200), 100);
+        assert_eq!(
+            (
+                r.unexplained_mismatches,
+                r.explained_cancelled_after_restore
+            ),
+            (0, 1)
+        );
+        assert_eq!(r.explained_mismatches, 1);
+        assert!(r.ok());
+        // the run came after the wipe: nothing explains it
+        let r = ran_then_cancelled(Some(200), 250);
+        assert_eq!(r.unexplained_mismatches, 1);
+        // the cancel came before the wipe: nothing explains it either
+        let r = ran_then_cancelled(Some(400), 100);
+        assert_eq!(r.unexplained_mismatches, 1);
+    }
+}
