@@ -3,8 +3,10 @@
 //! and dropped here) and a testkit redis-server. Rows are written with plain SQL through
 //! `psql`, as an application in another language would.
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dueq_testkit::{RedisServer, wait_until};
 
@@ -61,6 +63,61 @@ impl Drop for Db {
     }
 }
 
+/// A `dueq relay` process, killed when dropped (whatever path the test takes), its stderr
+/// collected by a thread (so the pipe never fills).
+struct RelayProc {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl RelayProc {
+    fn start(redis: &str, args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dueq"))
+            .env_remove("DUEQ_LOG")
+            .args(["--redis", redis, "relay"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                log2.lock().unwrap().push(line);
+            }
+        });
+        Self { child, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// SIGTERM, then its exit status (panics if it does not exit within 15 s).
+    fn sigterm(&mut self) -> ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "dueq relay ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RelayProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn relay_carries_a_plain_sql_row_and_reconcile_once_restores_it_after_flushall() {
     let server = RedisServer::start();
@@ -68,20 +125,7 @@ fn relay_carries_a_plain_sql_row_and_reconcile_once_restores_it_after_flushall()
     let db = Db::create("relay");
     let pg = db.url();
 
-    let mut relay = Command::new(env!("CARGO_BIN_EXE_dueq"))
-        .args([
-            "--redis",
-            &url,
-            "relay",
-            "--postgres",
-            &pg,
-            "--poll-ms",
-            "100",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut relay = RelayProc::start(&url, &["--postgres", &pg, "--poll-ms", "100"]);
     wait_until(
         Duration::from_secs(20),
         "the relay migrated the table",
@@ -121,14 +165,59 @@ fn relay_carries_a_plain_sql_row_and_reconcile_once_restores_it_after_flushall()
         "restored with its original due time"
     );
 
-    let _ = Command::new("kill")
-        .args(["-TERM", &relay.id().to_string()])
-        .status();
-    let status = relay.wait().unwrap();
+    let status = relay.sigterm();
     assert!(
         status.success(),
-        "SIGTERM stops the relay cleanly: {status:?}"
+        "SIGTERM stops the relay cleanly: {status:?}\n{}",
+        relay.log()
     );
+}
+
+/// `dueq relay` started while its database is unusable keeps running, logging its retries
+/// (no crash loop), and relays once the database exists; SIGTERM still stops it cleanly.
+#[test]
+fn relay_waits_for_a_database_that_is_not_there_yet() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let name = format!("dueq_cli_late_{}", std::process::id());
+    psql(
+        "postgres",
+        &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+    );
+    let pg = format!("{}/{name}", base());
+    let mut relay = RelayProc::start(&url, &["--postgres", &pg, "--poll-ms", "100"]);
+    wait_until(Duration::from_secs(20), "the relay logs its retry", || {
+        relay.log().contains("migrating the table failed")
+    });
+    assert!(
+        relay.child.try_wait().unwrap().is_none(),
+        "the relay exited: {}",
+        relay.log()
+    );
+    psql("postgres", &format!("CREATE DATABASE {name}"));
+    let db = Db(name);
+    wait_until(
+        Duration::from_secs(30),
+        "the relay migrated the table",
+        || {
+            psql(
+                &db.0,
+                "SELECT count(*) FROM pg_tables WHERE tablename = 'dueq_outbox'",
+            ) == "1"
+        },
+    );
+    psql(
+        &db.0,
+        "INSERT INTO dueq_outbox (queue, key, payload, due_at_ms) \
+         VALUES ('orders', 'late', '\\x', dueq_outbox_now_ms() + 600000)",
+    );
+    wait_until(Duration::from_secs(10), "the row is in Redis", || {
+        dueq(&url, &["get", "orders", "--key", "late"])
+            .status
+            .success()
+    });
+    let status = relay.sigterm();
+    assert!(status.success(), "{status:?}\n{}", relay.log());
 }
 
 /// `dueq serve --postgres URL`: the relay runs inside the server. A plain-SQL row reaches
