@@ -347,6 +347,7 @@ fn serve_refuses_bad_outbox_flags() {
 /// replay's rows deleted at the end.
 #[test]
 fn replay_through_the_outbox_survives_a_flushall_midway() {
+    let _alone = crate::replay_alone();
     let db = Db::create("replay");
     let stdout = crate::dueq_embedded(&[
         "replay",
