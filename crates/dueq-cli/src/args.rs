@@ -142,27 +142,36 @@ pub struct RelayArgs {
     /// Run one reconciler pass, print its report and exit (no relaying).
     #[arg(long)]
     pub reconcile_once: bool,
-    /// Time between two reconciler passes, ms.
-    #[arg(long, default_value_t = 300_000)]
+    /// The relay's settings.
+    #[command(flatten)]
+    pub outbox: OutboxArgs,
+}
+
+/// The outbox relay's settings, shared by `dueq relay` and `dueq serve --postgres` (each
+/// needs `--postgres`).
+#[derive(Debug, Args)]
+pub struct OutboxArgs {
+    /// Time between two reconciler passes, ms (at least 1000).
+    #[arg(long, default_value_t = 300_000, requires = "postgres")]
     pub reconcile_interval_ms: u64,
     /// The reconciler checks rows due before now plus this, ms.
-    #[arg(long, default_value_t = 3_600_000)]
+    #[arg(long, default_value_t = 3_600_000, requires = "postgres")]
     pub horizon_ms: u64,
     /// Rows one reconciler pass looks at, at most (the next pass goes on).
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, requires = "postgres")]
     pub max_rows_per_pass: usize,
     /// Fallback poll when no NOTIFY arrives, ms.
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, default_value_t = 1_000, requires = "postgres")]
     pub poll_ms: u64,
     /// Rows per batch (1 to 1000).
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, default_value_t = 1_000, requires = "postgres")]
     pub batch: usize,
     /// Succeeded tasks each served queue keeps in Redis so the relay can record completions
     /// (0: leave the queue's setting alone).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, requires = "postgres")]
     pub succeeded_retention: u64,
     /// Most PostgreSQL connections.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, requires = "postgres")]
     pub max_connections: u32,
 }
 
@@ -489,6 +498,16 @@ pub struct ReplayArgs {
     /// Data directory of the embedded redis-server (default: a temporary directory).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Play the trace through the PostgreSQL outbox at this URL: every enqueue and cancel is
+    /// a row written in a transaction, and a relay in this process carries them into Redis
+    /// (the table is migrated first; the replay's rows are deleted at the end).
+    #[arg(long)]
+    pub postgres: Option<String>,
+    /// With --postgres: FLUSHALL Redis when half the steps are played, and let the reconciler
+    /// restore what the wipe lost (the report says how many). Wipes the WHOLE Redis the
+    /// replay runs on: use the embedded one (no --redis) or a Redis of its own.
+    #[arg(long, requires = "postgres")]
+    pub flush_midway: bool,
 }
 
 /// `dueq bench`.
@@ -532,4 +551,13 @@ pub struct ServeArgs {
     /// `GET /v1/workers`, ms (100 to 60000).
     #[arg(long, default_value_t = dueq::DEFAULT_HEARTBEAT_MS)]
     pub heartbeat_ms: u64,
+    /// Also run the PostgreSQL outbox relay and its reconciler in this server, against the
+    /// database at this URL (as `dueq relay` does: migrates the table first), and include the
+    /// database in /readyz. The server starts while the database is unreachable (/readyz is
+    /// 503 naming postgres; the relay retries with backoff).
+    #[arg(long)]
+    pub postgres: Option<String>,
+    /// The relay's settings (with --postgres).
+    #[command(flatten)]
+    pub outbox: OutboxArgs,
 }

@@ -62,7 +62,7 @@ mod tombstones;
 pub use config::{RelayConfig, RelayReport};
 pub use error::{Error, Result};
 pub use reconciler::ReconcileReport;
-pub use relay::{CHANNEL, Relay};
+pub use relay::{CHANNEL, Relay, postgres_readiness};
 pub use schema::migrate;
 pub use task::{
     MAX_DELAY_MS, MAX_PAYLOAD_BYTES, OutboxCancel, OutboxDue, OutboxEnqueued, OutboxStats,

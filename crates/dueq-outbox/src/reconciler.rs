@@ -93,7 +93,7 @@ impl Relay {
                 .fetch_one(&self.pool)
                 .await?;
         rep.pending = u64::try_from(pending).unwrap_or(0);
-        metrics::gauge!("dueq_outbox_pending_rows").set(pending as f64);
+        self.record(|| metrics::gauge!("dueq_outbox_pending_rows").set(pending as f64));
         rep.took_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         Ok(rep)
     }
@@ -177,9 +177,11 @@ impl Relay {
                 updates.push(u);
             }
             rep.restored += specs.len() as u64;
-            metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
-                "direction" => "restored_to_redis")
-            .increment(specs.len() as u64);
+            self.record(|| {
+                metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
+                    "direction" => "restored_to_redis")
+                .increment(specs.len() as u64);
+            });
         }
         apply(&mut tx, &updates).await?;
         tx.commit().await?;

@@ -168,8 +168,12 @@ impl Relay {
                         let mut u = Update::new(r.id, "relayed");
                         u.task_id = Some(e.id.to_string());
                         updates.push(u);
-                        lag(queue, r.age_ms);
                     }
+                    self.record(|| {
+                        for r in &group {
+                            lag(queue, r.age_ms);
+                        }
+                    });
                     report.enqueued += specs.len() as u64;
                 }
                 Err(e) if e.is_retryable() => return Err(e.into()),
@@ -195,8 +199,10 @@ impl Relay {
                     }
                 }
             }
-            metrics::counter!("dueq_outbox_relayed_total", "queue" => queue.to_owned(), "op" => "enqueue")
-                .increment(group.len() as u64);
+            self.record(|| {
+                metrics::counter!("dueq_outbox_relayed_total", "queue" => queue.to_owned(), "op" => "enqueue")
+                    .increment(group.len() as u64);
+            });
         }
         // cancels and reschedules: one call each, all in flight at once
         let results = join_all(others.iter().map(|r| self.apply_op(r))).await;
@@ -207,9 +213,11 @@ impl Relay {
             } else {
                 report.reschedules += 1;
             }
-            metrics::counter!("dueq_outbox_relayed_total", "queue" => r.queue.clone(),
-                "op" => if r.relay_op.as_deref() == Some("cancel") { "cancel" } else { "reschedule" })
-            .increment(1);
+            self.record(|| {
+                metrics::counter!("dueq_outbox_relayed_total", "queue" => r.queue.clone(),
+                    "op" => if r.relay_op.as_deref() == Some("cancel") { "cancel" } else { "reschedule" })
+                .increment(1);
+            });
             updates.push(u);
         }
         apply(&mut tx, &updates).await?;
@@ -282,8 +290,8 @@ impl Relay {
         let mut updates = Vec::with_capacity(rows.len());
         for (r, f) in rows.iter().zip(found) {
             let u = match f? {
-                Found::Succeeded => finished(r, "succeeded", None),
-                Found::Dead(e) => finished(r, "dead", e),
+                Found::Succeeded => self.record(|| finished(r, "succeeded", None)),
+                Found::Dead(e) => self.record(|| finished(r, "dead", e)),
                 Found::Missing => {
                     // Redis may have lost the queue's settings too (a wipe): set the
                     // succeeded retention again on the next use.
@@ -393,11 +401,20 @@ impl Relay {
         }
     }
 
+    /// Runs `f` (which emits `dueq_outbox_*` metrics) against the client's metrics recorder
+    /// when it has one ([`dueq::Client::with_metrics_recorder`], as in `dueq serve`, whose
+    /// `/metrics` then shows them), else against the process-wide recorder.
+    pub(crate) fn record<T>(&self, f: impl FnOnce() -> T) -> T {
+        match self.client.metrics_recorder() {
+            Some(r) => metrics::with_local_recorder(r, f),
+            None => f(),
+        }
+    }
+
     /// Whether PostgreSQL answers (`SELECT 1`) and Redis is ready (see
     /// [`dueq::Client::readiness`]); the first failure's text otherwise.
     pub async fn readiness(&self) -> std::result::Result<(), String> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
+        postgres_readiness(&self.pool)
             .await
             .map_err(|e| format!("postgres: {e}"))?;
         let r = self.client.readiness().await;
@@ -407,6 +424,22 @@ impl Relay {
             Err(r.error.unwrap_or_else(|| "redis not ready".into()))
         }
     }
+}
+
+/// Whether PostgreSQL answers a `SELECT 1` on `pool` (taking a pooled connection, or
+/// opening one); the error's text otherwise. This is the `postgres` readiness check of `dueq
+/// serve --postgres`, where Redis readiness is checked on its own (see [`Relay::readiness`]
+/// for both at once).
+///
+/// # Errors
+/// The PostgreSQL error, as text. Not bounded in time beyond the pool's acquire timeout: wrap
+/// it in a timeout where an answer is needed soon (`dueq serve` waits at most 2 s).
+pub async fn postgres_readiness(pool: &PgPool) -> std::result::Result<(), String> {
+    sqlx::query("SELECT 1")
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 fn finished(r: &OutRow, state: &'static str, error: Option<String>) -> Update {

@@ -45,7 +45,10 @@ pub async fn migrate(pool: &PgPool) -> Result<Vec<i32>> {
         if done.contains(version) {
             continue;
         }
-        sqlx::raw_sql(sql).execute(&mut *tx).await?;
+        // A bare `&str` goes as a simple query (several statements allowed), like
+        // `sqlx::raw_sql`, whose future is not `Send` for every lifetime and so cannot be
+        // spawned (`tokio::spawn` of the relay in `dueq serve`).
+        sqlx::Executor::execute(&mut *tx, *sql).await?;
         sqlx::query("INSERT INTO dueq_outbox_migrations (version, name) VALUES ($1, $2)")
             .bind(version)
             .bind(name)

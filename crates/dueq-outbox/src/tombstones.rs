@@ -57,9 +57,11 @@ impl Relay {
             match res {
                 Ok(CancelOutcome::Cancelled) => {
                     report.removed += 1;
-                    metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.clone(),
-                        "direction" => "removed_from_redis")
-                    .increment(1);
+                    self.record(|| {
+                        metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.clone(),
+                            "direction" => "removed_from_redis")
+                        .increment(1);
+                    });
                     done.push(*id);
                 }
                 Ok(CancelOutcome::InProgress) => later.push(*id),

@@ -59,7 +59,10 @@ pub use dueq::DEFAULT_RECOVER_INTERVAL_MS;
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 pub use metrics::{DURATION_BUCKETS_S, LATENESS_BUCKETS_S};
-pub use state::{AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS};
+pub use state::{
+    AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS,
+    READINESS_CHECK_TIMEOUT_MS, ReadinessCheck,
+};
 
 /// Default listen address of `dueq serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";

@@ -1,7 +1,9 @@
 //! [`AppState`]: what every handler shares (the dueq client, tokens, metrics, limits, the
-//! shutdown signal), built with [`AppStateBuilder`] from plain option types: this module
-//! imports none of the modules that use the state.
+//! shutdown signal, extra readiness checks), built with [`AppStateBuilder`] from plain option
+//! types: this module imports none of the modules that use the state.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use dueq::{Client, Queue};
@@ -17,6 +19,11 @@ pub const BODY_OVERHEAD_BYTES: usize = 64 * 1024;
 
 /// Smallest default body limit of a batch request, bytes.
 pub const MIN_BATCH_BODY_BYTES: usize = 16 << 20;
+
+/// An extra readiness check (see [`AppStateBuilder::readiness_check`]): `Ok(())` when the
+/// dependency is usable, else why not.
+pub type ReadinessCheck =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
 
 /// Shared server state. Cheap to clone.
 #[derive(Clone)]
@@ -37,6 +44,7 @@ struct Inner {
     push: PushOptions,
     metrics: Metrics,
     shutdown: watch::Sender<bool>,
+    checks: Vec<(String, ReadinessCheck)>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -45,12 +53,16 @@ impl std::fmt::Debug for AppState {
             .field("client", &self.inner.client)
             .field("tokens", &self.inner.tokens)
             .field("protect_metrics", &self.inner.protect_metrics)
+            .field("checks", &check_names(&self.inner.checks))
             .finish_non_exhaustive()
     }
 }
 
+fn check_names(checks: &[(String, ReadinessCheck)]) -> Vec<&str> {
+    checks.iter().map(|(n, _)| n.as_str()).collect()
+}
+
 /// Builds an [`AppState`].
-#[derive(Debug)]
 pub struct AppStateBuilder {
     client: Client,
     tokens: Tokens,
@@ -61,7 +73,20 @@ pub struct AppStateBuilder {
     schedule_poll_ms: u64,
     heartbeat_ms: u64,
     push: PushOptions,
+    checks: Vec<(String, ReadinessCheck)>,
 }
+
+impl std::fmt::Debug for AppStateBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppStateBuilder")
+            .field("client", &self.client)
+            .field("checks", &check_names(&self.checks))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Longest wait for one extra readiness check of `/readyz`, ms.
+pub const READINESS_CHECK_TIMEOUT_MS: u64 = 2_000;
 
 /// Default time limit of a request, ms.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
@@ -107,6 +132,23 @@ impl AppStateBuilder {
     /// [`PushOptions::default`]: on, default backoff, settings re-read every second.
     pub fn push(mut self, push: PushOptions) -> Self {
         self.push = push;
+        self
+    }
+
+    /// Adds a readiness check of another dependency (for example the PostgreSQL database of
+    /// an outbox relay running in the same process). `/readyz` runs every check on each call,
+    /// each for at most [`READINESS_CHECK_TIMEOUT_MS`] (no answer by then counts as a
+    /// failure), reports it as `checks.<name>` (`true`/`false`) and is 503 while any fails,
+    /// its `error` then `"<name>: <the check's message>"`. Redis readiness is checked as
+    /// before, whatever the checks say. Default none. This keeps the server free of the
+    /// dependency's client library: the caller owns the check.
+    pub fn readiness_check<F, Fut>(mut self, name: impl Into<String>, check: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let check: ReadinessCheck = Arc::new(move || Box::pin(check()));
+        self.checks.push((name.into(), check));
         self
     }
 
@@ -156,6 +198,7 @@ impl AppStateBuilder {
                 protect_metrics: self.protect_metrics,
                 metrics,
                 shutdown,
+                checks: self.checks,
             }),
         }
     }
@@ -179,6 +222,7 @@ impl AppState {
             schedule_poll_ms: dueq::DEFAULT_SCHEDULE_POLL_MS,
             heartbeat_ms: dueq::DEFAULT_HEARTBEAT_MS,
             push: PushOptions::default(),
+            checks: Vec::new(),
         }
     }
 
@@ -236,6 +280,11 @@ impl AppState {
     /// [`serve`](crate::serve) calls this when its shutdown future completes.
     pub fn begin_shutdown(&self) {
         self.inner.shutdown.send_replace(true);
+    }
+
+    /// The extra readiness checks, in the order they were added.
+    pub(crate) fn readiness_checks(&self) -> &[(String, ReadinessCheck)] {
+        &self.inner.checks
     }
 
     pub(crate) fn shutdown_rx(&self) -> watch::Receiver<bool> {

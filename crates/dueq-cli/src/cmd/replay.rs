@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::args::ReplayArgs;
 use crate::embedded::EmbeddedRedis;
-use crate::replay::run::{PerKind, ReplayConfig, Report, replay};
+use crate::replay::run::{OutboxConfig, PerKind, ReplayConfig, Report, replay};
 use crate::replay::trace::{Plan, PlanOptions, TimeMap, load_orders, parse_trace_time};
 
 /// Runs the replay; fails (exit 1) when an invariant is broken.
@@ -53,6 +53,10 @@ pub async fn run(redis: Option<&str>, a: &ReplayArgs, json_out: bool) -> Result<
         workers: a.workers,
         concurrency: a.concurrency,
         queue,
+        outbox: a.postgres.as_ref().map(|p| OutboxConfig {
+            postgres: p.clone(),
+            flush_midway: a.flush_midway,
+        }),
     };
     let report = match redis {
         Some(url) => replay(url, &plan, &cfg).await?,
@@ -111,10 +115,12 @@ fn print_report(r: &Report) {
         r.cancels.not_found
     );
     outln!(
-        "  explained mismatches: {} ({} ran after a late cancel, {} cancelled while due)",
+        "  explained mismatches: {} ({} ran after a late cancel, {} cancelled while due, {} \
+         ran before the FLUSHALL and were cancelled once restored)",
         r.explained_mismatches,
         r.explained_ran_after_late_cancel,
-        r.explained_cancelled_while_due
+        r.explained_cancelled_while_due,
+        r.explained_cancelled_after_restore
     );
     outln!(
         "  lateness ms: p50 {} p99 {} max {}   driver lag max {} ms   closest cancel-to-due {} ms",
@@ -131,6 +137,26 @@ fn print_report(r: &Report) {
         r.speedup,
         r.max_gap_ms
     );
+    if let Some(o) = &r.outbox {
+        outln!(
+            "  outbox: {} rows in {} transactions, commit to in-Redis ms p50 {} p99 {} max {}",
+            o.rows,
+            o.transactions,
+            o.relay_lag_ms.p50,
+            o.relay_lag_ms.p99,
+            o.relay_lag_ms.max
+        );
+        match o.flushall_at_ms {
+            Some(_) => outln!(
+                "  FLUSHALL midway: reconciler restored {} tasks in its first pass ({} ms), {} \
+                 in all passes",
+                o.restored_first_pass,
+                o.first_pass_took_ms,
+                o.restored_total
+            ),
+            None => outln!("  no FLUSHALL (--flush-midway not given)"),
+        }
+    }
     outln!(
         "  early_runs {}  lost_tasks {}  unexplained_mismatches {}  duplicate_runs {}",
         r.early_runs,

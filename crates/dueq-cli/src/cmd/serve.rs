@@ -1,15 +1,30 @@
 //! `dueq serve`: the HTTP API (crate `dueq-server`) on `--listen`, against `--redis` or, by
 //! default, an embedded `redis-server` it starts, supervises and stops.
 //!
+//! With `--postgres URL` it also runs the outbox relay and reconciler (the code of `dueq
+//! relay`, [`super::relay::Outbox`]) on the server's client, so their `dueq_outbox_*`
+//! metrics are on this server's `/metrics`, and `/readyz` checks the database
+//! (`checks.postgres`).
+//!
 //! Shutdown order on SIGINT/SIGTERM: stop accepting, end waiting claims, finish in-flight
-//! requests, then stop the embedded Redis (so no request loses its Redis mid-way).
+//! requests, and meanwhile let the relay finish its round (at most [`RELAY_STOP`], after which
+//! its open batch is rolled back and taken again by the next relay); then stop the embedded
+//! Redis (so no request and no relay round loses its Redis mid-way).
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use dueq_server::{AppState, Tokens};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
+use super::relay::Outbox;
 use crate::args::ServeArgs;
 use crate::embedded::EmbeddedRedis;
+
+/// Longest wait for the relay's round in flight after the shutdown signal.
+const RELAY_STOP: Duration = Duration::from_secs(15);
 
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn run(redis: Option<&str>, replicas: u8, a: &ServeArgs) -> Result<()> {
@@ -33,6 +48,11 @@ pub async fn run(redis: Option<&str>, replicas: u8, a: &ServeArgs) -> Result<()>
     if a.metrics_auth && !tokens.enabled() {
         bail!("--metrics-auth needs tokens (DUEQ_TOKENS or --tokens-file)");
     }
+    let outbox = a
+        .postgres
+        .as_deref()
+        .map(|url| Outbox::prepare(url, &a.outbox))
+        .transpose()?;
     let (url, embedded) = match redis {
         Some(u) => (u.to_owned(), None),
         None => {
@@ -42,14 +62,20 @@ pub async fn run(redis: Option<&str>, replicas: u8, a: &ServeArgs) -> Result<()>
             (e.url().to_owned(), Some(e))
         }
     };
-    let result = serve(&url, replicas, a, tokens).await;
+    let result = serve(&url, replicas, a, tokens, outbox).await;
     if let Some(e) = embedded {
         e.stop().await;
     }
     result
 }
 
-async fn serve(url: &str, replicas: u8, a: &ServeArgs, tokens: Tokens) -> Result<()> {
+async fn serve(
+    url: &str,
+    replicas: u8,
+    a: &ServeArgs,
+    tokens: Tokens,
+    outbox: Option<Outbox>,
+) -> Result<()> {
     let client = dueq::Client::builder(url)
         .payload_limit_bytes(a.payload_limit_bytes)
         .replicas(replicas)
@@ -63,13 +89,54 @@ async fn serve(url: &str, replicas: u8, a: &ServeArgs, tokens: Tokens) -> Result
     if !tokens.enabled() && !addr.ip().is_loopback() {
         tracing::warn!(%addr, "no tokens configured: the API is open to anyone who can reach it");
     }
-    let state = AppState::builder(client)
+    let mut builder = AppState::builder(client)
         .tokens(tokens)
         .protect_metrics(a.metrics_auth)
-        .heartbeat_ms(a.heartbeat_ms)
-        .build();
+        .heartbeat_ms(a.heartbeat_ms);
+    if let Some(o) = &outbox {
+        let pool = o.pool.clone();
+        builder = builder.readiness_check("postgres", move || {
+            let pool = pool.clone();
+            async move { dueq_outbox::postgres_readiness(&pool).await }
+        });
+    }
+    let state = builder.build();
+    // One signal stops both the API and the relay.
+    let (stop, stopped) = watch::channel(false);
+    let stop = Arc::new(stop);
+    let relay = outbox.map(|o| {
+        let mut stopped = stopped.clone();
+        // the state's client: the relay's metrics go to this server's /metrics
+        tokio::spawn(o.run("dueq serve", state.client().clone(), async move {
+            // a dropped sender means serve() is gone: stop as well
+            let _ = stopped.wait_for(|s| *s).await;
+        }))
+    });
     eprintln!("dueq serve: listening on http://{addr}");
-    dueq_server::serve(listener, state, crate::shutdown_signal()).await?;
+    let signal = {
+        let stop = stop.clone();
+        async move {
+            crate::shutdown_signal().await;
+            stop.send_replace(true);
+        }
+    };
+    let result = dueq_server::serve(listener, state, signal).await;
+    stop.send_replace(true);
+    if let Some(task) = relay {
+        let abort = task.abort_handle();
+        match tokio::time::timeout(RELAY_STOP, task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "outbox relay task failed"),
+            Err(_) => {
+                tracing::warn!(
+                    "outbox relay still busy {RELAY_STOP:?} after shutdown; stopping it (its \
+                     open batch rolls back and is relayed again by the next relay)"
+                );
+                abort.abort();
+            }
+        }
+    }
+    result?;
     eprintln!("dueq serve: stopped");
     Ok(())
 }

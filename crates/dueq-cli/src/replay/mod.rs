@@ -4,5 +4,7 @@
 //! the time-ordered list of steps, and maps trace time to compressed real time. [`run`] plays
 //! the plan against a real queue with real workers and checks the result.
 
+pub mod check;
+pub mod outbox;
 pub mod run;
 pub mod trace;

@@ -20,6 +20,15 @@ pub const TRACE: &str = concat!(
     "/../../../shared/data/olist_orders_union_sample.csv"
 );
 
+/// Held by the trace replays, which run for about 30 s each and compare timings with
+/// 100 ms margins: two at once on a 2-core machine starve each other's driver.
+pub static REPLAY_ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`REPLAY_ALONE`] (a replay that panicked leaves it usable).
+pub fn replay_alone() -> std::sync::MutexGuard<'static, ()> {
+    REPLAY_ALONE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Runs `dueq` with `args` against `url`.
 pub fn dueq(url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dueq"))

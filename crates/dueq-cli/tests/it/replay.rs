@@ -12,6 +12,7 @@ use crate::TRACE;
 /// redis-server (no `--redis`), which also tests that default.
 #[test]
 fn replay_window_matches_the_csv_exactly() {
+    let _alone = crate::replay_alone();
     let stdout = crate::dueq_embedded(&[
         "replay",
         "--json",

@@ -19,7 +19,7 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
 }
@@ -133,7 +133,7 @@ pub(crate) fn http(
     (status, body)
 }
 
-fn sigterm_and_wait(s: &mut Served) {
+pub(crate) fn sigterm_and_wait(s: &mut Served) {
     let ok = Command::new("kill")
         .args(["-TERM", &s.child.id().to_string()])
         .status()

@@ -1,5 +1,8 @@
 //! Operational routes outside `/v1`: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -9,7 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error::{ApiResult, ErrorBody};
-use crate::state::AppState;
+use crate::state::{AppState, READINESS_CHECK_TIMEOUT_MS};
 
 /// Liveness.
 #[derive(Debug, Serialize, ToSchema)]
@@ -19,7 +22,8 @@ pub struct Health {
     pub status: String,
 }
 
-/// Readiness: Redis reachable, scripts loaded, eviction policy safe.
+/// Readiness: Redis reachable, scripts loaded, eviction policy safe, and the extra checks
+/// the server was built with (for example `postgres` under `dueq serve --postgres`).
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct Ready {
@@ -33,6 +37,10 @@ pub struct Ready {
     pub eviction_policy: Option<String>,
     /// `false` when the policy may evict queue keys (anything but `noeviction`).
     pub eviction_safe: bool,
+    /// The extra checks by name (`postgres` under `dueq serve --postgres`), `true` when it
+    /// passed; empty without any. A failed one makes `ready` false and, when Redis is fine,
+    /// `error` names it (`"postgres: ..."`).
+    pub checks: BTreeMap<String, bool>,
     /// The first problem, if any.
     pub error: Option<String>,
     /// Queues over their alert threshold (settings `alert_due_age_ms`, `alert_due_count`).
@@ -49,15 +57,26 @@ pub async fn healthz() -> Json<Health> {
     })
 }
 
-/// Readiness: 200 when Redis answers, the scripts load and eviction is off; else 503.
+/// Readiness: 200 when Redis answers, the scripts load and eviction is off, and every extra
+/// check passes; else 503.
 #[utoipa::path(get, path = "/readyz", tag = "system",
     responses(
         (status = 200, description = "Ready", body = Ready),
         (status = 503, description = "Not ready", body = Ready),
     ))]
 pub async fn readyz(State(st): State<AppState>) -> (StatusCode, Json<Ready>) {
-    let r = st.client().readiness().await;
-    let ready = r.ready();
+    let (r, extra) = tokio::join!(st.client().readiness(), run_checks(&st));
+    let mut checks = BTreeMap::new();
+    let mut failed = None;
+    for (name, res) in extra {
+        if let Err(e) = &res
+            && failed.is_none()
+        {
+            failed = Some(format!("{name}: {e}"));
+        }
+        checks.insert(name, res.is_ok());
+    }
+    let ready = r.ready() && failed.is_none();
     let (policy, safe, warn) = match &r.eviction {
         EvictionCheck::Safe => (Some("noeviction".to_owned()), true, None),
         EvictionCheck::Unsafe(p) => (
@@ -97,10 +116,29 @@ pub async fn readyz(State(st): State<AppState>) -> (StatusCode, Json<Ready>) {
             scripts: r.scripts,
             eviction_policy: policy,
             eviction_safe: safe,
-            error: r.error.or(warn),
+            checks,
+            error: r.error.or(failed).or(warn),
             queues_behind,
         }),
     )
+}
+
+/// Runs the state's extra readiness checks at once, each bounded by
+/// [`READINESS_CHECK_TIMEOUT_MS`].
+async fn run_checks(st: &AppState) -> Vec<(String, Result<(), String>)> {
+    let limit = Duration::from_millis(READINESS_CHECK_TIMEOUT_MS);
+    futures_util::future::join_all(
+        st.readiness_checks()
+            .iter()
+            .map(|(name, check)| async move {
+                let res = match tokio::time::timeout(limit, check()).await {
+                    Ok(r) => r,
+                    Err(_) => Err(format!("no answer within {READINESS_CHECK_TIMEOUT_MS} ms")),
+                };
+                (name.clone(), res)
+            }),
+    )
+    .await
 }
 
 /// Prometheus metrics (text format 0.0.4). Open unless the server protects it.

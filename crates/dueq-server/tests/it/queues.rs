@@ -85,3 +85,62 @@ async fn redis_down_is_503() {
     assert_eq!(r.body["ready"], false);
     assert_eq!(c.get("/healthz").await.status, StatusCode::OK);
 }
+
+/// Extra readiness checks (the hook `dueq serve --postgres` uses for its database): each is
+/// reported by name, a failing or hanging one makes `/readyz` 503 naming it, Redis readiness
+/// is reported as before.
+#[tokio::test]
+async fn readiness_checks_are_reported_by_name() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let up = Arc::new(AtomicBool::new(false));
+    let up2 = up.clone();
+    let c = Ctx::with(
+        |b| {
+            b.readiness_check("postgres", move || {
+                let up = up2.load(Ordering::SeqCst);
+                async move {
+                    if up {
+                        Ok(())
+                    } else {
+                        Err("connection refused".to_owned())
+                    }
+                }
+            })
+        },
+        None,
+    )
+    .await;
+    let r = c.get("/readyz").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{r:?}");
+    assert_eq!(r.body["ready"], false);
+    assert_eq!(r.body["redis"], true);
+    assert_eq!(r.body["checks"], json!({"postgres": false}));
+    assert_eq!(r.body["error"], "postgres: connection refused");
+    up.store(true, Ordering::SeqCst);
+    let r = c.get("/readyz").await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["checks"], json!({"postgres": true}));
+    assert_eq!(r.body["error"], json!(null));
+
+    // a check that never answers counts as failed after the time limit
+    let c = Ctx::with(
+        |b| b.readiness_check("slow", std::future::pending::<Result<(), String>>),
+        None,
+    )
+    .await;
+    let r = c.get("/readyz").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{r:?}");
+    assert_eq!(r.body["checks"], json!({"slow": false}));
+    assert!(
+        r.body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("slow: no answer within"),
+        "{r:?}"
+    );
+    // without checks the field is there and empty
+    let r = Ctx::new().await.get("/readyz").await;
+    assert_eq!(r.body["checks"], json!({}));
+}

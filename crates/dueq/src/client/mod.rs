@@ -433,7 +433,11 @@ impl Client {
         }
     }
 
-    pub(crate) fn metrics_recorder(&self) -> Option<&dyn metrics::Recorder> {
+    /// The recorder given with [`with_metrics_recorder`](Self::with_metrics_recorder), if
+    /// any (else metrics go to the process-wide recorder). Components built on a client
+    /// (the PostgreSQL outbox relay in `dueq serve`) record into it too, so their metrics
+    /// appear beside the server's.
+    pub fn metrics_recorder(&self) -> Option<&dyn metrics::Recorder> {
         self.recorder
             .as_deref()
             .map(|r| r as &dyn metrics::Recorder)

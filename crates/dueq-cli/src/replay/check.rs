@@ -1,0 +1,345 @@
+//! The replay's checks: the report's types and [`check`], which compares what ran (the
+//! workers' records) and what the cancels did with what the trace says must happen. Pure (no
+//! I/O), shared by the direct and the outbox replay.
+//!
+//! A cancel-unpaid task whose outcome differs from the CSV's expectation is *explained* when
+//! the Redis timestamps show a legitimate race (the cancel reached Redis after the task was
+//! due: after its claim, or before a worker got to it; or, after a `FLUSHALL`, it removed the
+//! restored copy of a task that had already run) and *unexplained* otherwise.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use dueq::CancelOutcome;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::run::ReplayConfig;
+use super::trace::{Plan, TaskKind};
+
+/// One run of a task's handler.
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    /// Due time, epoch ms (Redis clock).
+    pub due_at_ms: u64,
+    /// Claimed, epoch ms (Redis clock).
+    pub claimed_at_ms: u64,
+    /// Handler started, epoch ms (Redis clock).
+    pub started_at_ms: u64,
+}
+
+/// A cancel's outcome in Redis and when it was applied (Redis clock).
+#[derive(Debug, Clone, Copy)]
+pub struct CancelRecord {
+    /// What Redis answered.
+    pub outcome: CancelOutcome,
+    /// When, epoch ms (with the outbox, a bound: see `outbox.rs`).
+    pub at_ms: u64,
+}
+
+/// Counts per task kind.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct PerKind {
+    /// cancel-unpaid
+    #[serde(rename = "cancel-unpaid")]
+    pub cancel_unpaid: u64,
+    /// auto-confirm
+    #[serde(rename = "auto-confirm")]
+    pub auto_confirm: u64,
+    /// review-reminder
+    #[serde(rename = "review-reminder")]
+    pub review_reminder: u64,
+}
+
+impl PerKind {
+    fn add(&mut self, k: TaskKind, n: u64) {
+        match k {
+            TaskKind::CancelUnpaid => self.cancel_unpaid += n,
+            TaskKind::AutoConfirm => self.auto_confirm += n,
+            TaskKind::ReviewReminder => self.review_reminder += n,
+        }
+    }
+}
+
+/// Cancels by outcome.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Cancels {
+    /// Removed before a worker got the task.
+    pub cancelled: u64,
+    /// The task was running.
+    pub in_progress: u64,
+    /// The task had already finished.
+    pub not_found: u64,
+}
+
+/// Lateness percentiles, ms (handler start minus due time, by the Redis clock).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Lateness {
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+/// The replay report (also the JSON object printed last with `--json`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Orders replayed.
+    pub orders: usize,
+    /// Queue used.
+    pub queue: String,
+    /// Trace seconds per real second.
+    pub speedup: f64,
+    /// Longest real pause between trace instants, ms.
+    pub max_gap_ms: f64,
+    /// Tasks enqueued per kind.
+    pub tasks_enqueued: PerKind,
+    /// Runs the trace says must happen, per kind (computed from the CSV).
+    pub expected_runs: PerKind,
+    /// Tasks that ran, per kind.
+    pub actual_runs: PerKind,
+    /// Cancel outcomes.
+    pub cancels: Cancels,
+    /// Differences from the CSV's expectation explained by Redis-clock timestamps (the
+    /// approval's cancel reached Redis after the task's due time).
+    pub explained_mismatches: u64,
+    /// Of those, tasks that ran although the trace's approval came first.
+    pub explained_ran_after_late_cancel: u64,
+    /// Of those, tasks cancelled although the trace's approval came after the due time.
+    pub explained_cancelled_while_due: u64,
+    /// Of those, tasks that ran before the `FLUSHALL` (their success not yet recorded by the
+    /// relay), were restored by the reconciler, and whose restored copy the cancel then
+    /// removed (`--flush-midway` only).
+    pub explained_cancelled_after_restore: u64,
+    /// Handler start minus due time.
+    pub lateness_ms: Lateness,
+    /// Smallest real-time gap between an approval's cancel and its task's due time at this
+    /// speed-up, ms: below a few ms, races (explained mismatches) are expected.
+    pub min_cancel_margin_ms: Option<u64>,
+    /// Largest delay of the driver issuing an event after its mapped time, ms.
+    pub driver_lag_max_ms: u64,
+    /// Task runs per second over the replay.
+    pub tasks_per_s: f64,
+    /// Wall time of the replay, s.
+    pub duration_s: f64,
+    /// Runs beyond the first of a task (at-least-once allows them; none are expected here).
+    pub duplicate_runs: u64,
+    /// Tasks started before their due time by the Redis clock. Must be 0.
+    pub early_runs: u64,
+    /// Tasks enqueued, not cancelled, never finished. Must be 0.
+    pub lost_tasks: u64,
+    /// Differences from the CSV's expectation that the timestamps do not explain. Must be 0.
+    pub unexplained_mismatches: u64,
+    /// The outbox's part (`--postgres` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outbox: Option<super::outbox::OutboxReport>,
+}
+
+impl Report {
+    /// Whether the three must-be-zero counters are zero.
+    pub fn ok(&self) -> bool {
+        self.early_runs == 0 && self.lost_tasks == 0 && self.unexplained_mismatches == 0
+    }
+}
+
+/// Builds the report of one replay from what happened.
+#[allow(clippy::too_many_arguments)]
+pub fn check(
+    plan: &Plan,
+    cfg: &ReplayConfig,
+    runs: &HashMap<usize, Vec<Run>>,
+    cancels: &HashMap<usize, CancelRecord>,
+    created: &[bool],
+    due_ms: &[u64],
+    duration: Duration,
+    driver_lag_max_ms: u64,
+    flushed_at_ms: Option<u64>,
+) -> Report {
+    let mut r = Report {
+        orders: plan.orders,
+        queue: cfg.queue.clone(),
+        speedup: cfg.speedup,
+        max_gap_ms: cfg.max_gap_ms,
+        driver_lag_max_ms,
+        min_cancel_margin_ms: plan
+            .min_cancel_margin_ms(&plan.time_map(cfg.speedup, cfg.max_gap_ms))
+            .map(|(ms, _)| ms),
+        duration_s: duration.as_secs_f64(),
+        ..Report::default()
+    };
+    // 3 significant figures, lateness up to an hour
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000, 3).ok();
+    let mut total_runs = 0u64;
+    for (idx, t) in plan.tasks.iter().enumerate() {
+        r.tasks_enqueued.add(t.kind, u64::from(created[idx]));
+        r.expected_runs.add(t.kind, u64::from(t.expected_run));
+        let task_runs = runs.get(&idx).map(Vec::as_slice).unwrap_or(&[]);
+        let ran = !task_runs.is_empty();
+        r.actual_runs.add(t.kind, u64::from(ran));
+        total_runs += task_runs.len() as u64;
+        r.duplicate_runs += task_runs.len().saturating_sub(1) as u64;
+        for run in task_runs {
+            if run.started_at_ms < run.due_at_ms || run.claimed_at_ms < run.due_at_ms {
+                r.early_runs += 1;
+            }
+            let late = run.started_at_ms.saturating_sub(run.due_at_ms);
+            if let Some(h) = hist.as_mut() {
+                h.saturating_record(late);
+            }
+            r.lateness_ms.max = r.lateness_ms.max.max(late);
+        }
+        let cancel = cancels.get(&idx);
+        if let Some(c) = cancel {
+            match c.outcome {
+                CancelOutcome::Cancelled => r.cancels.cancelled += 1,
+                CancelOutcome::InProgress => r.cancels.in_progress += 1,
+                _ => r.cancels.not_found += 1,
+            }
+        }
+        let cancelled = cancel.is_some_and(|c| c.outcome == CancelOutcome::Cancelled);
+        if created[idx] && !ran && !cancelled {
+            r.lost_tasks += 1;
+            continue;
+        }
+        match (t.expected_run, ran, cancel) {
+            (_, true, Some(c)) if c.outcome == CancelOutcome::Cancelled => {
+                // cancelled and run: allowed only for a run before a FLUSHALL whose restored
+                // copy the cancel removed (the wipe lost the run's record, not the run)
+                let before_wipe = flushed_at_ms
+                    .is_some_and(|f| c.at_ms >= f && task_runs.iter().all(|x| x.claimed_at_ms < f));
+                if before_wipe {
+                    r.explained_mismatches += 1;
+                    r.explained_cancelled_after_restore += 1;
+                } else {
+                    r.unexplained_mismatches += 1;
+                }
+            }
+            (false, true, Some(c)) => {
+                // the trace cancels first, but the task ran: fine only if the cancel reached
+                // Redis after the claim (it answered in_progress / not_found)
+                let first_claim = task_runs.iter().map(|x| x.claimed_at_ms).min().unwrap_or(0);
+                if c.at_ms >= first_claim {
+                    r.explained_mismatches += 1;
+                    r.explained_ran_after_late_cancel += 1;
+                } else {
+                    r.unexplained_mismatches += 1;
+                }
+            }
+            (true, false, Some(c)) if c.outcome == CancelOutcome::Cancelled => {
+                // the trace says it runs first, but the cancel won: fine only if the cancel
+                // reached Redis when the task was already due (no worker had claimed it yet)
+                if c.at_ms >= due_ms[idx] {
+                    r.explained_mismatches += 1;
+                    r.explained_cancelled_while_due += 1;
+                } else {
+                    r.unexplained_mismatches += 1;
+                }
+            }
+            (false, false, _) | (true, true, _) => {}
+            _ => r.unexplained_mismatches += 1,
+        }
+    }
+    if let Some(h) = hist {
+        r.lateness_ms.p50 = if h.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(0.5)
+        };
+        r.lateness_ms.p99 = if h.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(0.99)
+        };
+    }
+    r.tasks_per_s = total_runs as f64 / duration.as_secs_f64().max(1e-9);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::trace::PlannedTask;
+
+    /// One cancel-unpaid task the trace says runs (approval after its due time), which ran
+    /// (claimed at 100) and whose cancel was applied at 300 and removed a live copy.
+    fn ran_then_cancelled(flushed_at_ms: Option<u64>, claimed_at_ms: u64) -> Report {
+        let plan = Plan {
+            tasks: vec![PlannedTask {
+                kind: TaskKind::CancelUnpaid,
+                order_id: "o".into(),
+                key: "order:o:cancel".into(),
+                enqueue_at_s: 0,
+                due_at_s: 1,
+                expected_run: true,
+            }],
+            orders: 1,
+            ..Plan::default()
+        };
+        let cfg = ReplayConfig {
+            speedup: 1.0,
+            max_gap_ms: 100.0,
+            workers: 1,
+            concurrency: 1,
+            queue: "q".into(),
+            outbox: None,
+        };
+        let runs = HashMap::from([(
+            0,
+            vec![Run {
+                due_at_ms: 50,
+                claimed_at_ms,
+                started_at_ms: claimed_at_ms,
+            }],
+        )]);
+        let cancels = HashMap::from([(
+            0,
+            CancelRecord {
+                outcome: CancelOutcome::Cancelled,
+                at_ms: 300,
+            },
+        )]);
+        check(
+            &plan,
+            &cfg,
+            &runs,
+            &cancels,
+            &[true],
+            &[50],
+            Duration::from_secs(1),
+            0,
+            flushed_at_ms,
+        )
+    }
+
+    #[test]
+    fn a_cancelled_task_that_ran_is_explained_only_by_a_run_before_the_wipe() {
+        // no FLUSHALL: cancelled and run is never allowed
+        let r = ran_then_cancelled(None, 100);
+        assert_eq!(
+            (
+                r.unexplained_mismatches,
+                r.explained_cancelled_after_restore
+            ),
+            (1, 0)
+        );
+        // the run came before the wipe at 200, the cancel after it: the restored copy
+        let r = ran_then_cancelled(Some(200), 100);
+        assert_eq!(
+            (
+                r.unexplained_mismatches,
+                r.explained_cancelled_after_restore
+            ),
+            (0, 1)
+        );
+        assert_eq!(r.explained_mismatches, 1);
+        assert!(r.ok());
+        // the run came after the wipe: nothing explains it
+        let r = ran_then_cancelled(Some(200), 250);
+        assert_eq!(r.unexplained_mismatches, 1);
+        // the cancel came before the wipe: nothing explains it either
+        let r = ran_then_cancelled(Some(400), 100);
+        assert_eq!(r.unexplained_mismatches, 1);
+    }
+}
