@@ -424,6 +424,9 @@ async fn run(
         c.abort();
     }
     let l = ledger.lock().unwrap();
+    // a task seen gone while its consumer, its ack answered, had not yet written that down
+    // was acked with the answer in hand, not lost
+    ack_unknown.retain(|k| !l.acked.contains(k));
     let lost = vanished.len();
     let recovered = l
         .unknown
