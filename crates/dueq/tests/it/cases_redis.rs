@@ -1,10 +1,11 @@
 //! Cases C17 and C18 of `shared/cases/CASES.md`: the script cache and the eviction policy.
+//! Also Redis out of memory under `noeviction` (docs/RELIABILITY.md).
 
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dueq::{AckOutcome, Client, EvictionCheck, Queue, TaskId, TaskSpec};
+use dueq::{AckOutcome, Client, EvictionCheck, Queue, TaskId, TaskRef, TaskSpec};
 use dueq_testkit::{RedisServer, info_field};
 use tracing::instrument::WithSubscriber;
 
@@ -271,4 +272,89 @@ async fn c18_eviction_policy() {
     let q = client.queue("q").unwrap();
     q.enqueue(TaskSpec::new(b"x".to_vec())).await.unwrap();
     assert_eq!(claim_all(&q).await, vec![b"x".to_vec()]);
+}
+
+fn set_maxmemory(conn: &mut redis::Connection, bytes: u64) {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(bytes)
+        .query::<()>(conn)
+        .unwrap();
+}
+
+/// Redis out of memory (`maxmemory` reached, `noeviction`) in the middle of a batch of
+/// 2 500 (docs/RELIABILITY.md, "Redis out of memory"): the batch is three script calls; the
+/// first goes in below the limit and takes Redis over it, the next is refused with `OOM`.
+/// The caller gets `ErrorKind::Redis` (retryable) naming `OOM`, and the 1 000 tasks of the
+/// first call are there although the batch failed: a batch over 1 000 is not atomic, and
+/// the error does not say how much went in. Once memory is freed, the same batch re-sent by
+/// key creates only the rest (unkeyed, it would create the first 1 000 again).
+#[tokio::test]
+async fn oom_mid_batch_keeps_the_calls_before_it() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("oom");
+    let specs: Vec<TaskSpec> = (0..2_500)
+        .map(|i| TaskSpec::new(vec![b'p'; 2_000]).key(format!("k{i}")))
+        .collect();
+    let mut c = ctx.raw();
+    let used: u64 = info_field(&mut c, "memory", "used_memory")
+        .unwrap()
+        .parse()
+        .unwrap();
+    // the limit counts the call's own arguments while they wait in the query buffer (about
+    // 2 MB a call here): 3 MiB above now lets the first call in; its 1 000 tasks (more than
+    // 2 MB) and the next call's arguments take Redis over
+    set_maxmemory(&mut c, used + 3 * 1024 * 1024);
+    let err = q.enqueue_batch(&specs).await.unwrap_err();
+    assert_eq!(err.kind(), dueq::ErrorKind::Redis, "{err}");
+    assert!(
+        err.is_retryable() && err.to_string().contains("OOM"),
+        "{err}"
+    );
+    // whole calls went in before the refusal (the first; the first two if the memory adds
+    // up otherwise)
+    let written = q.stats().await.unwrap().scheduled;
+    assert!(
+        written == 1_000 || written == 2_000,
+        "{written} tasks written before the refusal"
+    );
+
+    set_maxmemory(&mut c, 0);
+    let again = q.enqueue_batch(&specs).await.unwrap();
+    let created = again.iter().filter(|e| e.created()).count() as u64;
+    assert_eq!(created, 2_500 - written);
+    assert!(again[..written as usize].iter().all(|e| !e.created()));
+    let s = q.stats().await.unwrap();
+    assert_eq!(s.scheduled, 2_500);
+
+    // far over the limit: an enqueue is refused and writes nothing; a claim and an ack go
+    // through (Redis refuses a script only at its first write, when that one may grow
+    // memory: a claim first takes the tasks off the schedule, an ack off the active set)
+    set_maxmemory(&mut c, 1);
+    let err = q
+        .enqueue(TaskSpec::new(b"x".to_vec()).key("one"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_retryable() && err.to_string().contains("OOM"),
+        "{err}"
+    );
+    assert!(
+        q.get(&TaskRef::key("one").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let held = q.claim(10, None).await.map(|c| c.tasks);
+    let held = held.map_err(|e| e.to_string()).unwrap();
+    assert_eq!(held.len(), 10);
+    for t in &held {
+        assert_eq!(
+            q.ack(&t.id, &t.lease_token).await.unwrap(),
+            AckOutcome::Acked
+        );
+    }
+    assert_eq!(q.stats().await.unwrap().scheduled, 2_490);
+    set_maxmemory(&mut c, 0);
 }
