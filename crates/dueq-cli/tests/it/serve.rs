@@ -434,6 +434,10 @@ fn serve_restarts_its_embedded_redis_after_kill9() {
     assert_eq!(status, 201, "{out}");
     let socket = std::fs::canonicalize(&data).unwrap().join("redis.sock");
     let first = redis_pid(&socket);
+    // The embedded server writes its AOF with `appendfsync everysec`: a write can be lost to a
+    // kill -9 within about a second (two when an fsync is slow, after which Redis stalls
+    // writes). The test is about the restart, so let the write reach the disk first.
+    std::thread::sleep(Duration::from_millis(2_500));
     let killed = Command::new("kill")
         .args(["-KILL", &first.to_string()])
         .status()
