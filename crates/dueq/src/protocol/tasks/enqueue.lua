@@ -5,8 +5,8 @@
 -- ARGV[2] n (tasks in this batch), ARGV[3] values per task (4, or 5 when a task of the batch
 --   has a group), then per task:
 --   key ('' = none); mode: on_conflict ('k' keep | 'r' replace | 'b' debounce) followed by due
---   kind ('a' at | 'd' delay), e.g. 'kd', then optionally ' t<ms>' (ttl), ' e<ms>' (expires
---   at) and ' m<ms>' (debounce_max_ms); due value (ms); spec (the record without its tail,
+--   kind ('a' at | 'd' delay), e.g. 'kd', then optionally ' p' (a priority above 0, which the
+--   spec carries), ' t<ms>' (ttl), ' e<ms>' (expires at) and ' m<ms>' (debounce_max_ms); due value (ms); spec (the record without its tail,
 --   see lib.lua; it carries the priority); group (5th value; '' = none; a replace keeps the
 --   task's group)
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
@@ -27,8 +27,9 @@ local created_at = struct.pack('<I6', now)
 
 -- Due times as numbers and as score strings; a delay shared by many tasks is computed once.
 local dues, due_str, due_bin, by_delay = {}, {}, {}, {}
--- expiry (epoch ms) and debounce cap (ms) per task, when given
-local exps, dmax = {}, {}
+-- expiry (epoch ms), debounce cap (ms) and priority per task, when given (a task without
+-- options pays no parsing)
+local exps, dmax, prio = {}, {}, {}
 for i = 1, n do
   local b = 3 + (i - 1) * stride
   local v = ARGV[b + 3]
@@ -47,8 +48,10 @@ for i = 1, n do
   if dues[i] > MAX_DUE_MS or dues[i] < 0 then return {'bad_due', now, i} end
   local mode = ARGV[b + 2]
   if #mode > 2 then
-    for kind, ms in string.gmatch(mode, ' (%a)(%d+)') do
-      if kind == 't' then
+    for kind, ms in string.gmatch(mode, ' (%a)(%d*)') do
+      if kind == 'p' then
+        prio[i] = rec_prio(ARGV[b + 4])
+      elseif kind == 't' then
         exps[i] = math.min(now + tonumber(ms), MAX_DUE_MS)
       elseif kind == 'e' then
         exps[i] = math.min(tonumber(ms), MAX_DUE_MS)
@@ -140,12 +143,12 @@ for i = 1, n do
         if f.group then
           -- not written yet: change its entries in the group's batch
           local gb = gbatch[f.group]
-          gmark(rec_prio(spec))
-          gb.sched[f.gk + 2] = gpprefix(f.group, rec_prio(spec)) .. be6(due) .. f.id
+          gmark((prio[i] or 0))
+          gb.sched[f.gk + 2] = gpprefix(f.group, (prio[i] or 0)) .. be6(due) .. f.id
           gb.due[f.gk + 1] = ds
           if due < gb.first then gb.first = due end
         else
-          local p = rec_prio(spec)
+          local p = (prio[i] or 0)
           if p == f.p then
             zl[p][f.z] = ds
           else
@@ -192,10 +195,10 @@ for i = 1, n do
               .. struct.pack(TAIL, due, cr))
             if g then
               gunschedule(G, g, existing, tonumber(score), op)
-              gmark(rec_prio(spec))
-              gschedule(G, g, existing, due, now, rec_prio(spec))
+              gmark((prio[i] or 0))
+              gschedule(G, g, existing, due, now, (prio[i] or 0))
             else
-              local p = rec_prio(spec)
+              local p = (prio[i] or 0)
               if p ~= op then
                 redis.call('ZREM', O.s[op], existing)
                 if p > 0 then used[p] = true end
@@ -227,7 +230,7 @@ for i = 1, n do
         gbatch[group] = gb
       end
       local k = gb.n
-      p = rec_prio(spec)
+      p = (prio[i] or 0)
       gmark(p)
       gb.sched[k + 1] = 0; gb.sched[k + 2] = gpprefix(group, p) .. be6(due) .. id
       gb.due[k + 1] = ds; gb.due[k + 2] = id
@@ -235,8 +238,15 @@ for i = 1, n do
       gb.n = k + 2
       if due < gb.first then gb.first = due end
     else
-      p = rec_prio(spec)
-      z = zlist_add(p, ds, id)
+      p = prio[i] or 0
+      if p == 0 then
+        nz = nz + 2
+        zargs[nz - 1] = ds
+        zargs[nz] = id
+        z = nz - 1
+      else
+        z = zlist_add(p, ds, id)
+      end
     end
     if exps[i] then set_expiry(i, id) end
     nh = nh + 2

@@ -49,6 +49,10 @@ pub(crate) async fn enqueue(
         mode.push(conflict);
         mode.push(if kind == "delay" { 'd' } else { 'a' });
         // options ride in the mode word, so a task without them costs no extra argument
+        // (and the script reads a priority off the spec only when this says there is one)
+        if it.priority > 0 {
+            mode.push_str(" p");
+        }
         match it.expiry {
             Some(Expiry::TtlMs(t)) => mode.push_str(&format!(" t{t}")),
             Some(Expiry::AtMs(t)) => mode.push_str(&format!(" e{t}")),
