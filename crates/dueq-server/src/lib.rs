@@ -169,6 +169,48 @@ fn api_timeout(limit: Duration) -> Response {
 /// (room to send the 408 of a request cut by it), ms.
 const SHUTDOWN_MARGIN_MS: u64 = 1000;
 
+/// What a server answers before its state exists (`dueq serve` while its first connection to
+/// Redis waits, for example for a Redis that is still loading its data set after a restart):
+/// `/healthz` 200 (alive) and `/readyz` 503 naming `why`, every other path 503
+/// `redis_unavailable`, so probes see "alive, not ready" instead of a refused connection.
+/// Serves `listener` until `until` completes, then lets requests in flight finish.
+pub async fn serve_starting(
+    listener: tokio::net::TcpListener,
+    why: String,
+    until: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let ready = api::system::Ready {
+        ready: false,
+        redis: false,
+        scripts: false,
+        eviction_policy: None,
+        eviction_safe: false,
+        checks: Default::default(),
+        error: Some(why.clone()),
+        queues_behind: Vec::new(),
+    };
+    let ready = axum::Json(ready);
+    let app = Router::new()
+        .route("/healthz", axum::routing::get(api::system::healthz))
+        .route(
+            "/readyz",
+            axum::routing::get(move || {
+                let r = ready.clone();
+                async move { (StatusCode::SERVICE_UNAVAILABLE, r) }
+            }),
+        )
+        .fallback(move || {
+            let why = why.clone();
+            async move {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "redis_unavailable", why)
+                    .into_response()
+            }
+        });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(until)
+        .await
+}
+
 /// Serves [`router`] on `listener` until `shutdown` completes, then stops accepting, ends
 /// waiting claims at once (they answer with what they have) and waits for in-flight requests
 /// to finish, for at most [`request_timeout_ms`](AppStateBuilder::request_timeout_ms) + 1 s:

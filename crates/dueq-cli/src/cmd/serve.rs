@@ -76,12 +76,6 @@ async fn serve(
     tokens: Tokens,
     outbox: Option<Outbox>,
 ) -> Result<()> {
-    let client = dueq::Client::builder(url)
-        .payload_limit_bytes(a.payload_limit_bytes)
-        .replicas(replicas)
-        .connect()
-        .await
-        .with_context(|| format!("connecting to {url}"))?;
     let listener = TcpListener::bind(&a.listen)
         .await
         .with_context(|| format!("listening on {}", a.listen))?;
@@ -89,6 +83,33 @@ async fn serve(
     if !tokens.enabled() && !addr.ip().is_loopback() {
         tracing::warn!(%addr, "no tokens configured: the API is open to anyone who can reach it");
     }
+    eprintln!("dueq serve: bound http://{addr}; connecting to Redis (/readyz 503 until then)");
+    // Until the client is connected (a Redis still loading its data set makes that wait),
+    // the same socket answers /healthz 200 and /readyz 503 instead of refusing connections.
+    let socket = listener.into_std()?;
+    let early = TcpListener::from_std(socket.try_clone()?)?;
+    let listener = TcpListener::from_std(socket)?;
+    let (connected, on_connected) = tokio::sync::oneshot::channel::<()>();
+    let starting = tokio::spawn(dueq_server::serve_starting(
+        early,
+        "connecting to Redis (it may still be loading its data set)".to_owned(),
+        async move {
+            let _ = on_connected.await;
+        },
+    ));
+    let client = dueq::Client::builder(url)
+        .payload_limit_bytes(a.payload_limit_bytes)
+        .replicas(replicas)
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {url}"));
+    let _ = connected.send(());
+    match starting.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "the start-up listener failed"),
+        Err(e) => tracing::warn!(error = %e, "the start-up listener task failed"),
+    }
+    let client = client?;
     let mut builder = AppState::builder(client)
         .tokens(tokens)
         .protect_metrics(a.metrics_auth)

@@ -24,7 +24,7 @@ pub struct Health {
 
 /// Readiness: Redis reachable, scripts loaded, eviction policy safe, and the extra checks
 /// the server was built with (for example `postgres` under `dueq serve --postgres`).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct Ready {
     /// All checks pass.
