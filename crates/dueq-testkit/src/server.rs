@@ -220,6 +220,29 @@ impl RedisServer {
         RedisServer::builder().start()
     }
 
+    /// A server (AOF on) holding `keys` filler keys and started with `--key-load-delay
+    /// delay_us`, so that after a [`restart`](Self::restart) it spends about `keys ×
+    /// delay_us` loading its data set, answering `LOADING` meanwhile (only every 1 024 keys:
+    /// Redis serves clients between batches). For tests of what clients do during a load.
+    ///
+    /// # Panics
+    ///
+    /// See [`RedisServerBuilder::start`], or when the filler cannot be written.
+    pub fn slow_loading(keys: u32, delay_us: u32) -> RedisServer {
+        let server = RedisServer::builder()
+            .appendonly(true)
+            .args(["--key-load-delay", &delay_us.to_string()])
+            .start();
+        let mut c = server.conn();
+        redis::cmd("EVAL")
+            .arg("for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'k' .. i, 'v') end")
+            .arg(0)
+            .arg(keys)
+            .query::<()>(&mut c)
+            .unwrap_or_else(|e| panic!("filling the slow-loading server: {e}"));
+        server
+    }
+
     /// Options for starting a server.
     pub fn builder() -> RedisServerBuilder {
         RedisServerBuilder::default()

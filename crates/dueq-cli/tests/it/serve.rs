@@ -535,18 +535,7 @@ fn serve_follows_a_sentinel_failover() {
 /// Loading is slowed to about 7.5 s (3 000 keys, 2.5 ms each).
 #[test]
 fn serve_listens_and_is_not_ready_while_redis_loads_its_data_set() {
-    let mut server = RedisServer::builder()
-        .appendonly(true)
-        .args(["--key-load-delay", "2500"])
-        .start();
-    {
-        let mut c = server.conn();
-        let _: i64 = redis::cmd("EVAL")
-            .arg("for i = 1, 3000 do redis.call('SET', 'k' .. i, 'v') end return 1")
-            .arg(0)
-            .query(&mut c)
-            .unwrap();
-    }
+    let mut server = RedisServer::slow_loading(3_000, 2_500);
     server.stop();
     let url = server.url();
     let restart = std::thread::spawn(move || {

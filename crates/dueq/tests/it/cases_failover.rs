@@ -499,18 +499,7 @@ async fn durable_acks_for_every_replica_survive_failover() {
 /// connection's own retries (about 5 s), shorter than the testkit's 10 s start deadline.
 #[tokio::test(flavor = "multi_thread")]
 async fn connect_waits_while_redis_is_loading_its_data_set() {
-    let mut server = RedisServer::builder()
-        .appendonly(true)
-        .args(["--key-load-delay", "2500"])
-        .start();
-    {
-        let mut c = server.conn();
-        let _: i64 = redis::cmd("EVAL")
-            .arg("for i = 1, 3000 do redis.call('SET', 'k' .. i, 'v') end return 1")
-            .arg(0)
-            .query(&mut c)
-            .unwrap();
-    }
+    let mut server = RedisServer::slow_loading(3_000, 2_500);
     server.stop();
     let url = server.url();
     let restart = std::thread::spawn(move || {
@@ -551,18 +540,7 @@ async fn connect_waits_while_redis_is_loading_its_data_set() {
 /// still its own), its ack is accepted after loading, and a task enqueued after loading runs.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_worker_survives_a_restart_with_a_long_load() {
-    let mut server = RedisServer::builder()
-        .appendonly(true)
-        .args(["--key-load-delay", "2500"])
-        .start();
-    {
-        let mut c = server.conn();
-        let _: i64 = redis::cmd("EVAL")
-            .arg("for i = 1, 3000 do redis.call('SET', 'k' .. i, 'v') end return 1")
-            .arg(0)
-            .query(&mut c)
-            .unwrap();
-    }
+    let mut server = RedisServer::slow_loading(3_000, 2_500);
     let client = Client::connect(&server.url()).await.unwrap();
     let q = client.queue("loading").unwrap();
     q.enqueue(TaskSpec::new(b"long".to_vec())).await.unwrap();
