@@ -9,6 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
+use dueq::json::ObjectErrorKind;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -51,40 +52,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                     ApiError::invalid(format!("could not read the body: {e}"))
                 }
             })?;
-        // every request body is a JSON object: serde would read an array into a struct by
-        // field position (`[3, 5000]` as max_attempts, lease_ms), which no caller means
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-            return Err(ApiError::invalid(
-                "the body must be a JSON object, not an array",
-            ));
-        }
-        // the path names the field of a bad value (`concurrency: invalid value: -3 ...`)
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        serde_path_to_error::deserialize(de)
+        // the one reading of a user's JSON object (dueq::json), shared with the CLI
+        dueq::json::object_from_slice(&bytes)
             .map(ApiJson)
-            .map_err(|e| {
-                let path = e.path().to_string();
-                let e = e.into_inner();
-                if e.is_data() {
-                    if path == "." {
-                        ApiError::invalid(e.to_string())
-                    } else if e.to_string().contains("unknown field") {
-                        // the message names the unknown field; a nested one also gets the
-                        // field it is in (`rate_limit: unknown field `burst``)
-                        match path.rsplit_once('.') {
-                            Some((parent, _)) => ApiError::invalid(format!("{parent}: {e}")),
-                            None => ApiError::invalid(e.to_string()),
-                        }
-                    } else {
-                        ApiError::invalid(format!("{path}: {e}"))
-                    }
-                } else {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_json",
-                        format!("malformed JSON: {e}"),
-                    )
+            .map_err(|e| match e.kind {
+                ObjectErrorKind::Array => {
+                    ApiError::invalid("the body must be a JSON object, not an array")
                 }
+                ObjectErrorKind::Malformed => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    format!("malformed JSON: {}", e.message),
+                ),
+                _ => ApiError::invalid(e.message),
             })
     }
 }

@@ -4,9 +4,73 @@
 //!
 //! The library itself treats payloads as opaque bytes; this is the JSON view that the HTTP API
 //! (`dueq-server`) and the CLI's `--json` output share, so both show a payload the same way.
+//! [`object_from_slice`] is how both read a JSON object given by a user (a request body,
+//! `dueq settings set`'s patch), so a bad field gets the same message from either.
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
+
+/// Why [`object_from_slice`] refused a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObjectError {
+    /// What is wrong, naming the field when one is at fault (`rate_limit.per_ms: invalid
+    /// value ...`; an unknown field also names the object it is in: `rate_limit: unknown field
+    /// `burst` ...`).
+    pub message: String,
+    /// What kind of refusal it is.
+    pub kind: ObjectErrorKind,
+}
+
+/// The kinds of [`ObjectError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ObjectErrorKind {
+    /// A JSON array where an object is needed.
+    Array,
+    /// Not JSON at all (syntax, end of input).
+    Malformed,
+    /// JSON of the wrong shape: a bad or unknown field.
+    Invalid,
+}
+
+/// Reads a JSON object into `T`, naming the field of a bad value. An array is refused: serde
+/// would read it into a struct by field position (`[3, 5000]` as `max_attempts`, `lease_ms`),
+/// which nobody means.
+///
+/// # Errors
+/// [`ObjectError`] for an array, malformed JSON or a value `T` does not accept.
+pub fn object_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ObjectError> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ObjectError {
+            message: "a JSON object is needed, not an array".to_owned(),
+            kind: ObjectErrorKind::Array,
+        });
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let e = e.into_inner();
+        let message = if !e.is_data() || path == "." {
+            e.to_string()
+        } else if e.to_string().contains("unknown field") {
+            // the message names the unknown field; a nested one also gets the object it is in
+            match path.rsplit_once('.') {
+                Some((parent, _)) => format!("{parent}: {e}"),
+                None => e.to_string(),
+            }
+        } else {
+            format!("{path}: {e}")
+        };
+        let kind = if e.is_data() {
+            ObjectErrorKind::Invalid
+        } else {
+            ObjectErrorKind::Malformed
+        };
+        ObjectError { message, kind }
+    })
+}
 
 /// A stored payload as a JSON value: the value itself when the bytes are JSON, else the text
 /// (lossy UTF-8) as a JSON string. Nesting deeper than serde_json's limit (128) is shown as text.
