@@ -291,7 +291,7 @@ async fn chaos_run_loses_and_duplicates_nothing() {
 /// minute (durable writes stall while a demoted primary resyncs), and a forced failover is
 /// sometimes refused for 20 s, which makes the testkit panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not in CI: 30 s to over a minute, and Sentinel sometimes refuses a forced failover for 20 s (the testkit then panics); run with --include-ignored, see docs/RELIABILITY.md"]
+#[ignore = "30 s to over a minute, and Sentinel sometimes refuses a forced failover for 20 s (the testkit then panics): .ci/run runs it on its own, with retries; by hand: --include-ignored, see docs/RELIABILITY.md"]
 async fn chaos_run_with_sentinel_failovers() {
     let fault_ms = env_u64("DUEQ_CHAOS_SENTINEL_MS", 6_000);
     let total = env_u64("DUEQ_CHAOS_SENTINEL_TASKS", 600);
