@@ -20,7 +20,8 @@ pub enum ErrorKind {
     Conflict,
     /// Redis could not be reached or answered with an error (connection lost, timeout,
     /// `BUSY`, `READONLY`, ...). The operation may or may not have been applied when the
-    /// failure came after the request was sent; every dueq write is safe to repeat by key.
+    /// failure came after the request was sent; an enqueue with a key is safe to send again, and
+    /// an ack, nack, cancel or reschedule sent again answers that it was already applied.
     Redis,
     /// Redis answered something the protocol does not expect (a broken invariant, or a
     /// server whose keys were changed by hand).

@@ -83,8 +83,9 @@ async fn run_durable(
             ErrorKind::NotReplicated,
             format!(
                 "{name}: written on the primary but confirmed by {acked} of {} replicas within \
-                 {} ms; it may be lost if the primary fails now (repeat it: every dueq write \
-                 is safe to repeat by key)",
+                 {} ms; it may be lost if the primary fails now (an enqueue with a key can be \
+                 sent again safely; an ack, nack, cancel or reschedule sent again finds it \
+                 applied: lease_lost or not_found)",
                 wait.replicas, wait.timeout_ms
             ),
         ));
