@@ -84,6 +84,8 @@ export interface ClaimedTask {
   lease_expires_at_ms: number;
   /** Its group, if any. */
   group?: string | null;
+  /** Its priority, 0 (first) to 9. */
+  priority?: number;
 }
 
 export interface QueueStats {

@@ -537,6 +537,8 @@ pub struct ClaimedTask {
     pub max_attempts: u32,
     /// Its group, if any.
     pub group: Option<String>,
+    /// Its priority, 0 (first) to 9.
+    pub priority: u8,
     /// Due time it was claimed at, epoch ms.
     pub due_at_ms: u64,
     /// Proof of ownership for ack, nack and extend.

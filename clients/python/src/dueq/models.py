@@ -225,6 +225,8 @@ class ClaimedTask:
     lease_token: str
     lease_expires_at_ms: int
     group: Optional[str] = None
+    priority: int = 0
+    """0 (first) to 9."""
 
     @classmethod
     def from_json(cls, queue: str, d: Mapping[str, Any]) -> "ClaimedTask":
@@ -238,6 +240,7 @@ class ClaimedTask:
             lease_token=d["lease_token"],
             lease_expires_at_ms=d["lease_expires_at_ms"],
             group=d.get("group"),
+            priority=d.get("priority", 0),
         )
 
 

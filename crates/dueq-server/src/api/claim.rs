@@ -68,13 +68,17 @@ pub struct ClaimedTaskResponse {
     pub lease_expires_at_ms: u64,
     /// Its group, if any.
     pub group: Option<String>,
+    /// Its priority, 0 (first) to 9.
+    #[schema(maximum = 9)]
+    pub priority: u8,
 }
 
 /// The claimed tasks (possibly none).
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct ClaimResponse {
-    /// Due-time order, FIFO among equal due times.
+    /// Claim order: by priority (0 first), then due time, FIFO among equal due times (a
+    /// group's tasks take turns with other groups').
     pub tasks: Vec<ClaimedTaskResponse>,
 }
 
@@ -199,6 +203,7 @@ pub async fn claim(
             lease_token: t.lease_token.as_str().to_owned(),
             lease_expires_at_ms: t.lease_expires_at_ms,
             group: t.group,
+            priority: t.priority,
         })
         .collect();
     Ok(Json(ClaimResponse { tasks }))

@@ -118,6 +118,7 @@ pub(crate) async fn claim(
                 rec.max_attempts
             },
             group: None,
+            priority: rec.priority,
             due_at_ms,
             lease_token,
             lease_expires_at_ms,
