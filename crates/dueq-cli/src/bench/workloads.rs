@@ -18,6 +18,9 @@ pub enum Workload {
     W1,
     /// Drain due tasks through the worker runtime (leases, acks).
     W2,
+    /// W2 with half the tasks at priority 0 and half at 9, the claim order checked (not in
+    /// the default set).
+    W2Prio,
     /// Lateness of tasks due evenly over a span, worker idle and waiting.
     W3,
     /// An idle worker over future tasks: Redis commands per second.
@@ -54,6 +57,7 @@ impl Workload {
         match self {
             Workload::W1 => "W1",
             Workload::W2 => "W2",
+            Workload::W2Prio => "W2-PRIO",
             Workload::W3 => "W3",
             Workload::Idle => "IDLE",
             Workload::W4 => "W4",
@@ -72,11 +76,16 @@ impl FromStr for Workload {
     fn from_str(s: &str) -> Result<Self, String> {
         Workload::ALL
             .into_iter()
-            .chain([Workload::W8, Workload::IdleSchedules, Workload::Outbox])
+            .chain([
+                Workload::W2Prio,
+                Workload::W8,
+                Workload::IdleSchedules,
+                Workload::Outbox,
+            ])
             .find(|w| w.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 format!(
-                    "unknown workload {s:?}: use W1, W2, W3, IDLE, W4, W5, W7, W8, \
+                    "unknown workload {s:?}: use W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W8, \
                      IDLE-SCHEDULES, OUTBOX"
                 )
             })
@@ -183,6 +192,7 @@ pub async fn run(
     match w {
         Workload::W1 => w1(&queue, &probe, sizes.w1).await,
         Workload::W2 => w2(&client, &queue, &probe, sizes.w2).await,
+        Workload::W2Prio => w2_prio(&client, &queue, &probe, sizes.w2).await,
         Workload::W3 => w3(&client, &queue, sizes.w3, sizes.w3_span_ms).await,
         Workload::Idle => {
             fill(&queue, future_specs(sizes.idle_tasks, 3_600_000)).await?;
@@ -228,18 +238,63 @@ async fn w1(queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
 
 async fn w2(client: &Client, queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
     fill(queue, future_specs(n, 0)).await?;
-    let first: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let f2 = first.clone();
+    let (figures, _) = drain(client, queue, probe, n, "W2").await?;
+    Ok(figures)
+}
+
+/// W2 over a queue whose tasks alternate between priority 0 and 9, all due: the drain rate,
+/// and the order check. Every priority-0 task must start before the priority-9 ones, but for
+/// those of the one claim that took the last priority-0 tasks (their handlers start side by
+/// side): at most one claim batch (the worker's concurrency) of them.
+async fn w2_prio(client: &Client, queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
+    let p = payload();
+    let specs = (0..n)
+        .map(|i| TaskSpec::new(p.clone()).priority(if i % 2 == 0 { 0 } else { 9 }))
+        .collect();
+    fill(queue, specs).await?;
+    let (mut figures, starts) = drain(client, queue, probe, n, "W2-PRIO").await?;
+    let last_first = starts.iter().rposition(|p| *p == 0).unwrap_or(0);
+    let early_nines = starts[..last_first].iter().filter(|p| **p == 9).count();
+    if early_nines > DRAIN_CONCURRENCY {
+        bail!(
+            "W2-PRIO: {early_nines} priority-9 tasks started before the last priority-0 one \
+             (at most one claim of {DRAIN_CONCURRENCY} may)"
+        );
+    }
+    figures.push(fig(
+        "W2-PRIO",
+        "prio9_before_last_prio0",
+        early_nines as f64,
+    ));
+    Ok(figures)
+}
+
+/// The worker's concurrency (and so its largest claim) in W2 and W2-PRIO.
+const DRAIN_CONCURRENCY: usize = 1_000;
+
+/// Drains `n` due tasks of `queue` with a no-op handler: the throughput figures (from the first
+/// handler start to the last ack), and each task's priority in handler start order.
+async fn drain(
+    client: &Client,
+    queue: &Queue,
+    probe: &Probe,
+    n: usize,
+    name: &'static str,
+) -> Result<(Vec<Figure>, Vec<u8>)> {
+    let starts: Arc<Mutex<(Option<Instant>, Vec<u8>)>> =
+        Arc::new(Mutex::new((None, Vec::with_capacity(n))));
+    let s2 = starts.clone();
     let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
     let worker = Worker::builder(client.clone())
-        .concurrency(1_000)
-        .handle(queue.name(), move |_task| {
-            let f2 = f2.clone();
+        .concurrency(DRAIN_CONCURRENCY)
+        .handle(queue.name(), move |task| {
+            let s2 = s2.clone();
             async move {
-                let mut g = f2.lock().unwrap_or_else(|p| p.into_inner());
-                if g.is_none() {
-                    *g = Some(Instant::now());
+                let mut g = s2.lock().unwrap_or_else(|p| p.into_inner());
+                if g.0.is_none() {
+                    g.0 = Some(Instant::now());
                 }
+                g.1.push(task.priority);
                 Outcome::Success
             }
         })
@@ -249,12 +304,9 @@ async fn w2(client: &Client, queue: &Queue, probe: &Probe, n: usize) -> Result<V
     let end = Instant::now();
     let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
     worker.shutdown().await?;
-    let start = first
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or(end);
-    let secs = (end - start).as_secs_f64().max(1e-9);
-    Ok(throughput("W2", n, secs, cpu1 - cpu0, ccpu1 - ccpu0))
+    let (first, order) = std::mem::take(&mut *starts.lock().unwrap_or_else(|p| p.into_inner()));
+    let secs = (end - first.unwrap_or(end)).as_secs_f64().max(1e-9);
+    Ok((throughput(name, n, secs, cpu1 - cpu0, ccpu1 - ccpu0), order))
 }
 
 /// Handler start minus due time (Redis clock) of every task, after they all ran.
