@@ -365,6 +365,12 @@ pub struct ScheduleSetArgs {
     /// Lease of each task, ms.
     #[arg(long)]
     pub lease_ms: Option<u64>,
+    /// Priority of each task, 0 (first, the default) to 9.
+    #[arg(long)]
+    pub priority: Option<u8>,
+    /// Group of each task.
+    #[arg(long)]
+    pub group: Option<String>,
 }
 
 /// `dueq schedule ...`.
@@ -513,8 +519,8 @@ pub struct ReplayArgs {
 /// `dueq bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W1, W2, W3, IDLE, W4, W5, W7, W8, IDLE-SCHEDULES,
-    /// OUTBOX (default: all but W8, IDLE-SCHEDULES and OUTBOX).
+    /// Workloads to run, comma-separated: W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W8,
+    /// IDLE-SCHEDULES, OUTBOX (default: all but W2-PRIO, W8, IDLE-SCHEDULES and OUTBOX).
     #[arg(long, value_delimiter = ',')]
     pub workload: Vec<crate::bench::Workload>,
     /// Runs of each workload; the median is reported.

@@ -22,6 +22,8 @@ fn schedule_json(queue: &str, s: &Schedule) -> Value {
         "overlap": if spec.overlap == Overlap::Skip { "skip" } else { "allow" },
         "max_attempts": spec.max_attempts,
         "lease_ms": spec.lease_ms,
+        "priority": spec.priority,
+        "group": spec.group,
         "next_fire_at_ms": s.next_fire_at_ms,
         "upcoming_ms": s.upcoming_ms,
         "last_fire_at_ms": s.last_fire_at_ms,
@@ -89,6 +91,10 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
             if let Some(l) = a.lease_ms {
                 spec = spec.lease_ms(l);
             }
+            if let Some(p) = a.priority {
+                spec = spec.priority(p);
+            }
+            spec.group = a.group.clone();
             let r = q.set_schedule(&spec).await?;
             let outcome = match r.outcome {
                 SetOutcome::Created => "created",

@@ -185,6 +185,10 @@ fn schedule_set_get_list_pause_resume_delete() {
         "Europe/Berlin",
         "--payload",
         r#"{"job":"report"}"#,
+        "--priority",
+        "2",
+        "--group",
+        "reports",
     ];
     let (ok, r) = dueq_json(&url, &set);
     assert!(ok, "{r}");
@@ -196,6 +200,10 @@ fn schedule_set_get_list_pause_resume_delete() {
     assert!(ok, "{g}");
     assert_eq!(g["tz"], "Europe/Berlin");
     assert_eq!(g["payload"]["job"], "report");
+    assert_eq!(
+        (g["priority"].as_u64(), g["group"].as_str()),
+        (Some(2), Some("reports"))
+    );
     assert_eq!(g["upcoming_ms"].as_array().unwrap().len(), 5);
     let (ok, p) = dueq_json(&url, &["schedule", "pause", "orders", "nightly"]);
     assert!(ok);

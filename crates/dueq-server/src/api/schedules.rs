@@ -41,6 +41,11 @@ pub struct ScheduleRequest {
     pub max_attempts: Option<u32>,
     /// Lease of each task, ms. Default 30000.
     pub lease_ms: Option<u64>,
+    /// Priority of each task, 0 (first, the default) to 9.
+    #[schema(maximum = 9)]
+    pub priority: Option<u8>,
+    /// Group of each task (1 to 256 bytes); default none.
+    pub group: Option<String>,
 }
 
 /// Misfire policy.
@@ -90,6 +95,10 @@ pub struct ScheduleResponse {
     pub max_attempts: u32,
     /// Lease of each task, ms.
     pub lease_ms: u64,
+    /// Priority of each task.
+    pub priority: u8,
+    /// Group of each task, if any.
+    pub group: Option<String>,
     /// Next fire time, epoch ms (Redis clock); `null` while paused.
     pub next_fire_at_ms: Option<u64>,
     /// The next 5 fire times (empty while paused).
@@ -128,6 +137,8 @@ impl ScheduleResponse {
             },
             max_attempts: spec.max_attempts,
             lease_ms: spec.lease_ms,
+            priority: spec.priority,
+            group: spec.group,
             next_fire_at_ms: s.next_fire_at_ms,
             upcoming_ms: s.upcoming_ms,
             last_fire_at_ms: s.last_fire_at_ms,
@@ -195,6 +206,10 @@ fn spec(name: String, r: ScheduleRequest) -> ApiResult<ScheduleSpec> {
     if let Some(l) = r.lease_ms {
         s = s.lease_ms(l);
     }
+    if let Some(p) = r.priority {
+        s = s.priority(p);
+    }
+    s.group = r.group;
     Ok(s)
 }
 

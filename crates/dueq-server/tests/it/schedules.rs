@@ -36,7 +36,13 @@ async fn c34_bad_schedules_get_400_naming_the_field() {
         ),
         ("a%20b", json!({"every_ms": 1000}), "name"),
         ("s", json!({}), "cron"),
-        ("s", json!({"every_ms": 1000, "priority": 3}), "priority"),
+        ("s", json!({"every_ms": 1000, "priority": 10}), "priority"),
+        ("s", json!({"every_ms": 1000, "group": ""}), "group"),
+        (
+            "s",
+            json!({"every_ms": 1000, "queue_weight": 3}),
+            "queue_weight",
+        ),
     ] {
         let r = put(&c, "orders", name, body.clone()).await;
         assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
@@ -77,11 +83,15 @@ async fn routes_set_get_list_pause_resume_delete() {
         (r.status, r.body["outcome"].clone()),
         (StatusCode::OK, json!("unchanged"))
     );
+    assert_eq!(
+        (r.body["priority"].clone(), r.body["group"].clone()),
+        (json!(0), Value::Null)
+    );
     let r = put(
         &c,
         "orders",
         "report",
-        json!({"every_ms": 60000, "payload": 2}),
+        json!({"every_ms": 60000, "payload": 2, "priority": 7, "group": "shop-1"}),
     )
     .await;
     assert_eq!(
@@ -92,6 +102,10 @@ async fn routes_set_get_list_pause_resume_delete() {
     let g = c.get("/v1/queues/orders/schedules/report").await;
     assert_eq!(g.status, StatusCode::OK);
     assert_eq!(g.body["payload"], 2);
+    assert_eq!(
+        (g.body["priority"].clone(), g.body["group"].clone()),
+        (json!(7), json!("shop-1"))
+    );
     assert!(g.body.get("outcome").is_none());
     // pause / resume
     let p = c

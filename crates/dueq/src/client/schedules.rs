@@ -247,6 +247,7 @@ struct Planned {
     once: Option<(u64, Vec<u8>)>,
     fire: Option<(u64, Vec<u8>)>,
     overlap_skip: bool,
+    group: Option<String>,
 }
 
 impl Planned {
@@ -259,6 +260,7 @@ impl Planned {
             fire: self.fire.clone(),
             next: self.step.next,
             overlap_skip: self.overlap_skip,
+            group: self.group.as_deref().unwrap_or(""),
         }
     }
 }
@@ -282,7 +284,13 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
         let key = format!("schedule:{}:{at}", spec.name);
         (
             at,
-            record::spec(spec.max_attempts, spec.lease_ms, 0, &key, &spec.payload),
+            record::spec(
+                spec.max_attempts,
+                spec.lease_ms,
+                spec.priority,
+                &key,
+                &spec.payload,
+            ),
         )
     };
     Ok(Some(Planned {
@@ -292,5 +300,6 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
         fire: step.fire_at.map(task),
         step,
         overlap_skip: spec.overlap == Overlap::Skip,
+        group: spec.group.clone(),
     }))
 }

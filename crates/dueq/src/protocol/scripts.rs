@@ -70,7 +70,7 @@ scripts! {
     SCHEDULE_GET => "schedules/schedule_get.lua", 2;
     SCHEDULE_LIST => "schedules/schedule_list.lua", 2;
     SCHEDULE_DUE => "schedules/schedule_due.lua", 3;
-    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 8;
+    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 27;
     WORKER_BEAT => "workers/worker_beat.lua", 1;
     WORKER_REMOVE => "workers/worker_remove.lua", 1;
     WORKER_LIST => "workers/worker_list.lua", 1;

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::task::{
-    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_DELAY_MS, validate_lease_ms,
+    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_DELAY_MS, MAX_PRIORITY,
+    validate_group, validate_lease_ms,
 };
 use timing::Grid;
 
@@ -84,6 +85,11 @@ pub struct ScheduleSpec {
     pub max_attempts: u32,
     /// Lease of each task, ms. Default 30 000.
     pub lease_ms: u64,
+    /// Priority of each task, 0 (first, the default) to 9.
+    pub priority: u8,
+    /// Group of each task (`group_concurrency` and `group_rate_limit` apply to it); `None`
+    /// (the default) for none.
+    pub group: Option<String>,
 }
 
 impl ScheduleSpec {
@@ -101,6 +107,8 @@ impl ScheduleSpec {
             overlap: Overlap::Allow,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             lease_ms: DEFAULT_LEASE_MS,
+            priority: 0,
+            group: None,
         }
     }
 
@@ -152,12 +160,25 @@ impl ScheduleSpec {
         self
     }
 
+    /// Priority of each task, 0 (first) to 9.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Group of each task.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
     /// Checks every field (the payload size is checked by the queue, against its client's
     /// limit).
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) with a message that starts with the
-    /// field's name (`cron: ...`, `every_ms: ...`, `tz: ...`, `name: ...`).
+    /// field's name (`cron: ...`, `every_ms: ...`, `tz: ...`, `name: ...`, `priority: ...`,
+    /// `group ...`).
     pub fn validate(&self) -> Result<()> {
         self.grid().map(|_| ())
     }
@@ -215,6 +236,15 @@ impl ScheduleSpec {
         }
         validate_lease_ms(self.lease_ms)
             .map_err(|_| Error::invalid("lease_ms: must be 1 to 4294967295"))?;
+        if self.priority > MAX_PRIORITY {
+            return Err(Error::invalid(format!(
+                "priority: must be 0 to {MAX_PRIORITY}, got {}",
+                self.priority
+            )));
+        }
+        if let Some(g) = &self.group {
+            validate_group(g)?;
+        }
         Ok(grid)
     }
 
@@ -246,6 +276,8 @@ impl ScheduleSpec {
             overlap: self.overlap,
             max_attempts: self.max_attempts,
             lease_ms: self.lease_ms,
+            priority: self.priority,
+            group: self.group.clone(),
         };
         // serializing plain strings, numbers and enums cannot fail
         let mut v = serde_json::to_vec(&head).unwrap_or_default();
@@ -270,6 +302,8 @@ impl ScheduleSpec {
             overlap: head.overlap,
             max_attempts: head.max_attempts,
             lease_ms: head.lease_ms,
+            priority: head.priority,
+            group: head.group,
         })
     }
 }
@@ -284,6 +318,16 @@ struct Stored {
     overlap: Overlap,
     max_attempts: u32,
     lease_ms: u64,
+    // left out at their defaults, so schedules stored before these fields existed read the
+    // same and encode the same (an unchanged re-registration stays `unchanged`)
+    #[serde(default, skip_serializing_if = "is_zero")]
+    priority: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
+}
+
+fn is_zero(p: &u8) -> bool {
+    *p == 0
 }
 
 /// Checks a schedule name: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..` (it is a URL path segment

@@ -290,6 +290,38 @@ async fn c33_overlap_skip() {
     );
 }
 
+/// A schedule's priority and group go to every task it fires, and `overlap: skip` sees the
+/// task of an earlier tick as live while it waits in its group (not in the scheduled set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_tasks_carry_priority_and_group() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("tenant");
+    let spec = ScheduleSpec::new("sync", b"s".to_vec())
+        .every_ms(200)
+        .overlap(Overlap::Skip)
+        .priority(4)
+        .group("tenant-a");
+    q.set_schedule(&spec).await.unwrap();
+    assert_eq!(q.schedule("sync").await.unwrap().unwrap().spec, spec);
+    let (stop, join) = queue_firer(&ctx, &q);
+    wait_until_async(DEADLINE, "two ticks skipped behind the first", || async {
+        q.schedule("sync").await.unwrap().unwrap().skipped_total >= 2
+    })
+    .await;
+    let _ = stop.send(());
+    join.await.unwrap();
+    let s = q.schedule("sync").await.unwrap().unwrap();
+    assert_eq!(
+        s.fired_total, 1,
+        "a tick fired while the first tick's task was live"
+    );
+    let c = q.claim(10, None).await.unwrap();
+    assert_eq!(c.tasks.len(), 1);
+    let t = &c.tasks[0];
+    assert_eq!((t.priority, t.group.as_deref()), (4, Some("tenant-a")));
+    assert!(t.key.as_deref().unwrap().starts_with("schedule:sync:"));
+}
+
 /// [C34](../../../../shared/cases/CASES.md) on the library: every bad spec is refused naming
 /// its field, and nothing is stored.
 #[tokio::test]
@@ -307,6 +339,8 @@ async fn c34_bad_schedules_write_nothing() {
             "name",
         ),
         (base().cron("0 0 30 2 *"), "cron"),
+        (base().every_ms(1000).priority(10), "priority"),
+        (base().every_ms(1000).group(""), "group"),
     ];
     for (spec, field) in cases {
         let e = q.set_schedule(&spec).await.unwrap_err();

@@ -199,6 +199,8 @@ pub(crate) struct FireItem<'a> {
     pub fire: Option<(u64, Vec<u8>)>,
     pub next: Option<u64>,
     pub overlap_skip: bool,
+    /// The tasks' group, '' for none.
+    pub group: &'a str,
 }
 
 /// What `schedule_fire` did with one item.
@@ -224,9 +226,10 @@ pub(crate) async fn fire(
         a.n(at(&it.fire));
         a.0.push(it.fire.as_ref().map(|(_, s)| s.clone()).unwrap_or_default());
         a.n(it.next.map_or(-1, |n| n as i64))
-            .s(if it.overlap_skip { "s" } else { "a" });
+            .s(if it.overlap_skip { "s" } else { "a" })
+            .s(it.group);
     }
-    let keys = [
+    let keys = k.with_lane_keys(&[
         &k.sched,
         &k.tasks,
         &k.keys,
@@ -235,8 +238,7 @@ pub(crate) async fn fire(
         &k.leases,
         &k.schedule_state,
         &k.schedule_next,
-    ]
-    .map(String::as_str);
+    ]);
     let mut r = run(
         conn,
         "schedule_fire",
