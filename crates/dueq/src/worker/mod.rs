@@ -227,20 +227,8 @@ impl WorkerBuilder {
             let q = self.client.queue(&name)?.with_backoff(self.backoff);
             queues.push((q, h));
         }
-        let mut weights = vec![1; queues.len()];
-        for (name, w) in &self.weights {
-            let Some(i) = queues.iter().position(|(q, _)| q.name() == name) else {
-                return Err(Error::invalid(format!(
-                    "weight of queue {name}: the worker has no handler for it"
-                )));
-            };
-            if !(1..=MAX_QUEUE_WEIGHT).contains(w) {
-                return Err(Error::invalid(format!(
-                    "weight of queue {name}: {w} is out of range (1 to {MAX_QUEUE_WEIGHT})"
-                )));
-            }
-            weights[i] = *w;
-        }
+        let names: Vec<&str> = queues.iter().map(|(q, _)| q.name()).collect();
+        let weights = share::weights(&names, &self.weights)?;
         Ok(Worker {
             queues,
             weights,

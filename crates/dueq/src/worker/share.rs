@@ -5,7 +5,7 @@
 //! one only while every higher one has nothing due. A queue with nothing due takes nothing.
 //!
 //! It is separate and pure (no Redis, no clock, no tokio) because it is the one rule that makes
-//! weights mean something: the claimer (`claimer::run_many`) says how many slots are free and
+//! weights mean something (with the check of the weights themselves, [`weights`]): the claimer (`claimer::run_many`) says how many slots are free and
 //! which queues have due work (from what each `DueClaimer` learned from its last claim), and
 //! applies the split; the tests here check the split itself.
 //!
@@ -15,6 +15,8 @@
 //! hold across rounds, also when a round has a single free slot (a busy worker frees its slots
 //! one by one as handlers end). Rejected: a proportional split per round (largest remainder),
 //! which gives a lone free slot to the heaviest queue every time, so 3:1 would become 1:0.
+
+use crate::error::{Error, Result};
 
 /// How a worker that serves several queues shares its concurrency slots among them when more
 /// than one has due work. Set with
@@ -38,6 +40,30 @@ pub enum QueueOrder {
 
 /// Largest weight of a queue in a worker ([`WorkerBuilder::weight`](crate::WorkerBuilder::weight)).
 pub const MAX_QUEUE_WEIGHT: u32 = 1_000;
+
+/// The weight of each of `queues` (default 1) from the `given` (queue, weight) pairs, the
+/// last one for a queue counting.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind) for a weight out of range or of a queue not in
+/// `queues`.
+pub(super) fn weights(queues: &[&str], given: &[(String, u32)]) -> Result<Vec<u32>> {
+    let mut weights = vec![1; queues.len()];
+    for (name, w) in given {
+        let Some(i) = queues.iter().position(|q| q == name) else {
+            return Err(Error::invalid(format!(
+                "weight of queue {name}: the worker has no handler for it"
+            )));
+        };
+        if !(1..=MAX_QUEUE_WEIGHT).contains(w) {
+            return Err(Error::invalid(format!(
+                "weight of queue {name}: {w} is out of range (1 to {MAX_QUEUE_WEIGHT})"
+            )));
+        }
+        weights[i] = *w;
+    }
+    Ok(weights)
+}
 
 /// The sharing state of one worker's queues (indices as in the worker's queue list).
 #[derive(Debug)]
@@ -180,6 +206,24 @@ mod tests {
         // back to both: the proportion at once, whatever came before
         let rounds = vec![(1, &[true, true][..]); 4];
         assert_eq!(run(&mut s, &rounds), [3, 1]);
+    }
+
+    #[test]
+    fn weights_default_to_one_and_the_last_counts() {
+        let given = [("b".to_owned(), 3), ("b".to_owned(), 5)];
+        assert_eq!(weights(&["a", "b"], &given).unwrap(), [1, 5]);
+        for (bad, message) in [
+            (("a", 0), "weight of queue a: 0 is out of range (1 to 1000)"),
+            (("a", 1_001), "weight of queue a: 1001 is out of range"),
+            (
+                ("c", 1),
+                "weight of queue c: the worker has no handler for it",
+            ),
+        ] {
+            let e = weights(&["a", "b"], &[(bad.0.to_owned(), bad.1)]).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains(message), "{e}");
+        }
     }
 
     #[test]

@@ -75,6 +75,45 @@ async fn weighted_shares_the_slots_in_proportion_while_both_have_due_work() {
     }
 }
 
+/// A heavy queue with nothing due takes nothing: the light queue's backlog gets every slot.
+#[tokio::test]
+async fn an_idle_heavy_queue_leaves_every_slot_to_the_others() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ctx = Ctx::new().await;
+    let light = ctx.queue("light");
+    due_tasks(&light, 100, None).await;
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r2, m2) = (running.clone(), most.clone());
+    let worker = Worker::builder(ctx.client.clone())
+        .concurrency(4)
+        .handle("heavy", |_| async { Outcome::Success })
+        .handle("light", move |_| {
+            let (r, m) = (r2.clone(), m2.clone());
+            async move {
+                let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                r.fetch_sub(1, Ordering::SeqCst);
+                Outcome::Success
+            }
+        })
+        .weight("heavy", 1_000)
+        .build()
+        .unwrap()
+        .start();
+    wait_until_async(DEADLINE, "the light queue drained", || {
+        let light = light.clone();
+        async move { light.stats().await.unwrap().succeeded_total == 100 }
+    })
+    .await;
+    worker.shutdown().await.unwrap();
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        4,
+        "the light queue ran 4 at once"
+    );
+}
+
 /// Strict order: while the heavier queue has due work no task of the lighter one starts;
 /// once it is empty the lighter one drains; and work that becomes due on the heavier queue
 /// meanwhile goes first again, all of it before the lighter queue's next task.
