@@ -307,12 +307,12 @@ impl DueClaimer {
                 self.hold_until = at;
             }
             Some(Throttle::Concurrency) => {}
+            // (here `due_at` is the next due time, `None` while paused)
             _ => {
                 if max > 0
-                    && !claim.paused
-                    && let Some(due) = claim.next_due_at_ms
+                    && let Some(due) = self.due_at
                 {
-                    at = at.min(self.clock.instant_of(due));
+                    at = at.min(due);
                 }
             }
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use dueq::{ErrorKind, Outcome, QueueOrder, TaskSpec, Worker, WorkerBuilder};
 use dueq_testkit::wait_until_async;
 
-use crate::support::{Ctx, DEADLINE, due_tasks};
+use crate::support::{Ctx, DEADLINE, due_tasks, script_calls, wait_stats};
 
 /// The order in which handlers started: (queue, payload).
 type Starts = Arc<Mutex<Vec<(String, String)>>>;
@@ -170,6 +170,54 @@ async fn strict_serves_a_lower_queue_only_while_the_higher_has_nothing_due() {
         again[0] < 250,
         "the late high tasks waited for low to drain: {again:?}"
     );
+}
+
+/// Queues held back behind busy slots wait without a claim storm: with every slot held by a
+/// handler that does not end, due work on two queues and a third one idle, the worker calls
+/// Redis about once per fallback poll per queue (in both orders).
+#[tokio::test]
+async fn held_back_queues_wait_without_calls() {
+    for order in [QueueOrder::Weighted, QueueOrder::Strict] {
+        let ctx = Ctx::new().await;
+        let (a, b) = (ctx.queue("a"), ctx.queue("b"));
+        due_tasks(&a, 10, None).await;
+        due_tasks(&b, 10, None).await;
+        let stuck = |_| async {
+            std::future::pending::<()>().await;
+            Outcome::Success
+        };
+        let worker = Worker::builder(ctx.client.clone())
+            .concurrency(2)
+            .queue_order(order)
+            .handle("a", stuck)
+            .handle("b", stuck)
+            .handle("idle", |_| async { Outcome::Success })
+            .weight("b", 2)
+            .build()
+            .unwrap()
+            .start();
+        // weighted: a slot each (1:2 over two slots); strict: both to b
+        let (a_active, b_active) = match order {
+            QueueOrder::Strict => (0, 2),
+            _ => (1, 1),
+        };
+        wait_stats(&b, |s| s.active == b_active).await;
+        wait_stats(&a, |s| s.active == a_active).await;
+        let before = script_calls(&ctx);
+        // a measurement window, not a wait for an outcome
+        let window = std::time::Instant::now();
+        while window.elapsed() < Duration::from_secs(2) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let calls = script_calls(&ctx) - before;
+        assert!(
+            calls < 40,
+            "{order:?}: {calls} script calls in 2 s with every slot busy"
+        );
+        assert_eq!(a.stats().await.unwrap().active, a_active, "{order:?}");
+        assert_eq!(b.stats().await.unwrap().active, b_active, "{order:?}");
+        worker.shutdown().await.unwrap();
+    }
 }
 
 /// A worker with one queue ignores the order; a weight must be in range and for a queue the
