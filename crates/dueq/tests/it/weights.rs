@@ -172,6 +172,47 @@ async fn strict_serves_a_lower_queue_only_while_the_higher_has_nothing_due() {
     );
 }
 
+/// An idle queue beside a busy one still hears its wake-ups: a task enqueued on it while
+/// the other queue's backlog keeps every slot turning starts well before the fallback poll.
+#[tokio::test]
+async fn an_idle_queue_beside_a_busy_one_wakes_for_a_new_task() {
+    let ctx = Ctx::new().await;
+    let busy = ctx.queue("busy");
+    due_tasks(&busy, 3_000, None).await;
+    let lateness = Arc::new(Mutex::new(None::<u64>));
+    let l2 = lateness.clone();
+    let worker = Worker::builder(ctx.client.clone())
+        .concurrency(4)
+        .handle("busy", |_| async { Outcome::Success })
+        .handle("quiet", move |t| {
+            *l2.lock().unwrap() = Some(t.started_at_ms.saturating_sub(t.due_at_ms));
+            async { Outcome::Success }
+        })
+        .build()
+        .unwrap()
+        .start();
+    wait_stats(&busy, |s| s.succeeded_total >= 200).await;
+    ctx.queue("quiet")
+        .enqueue(TaskSpec::new(b"now".to_vec()))
+        .await
+        .unwrap();
+    wait_until_async(DEADLINE, "the quiet queue's task ran", || async {
+        lateness.lock().unwrap().is_some()
+    })
+    .await;
+    let busy_left = busy.stats().await.unwrap().due;
+    worker.shutdown().await.unwrap();
+    assert!(
+        busy_left > 0,
+        "the busy queue ran dry before the test was done"
+    );
+    let late = lateness.lock().unwrap().unwrap();
+    assert!(
+        late < 400,
+        "ran {late} ms late: no wake-up (the fallback poll is 1 s)"
+    );
+}
+
 /// Queues held back behind busy slots wait without a claim storm: with every slot held by a
 /// handler that does not end, due work on two queues and a third one idle, the worker calls
 /// Redis about once per fallback poll per queue (in both orders).
