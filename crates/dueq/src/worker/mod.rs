@@ -99,7 +99,8 @@ pub struct WorkerBuilder {
 }
 
 impl WorkerBuilder {
-    /// Runs `handler` for every task of queue `queue`. Call once per queue.
+    /// Runs `handler` for every task of queue `queue`. Call once per queue; several queues
+    /// share the [`concurrency`](Self::concurrency) by their [`weight`](Self::weight)s.
     pub fn handle<F, Fut>(mut self, queue: &str, handler: F) -> Self
     where
         F: Fn(ClaimedTask) -> Fut + Send + Sync + 'static,
@@ -245,7 +246,9 @@ impl WorkerBuilder {
 }
 
 /// Runs handlers for one or more queues. Build with [`Worker::builder`], then
-/// [`Worker::start`] or [`Worker::run_until`].
+/// [`Worker::start`] or [`Worker::run_until`]. Several queues share the worker's concurrency:
+/// in proportion to their weights while more than one has due work, or in strict order of
+/// weight ([`WorkerBuilder::weight`], [`QueueOrder`]); a queue with nothing due takes nothing.
 pub struct Worker {
     queues: Vec<(Queue, Handler)>,
     /// Each queue's weight, as `queues`.
