@@ -344,16 +344,20 @@ impl DueClaimer {
     /// a worker serving several queues gave its free slots to other queues. Moves the next look
     /// to the fallback poll after the last claim (or the next lease deadline, if sooner), so
     /// [`ready`](Self::ready) does not return at once while the work waits, and returns `true`.
-    /// Returns `false` and changes nothing when that time has come (or orphaned leases wait to
-    /// be swept): then the caller should `claim(0)`, which recovers expired leases and learns
-    /// the timing, as a claimer without free slots always does.
+    /// Returns `false` and changes nothing when that time has come (or expired or orphaned
+    /// leases wait to be recovered): then the caller should `claim(0)`, which recovers them and
+    /// learns the timing, as a claimer without free slots always does.
     pub(crate) fn hold(&mut self) -> bool {
-        let now = Instant::now();
+        if self.recovery.due(&self.clock) {
+            return false;
+        }
         let mut at = self.last_look + self.poll;
         if let Some(d) = self.recovery.next_deadline_ms() {
             at = at.min(self.clock.instant_of(d.saturating_add(1)));
         }
-        if at <= now || self.recovery.sweep_waiting() {
+        // "now" read after `instant_of`, which never answers before its own "now": a deadline
+        // that has come must end the hold, not renew it for a few nanoseconds in a loop
+        if at <= Instant::now() {
             return false;
         }
         self.next_look = self.next_look.max(at);

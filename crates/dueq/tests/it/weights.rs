@@ -261,6 +261,43 @@ async fn held_back_queues_wait_without_calls() {
     }
 }
 
+/// A queue held back still recovers its expired leases: here a task leased by a claimer that
+/// went away, on a queue whose due work waits behind a higher queue's stuck handlers, goes back
+/// to scheduled when its lease ends, not at the next fallback poll.
+#[tokio::test]
+async fn a_held_back_queue_still_recovers_expired_leases() {
+    let ctx = Ctx::new().await;
+    let (top, low) = (ctx.queue("top"), ctx.queue("low"));
+    due_tasks(&top, 10, None).await;
+    due_tasks(&low, 5, None).await;
+    // a claimer that goes away with one task under a 1.2 s lease (its deadline falls between
+    // two fallback polls of the held queue)
+    let gone = low.claim(1, Some(1_200)).await.unwrap().tasks;
+    assert_eq!(gone.len(), 1);
+    let deadline_ms = gone[0].lease_expires_at_ms;
+    let stuck = |_| async {
+        std::future::pending::<()>().await;
+        Outcome::Success
+    };
+    let worker = Worker::builder(ctx.client.clone())
+        .concurrency(2)
+        .queue_order(QueueOrder::Strict)
+        .handle("top", stuck)
+        .handle("low", stuck)
+        .weight("top", 2)
+        .build()
+        .unwrap()
+        .start();
+    wait_stats(&top, |s| s.active == 2).await;
+    wait_stats(&low, |s| s.active == 0).await;
+    let late = ctx.redis_now_ms().saturating_sub(deadline_ms);
+    worker.shutdown().await.unwrap();
+    assert!(
+        late < 500,
+        "recovered {late} ms after the deadline: at the next poll, not at the deadline"
+    );
+}
+
 /// A worker with one queue ignores the order; a weight must be in range and for a queue the
 /// worker handles.
 #[tokio::test]
