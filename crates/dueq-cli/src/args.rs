@@ -71,8 +71,9 @@ pub enum Command {
     /// Live worker processes and servers (heartbeats): host, pid, queues, concurrency, tasks
     /// in hand, started and last seen.
     Workers(WorkersArgs),
-    /// Run COMMAND for each task of QUEUE: payload on stdin, exit 0 acknowledges, any other
-    /// exit retries with backoff (then dead-letters). SIGINT/SIGTERM hand running tasks back.
+    /// Run COMMAND for each task of QUEUE (or of each --queue, slots shared by weight):
+    /// payload on stdin, exit 0 acknowledges, any other exit retries with backoff (then
+    /// dead-letters). SIGINT/SIGTERM hand running tasks back.
     Work(WorkArgs),
     /// Replay the Olist order trace through a queue and check every task ran as it should.
     Replay(ReplayArgs),
@@ -452,8 +453,17 @@ pub enum WebhookCommand {
 /// `dueq work`.
 #[derive(Debug, Args)]
 pub struct WorkArgs {
-    /// Queue name.
-    pub queue: String,
+    /// Queue name (the same as `--queue NAME`).
+    pub queue: Option<String>,
+    /// A queue to serve, with its weight (1 to 1000, default 1): `--queue orders=3 --queue
+    /// reports=1` shares the slots 3:1 while both have due work; a queue with nothing due
+    /// takes nothing from the others. Repeat for several queues.
+    #[arg(long = "queue", value_name = "NAME[=WEIGHT]", value_parser = parse_queue_weight)]
+    pub queues: Vec<(String, u32)>,
+    /// Serve the queues in order of weight, highest first: a lower queue only while every
+    /// higher one has nothing due (default: share in proportion to the weights).
+    #[arg(long)]
+    pub strict: bool,
     /// Commands running at once.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
@@ -471,6 +481,20 @@ pub struct WorkArgs {
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `NAME[=WEIGHT]` of `dueq work --queue`: the name is checked where the worker is built.
+fn parse_queue_weight(s: &str) -> Result<(String, u32), String> {
+    let Some((name, weight)) = s.split_once('=') else {
+        return Ok((s.to_owned(), 1));
+    };
+    let max = dueq::MAX_QUEUE_WEIGHT;
+    match weight.parse::<u32>() {
+        Ok(w) if (1..=max).contains(&w) => Ok((name.to_owned(), w)),
+        _ => Err(format!(
+            "the weight of queue {name:?} must be a whole number from 1 to {max}, not {weight:?}"
+        )),
+    }
 }
 
 /// `dueq replay`.

@@ -79,7 +79,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Workers(a) => {
             cmd::workers::list(&connect(redis).await?, a.queue.as_deref(), json).await
         }
-        Command::Work(a) => cmd::work::run(connect(redis).await?, a, json).await,
+        Command::Work(a) => {
+            // bad queue arguments are refused before anything connects or starts
+            let queues = cmd::work::queues(a)?;
+            cmd::work::run(connect(redis).await?, a, &queues, json).await
+        }
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
         Command::Relay(a) => cmd::relay::run(connect(redis).await?, a, json).await,
         Command::Chaos(a) => cmd::chaos::run(redis, replicas, a, json).await,

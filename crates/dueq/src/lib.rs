@@ -96,4 +96,7 @@ pub use task::{
 };
 #[cfg(all(feature = "test-clock", debug_assertions))]
 pub use test_clock::TestClock;
-pub use worker::{HandlerFuture, Outcome, Worker, WorkerBuilder, WorkerHandle, WorkerStats};
+pub use worker::{
+    HandlerFuture, MAX_QUEUE_WEIGHT, Outcome, QueueOrder, Worker, WorkerBuilder, WorkerHandle,
+    WorkerStats,
+};

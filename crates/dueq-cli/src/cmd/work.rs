@@ -1,5 +1,10 @@
 //! `dueq work QUEUE -- COMMAND...`: a worker that runs a command per task.
 //!
+//! Several queues: `dueq work --queue orders=3 --queue reports=1 -- COMMAND` shares the
+//! concurrency slots 3:1 among the queues with due work (`--strict`: the heaviest queue with
+//! due work first); the library's [`WorkerBuilder::weight`](dueq::WorkerBuilder::weight) and
+//! [`QueueOrder`] do it.
+//!
 //! The payload goes to the command's stdin; `DUEQ_QUEUE`, `DUEQ_TASK_ID`, `DUEQ_TASK_KEY`,
 //! `DUEQ_TASK_ATTEMPT`, `DUEQ_TASK_DUE_AT_MS`, `DUEQ_TASK_CLAIMED_AT_MS` (Redis time of
 //! the claim) and `DUEQ_TASK_GROUP` (empty without one) are set in its environment. Exit status 0
@@ -12,7 +17,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use dueq::{ClaimedTask, Client, Outcome, Worker};
+use dueq::{ClaimedTask, Client, Outcome, QueueOrder, Worker};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -21,13 +26,41 @@ use crate::args::WorkArgs;
 /// Most stderr bytes kept as a failed attempt's error.
 const STDERR_TAIL: usize = 2048;
 
-/// Runs the worker until SIGINT or SIGTERM.
-pub async fn run(client: Client, a: &WorkArgs, json_out: bool) -> Result<()> {
+/// The queues to serve with their weights: the positional queue (weight 1) first, then each
+/// `--queue`, in the order given.
+///
+/// # Errors
+/// No queue, or a queue given twice (weights are checked while parsing).
+pub fn queues(a: &WorkArgs) -> Result<Vec<(String, u32)>> {
+    let mut queues: Vec<(String, u32)> = Vec::new();
+    for (name, weight) in a
+        .queue
+        .iter()
+        .map(|q| (q, 1))
+        .chain(a.queues.iter().map(|(q, w)| (q, *w)))
+    {
+        if queues.iter().any(|(q, _)| q == name) {
+            bail!("--queue: queue {name:?} is given twice");
+        }
+        queues.push((name.clone(), weight));
+    }
+    if queues.is_empty() {
+        bail!("no queue: give one (dueq work QUEUE -- COMMAND) or several (--queue NAME[=WEIGHT])");
+    }
+    Ok(queues)
+}
+
+/// Runs the worker for `queues` (from [`queues`]) until SIGINT or SIGTERM.
+pub async fn run(
+    client: Client,
+    a: &WorkArgs,
+    queues: &[(String, u32)],
+    json_out: bool,
+) -> Result<()> {
     if let Some(program) = a.command.first() {
         check_program(program)?;
     }
     let command: Arc<[String]> = a.command.clone().into();
-    let queue: Arc<str> = a.queue.as_str().into();
     let mut b = Worker::builder(client)
         .concurrency(a.concurrency)
         .shutdown_grace_ms(a.shutdown_grace_ms)
@@ -35,14 +68,23 @@ pub async fn run(client: Client, a: &WorkArgs, json_out: bool) -> Result<()> {
     if let Some(l) = a.lease_ms {
         b = b.lease_ms(l);
     }
-    let worker = b
-        .handle(&a.queue, move |task| {
-            let command = command.clone();
-            let queue = queue.clone();
-            async move { run_command(&command, &queue, task).await }
-        })
-        .build()?;
-    tracing::info!(queue = %a.queue, "working; SIGINT or SIGTERM stops");
+    if a.strict {
+        b = b.queue_order(QueueOrder::Strict);
+    }
+    for (name, weight) in queues {
+        let command = command.clone();
+        let queue: Arc<str> = name.as_str().into();
+        b = b
+            .handle(name, move |task| {
+                let command = command.clone();
+                let queue = queue.clone();
+                async move { run_command(&command, &queue, task).await }
+            })
+            .weight(name, *weight);
+    }
+    let worker = b.build()?;
+    let names: Vec<String> = queues.iter().map(|(q, w)| format!("{q}={w}")).collect();
+    tracing::info!(queues = %names.join(" "), strict = a.strict, "working; SIGINT or SIGTERM stops");
     let stats = worker.run_until(crate::shutdown_signal()).await?;
     if json_out {
         outln!(

@@ -312,3 +312,111 @@ fn a_command_whose_lease_is_lost_is_killed() {
     sigterm(&w);
     assert!(w.wait().unwrap().success());
 }
+
+/// Enqueues `n` tasks due now on `queue` (one batch).
+fn backlog(url: &str, queue: &str, n: usize) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = dueq::Client::connect(url).await.unwrap();
+        let specs: Vec<dueq::TaskSpec> =
+            (0..n).map(|_| dueq::TaskSpec::new(b"x".to_vec())).collect();
+        c.queue(queue).unwrap().enqueue_batch(&specs).await.unwrap();
+    });
+}
+
+/// Runs `dueq work ARGS -- sh -c 'echo $DUEQ_QUEUE >> out'` with one slot until `total` tasks
+/// succeeded over `queues`, and returns the queues of the runs in order.
+fn run_order(url: &str, args: &[&str], queues: &[&str], total: u64) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.txt");
+    let script = format!("echo \"$DUEQ_QUEUE\" >> {}", out.display());
+    let mut w = Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(["--redis", url, "work", "--concurrency", "1"])
+        .args(args)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), "every task succeeded", || {
+        queues
+            .iter()
+            .map(|q| stat(url, q, "succeeded_total"))
+            .sum::<u64>()
+            == total
+    });
+    sigterm(&w);
+    assert!(w.wait().unwrap().success());
+    std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `dueq work --queue a=3 --queue b=1` (issue 9, item 4): with one slot and a backlog on
+/// both, about three of every four runs are of `a` while both have due work; with `--strict`
+/// every task of the heavier queue runs before any of the lighter one.
+#[test]
+fn queue_weights_share_the_slots_and_strict_serves_the_heaviest_first() {
+    let server = RedisServer::start();
+    let url = server.url();
+    backlog(&url, "a", 40);
+    backlog(&url, "b", 40);
+    let order = run_order(&url, &["--queue", "a=3", "--queue", "b=1"], &["a", "b"], 80);
+    assert_eq!(order.len(), 80);
+    let a = order[..40].iter().filter(|q| *q == "a").count();
+    assert!(
+        (26..=34).contains(&a),
+        "a ran {a} of the first 40: {order:?}"
+    );
+
+    // the positional queue is weight 1 beside the --queue ones
+    backlog(&url, "c", 10);
+    backlog(&url, "d", 10);
+    let order = run_order(&url, &["c", "--queue", "d=2", "--strict"], &["c", "d"], 20);
+    let expected: Vec<&str> = ["d"; 10].into_iter().chain(["c"; 10]).collect();
+    assert_eq!(order, expected);
+}
+
+#[test]
+fn bad_queue_arguments_are_refused_before_anything_starts() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, _) = dueq_json(&url, &["enqueue", "a"]);
+    assert!(ok);
+    for (args, message) in [
+        (
+            vec!["--queue", "a=0"],
+            "the weight of queue \"a\" must be a whole number from 1 to 1000, not \"0\"",
+        ),
+        (vec!["--queue", "a=-1"], "not \"-1\""),
+        (vec!["--queue", "a=x"], "not \"x\""),
+        (vec!["--queue", "a=1001"], "not \"1001\""),
+        (
+            vec!["--queue", "a=1", "--queue", "a=2"],
+            "--queue: queue \"a\" is given twice",
+        ),
+        (
+            vec!["a", "--queue", "a"],
+            "--queue: queue \"a\" is given twice",
+        ),
+        (vec![], "no queue"),
+        (vec!["--queue", "a{b}=2"], "queue name"),
+    ] {
+        let mut all = vec!["work"];
+        all.extend_from_slice(&args);
+        all.extend_from_slice(&["--", "true"]);
+        let o = dueq(&url, &all);
+        assert!(!o.status.success(), "{args:?} was accepted");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+        if message.starts_with("the weight") {
+            assert!(err.contains("--queue <NAME[=WEIGHT]>"), "{err}");
+        }
+    }
+    assert_eq!(stat(&url, "a", "due"), 1, "nothing was claimed");
+    let (ok, v) = dueq_json(&url, &["workers"]);
+    assert!(ok);
+    assert_eq!(v, serde_json::json!({"workers": []}));
+}

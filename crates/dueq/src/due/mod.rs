@@ -84,6 +84,11 @@ pub struct DueClaimer {
     replay: bool,
     /// The last claim saw due work waiting for a concurrency slot.
     waits_for_slot: bool,
+    /// From when the next claim can hand out work, as far as the last claim's answer (and
+    /// wake-ups since) tell; `None`: nothing scheduled, paused, or held back by a queue limit.
+    due_at: Option<Instant>,
+    /// When the last claim's answer arrived.
+    last_look: Instant,
 }
 
 /// The wake-up subscription of one claimer.
@@ -122,6 +127,8 @@ impl DueClaimer {
             error_pause: FIRST_ERROR_PAUSE,
             replay: true,
             waits_for_slot: false,
+            due_at: None,
+            last_look: Instant::now(),
         }
     }
 
@@ -251,7 +258,8 @@ impl DueClaimer {
             self.tracking.arrived(id, !claim.tasks.is_empty());
         }
         self.error_pause = FIRST_ERROR_PAUSE;
-        self.clock.update(claim.now_ms, Instant::now());
+        self.last_look = Instant::now();
+        self.clock.update(claim.now_ms, self.last_look);
         self.recovery.saw_claim(&claim);
         self.next_look = self.plan_next_look(max, &claim);
         self.waits_for_slot = claim.waits_for_slot;
@@ -274,13 +282,20 @@ impl DueClaimer {
     /// This is the one place that turns a claim's answer into a sleep: a limit that holds
     /// work back belongs here: a full rate limit holds the next look (timer and wake-ups)
     /// until its next slot opens; a full concurrency limit waits for the wake-up an ending
-    /// task publishes.
+    /// task publishes. It also notes from when work is due ([`has_due_work`](Self::has_due_work)):
+    /// at once after a full batch, else at the next due time, never while paused or throttled.
     fn plan_next_look(&mut self, max: usize, claim: &Claim) -> Instant {
         let now = Instant::now();
         self.hold_until = now;
-        if self.recovery.sweep_waiting()
-            || (max > 0 && claim.tasks.len() >= max && claim.throttle.is_none())
-        {
+        let full = max > 0 && claim.tasks.len() >= max && claim.throttle.is_none();
+        self.due_at = if claim.paused || claim.throttle.is_some() {
+            None
+        } else if full {
+            Some(now)
+        } else {
+            claim.next_due_at_ms.map(|d| self.clock.instant_of(d))
+        };
+        if self.recovery.sweep_waiting() || full {
             return now;
         }
         let mut at = now + self.poll;
@@ -292,12 +307,12 @@ impl DueClaimer {
                 self.hold_until = at;
             }
             Some(Throttle::Concurrency) => {}
+            // (here `due_at` is the next due time, `None` while paused)
             _ => {
                 if max > 0
-                    && !claim.paused
-                    && let Some(due) = claim.next_due_at_ms
+                    && let Some(due) = self.due_at
                 {
-                    at = at.min(self.clock.instant_of(due));
+                    at = at.min(due);
                 }
             }
         }
@@ -313,6 +328,40 @@ impl DueClaimer {
     /// ack instead of waiting for the wake-up the ack publishes.
     pub fn waits_for_slot(&self) -> bool {
         self.waits_for_slot
+    }
+
+    /// Whether the next claim would hand out work, as far as this claimer knows without asking
+    /// Redis: its last claim came back full, or the next due time it reported (or a wake-up
+    /// since) has come by the Redis clock; never during the pause after a failed call, nor
+    /// while the queue was paused or held back by its limits. A worker that serves several
+    /// queues shares its slots among the queues for which this is true (`worker/share.rs`).
+    pub(crate) fn has_due_work(&self) -> bool {
+        let now = Instant::now();
+        now >= self.pause_until && self.due_at.is_some_and(|at| at <= now)
+    }
+
+    /// The caller does not claim now although work is due ([`has_due_work`](Self::has_due_work)):
+    /// a worker serving several queues gave its free slots to other queues. Moves the next look
+    /// to the fallback poll after the last claim (or the next lease deadline, if sooner), so
+    /// [`ready`](Self::ready) does not return at once while the work waits, and returns `true`.
+    /// Returns `false` and changes nothing when that time has come (or expired or orphaned
+    /// leases wait to be recovered): then the caller should `claim(0)`, which recovers them and
+    /// learns the timing, as a claimer without free slots always does.
+    pub(crate) fn hold(&mut self) -> bool {
+        if self.recovery.due(&self.clock) {
+            return false;
+        }
+        let mut at = self.last_look + self.poll;
+        if let Some(d) = self.recovery.next_deadline_ms() {
+            at = at.min(self.clock.instant_of(d.saturating_add(1)));
+        }
+        // "now" read after `instant_of`, which never answers before its own "now": a deadline
+        // that has come must end the hold, not renew it for a few nanoseconds in a loop
+        if at <= Instant::now() {
+            return false;
+        }
+        self.next_look = self.next_look.max(at);
+        true
     }
 
     /// The instant the next [`claim`](Self::claim) can find work (see
@@ -357,6 +406,7 @@ impl DueClaimer {
                             .instant_of(due)
                             .max(self.pause_until)
                             .max(self.hold_until);
+                        self.due_at = Some(self.due_at.map_or(at, |d| d.min(at)));
                         if at <= Instant::now() {
                             return;
                         }

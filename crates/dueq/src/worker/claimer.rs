@@ -1,23 +1,36 @@
-//! The claimer is responsible for getting due tasks of one queue to handlers on time: it
-//! takes as many tasks as there are free slots from the queue's [`DueClaimer`] (the one
-//! claim path, which owns the timer, the wake-ups, the fallback poll, lease recovery and
-//! lost-reply replay) and starts a handler for each, then waits for the claimer to be ready
-//! again, or for a freed slot when all were busy, or for the acker's word that it sent an ack
-//! freeing concurrency slots that due work waits for. A failed Redis call is counted and logged;
-//! the `DueClaimer` pauses before the next look, so one bad tick never stops the loop (case
-//! C01).
+//! The claimer is responsible for getting due tasks to handlers on time: it takes as many
+//! tasks as there are free slots from each queue's [`DueClaimer`] (the one claim path, which
+//! owns the timer, the wake-ups, the fallback poll, lease recovery and lost-reply replay) and
+//! starts a handler for each, then waits for a claimer to be ready again, or for a freed slot
+//! when all were busy, or for the acker's word that it sent an ack freeing concurrency slots
+//! that due work waits for. A failed Redis call is counted and logged; the `DueClaimer` pauses
+//! before the next look, so one bad tick never stops the loop (case C01).
+//!
+//! A worker with one queue runs [`run`], the loop it always had. A worker with several runs
+//! [`run_many`], one loop over all its queues: each round it asks the slot sharing
+//! ([`share`](super::share)) how the free slots go to the queues that have due work (as each
+//! `DueClaimer` knows from its last claim, without asking Redis), claims for all of them at
+//! once, and holds back a queue that got no slot until slots free up. Rejected: one loop per
+//! queue taking slots from the shared semaphore, where whichever loop runs first takes every
+//! free slot, so weights could not mean anything.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
 
 use futures_util::FutureExt;
+use futures_util::future::{join_all, select_all};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use super::share::Share;
 use super::{Counters, Outcome, QueueRt, Report, Running, Shared};
 use crate::due::DueClaimer;
 use crate::task::ClaimedTask;
 
+/// The claim loop of a worker with one queue.
 pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaimer) {
     let mut stop = shared.stop.clone();
     loop {
@@ -25,43 +38,15 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaim
             due.close();
             return;
         }
-        let mut slots: Vec<OwnedSemaphorePermit> = Vec::new();
-        while slots.len() < shared.batch {
-            match shared.slots.clone().try_acquire_owned() {
-                Ok(p) => slots.push(p),
-                Err(_) => break,
-            }
-        }
+        let mut slots = free_slots(&shared);
         let want = slots.len();
         match due.claim(want).await {
-            Ok(tasks) => {
-                let handed_out = Instant::now();
-                Counters::add(&shared.counters.claimed, tasks.len() as u64);
-                let mut extra = Vec::new();
-                for task in tasks {
-                    // At most `want` new tasks come back, but tasks of a lost claim may add
-                    // to them.
-                    match slots.pop() {
-                        Some(slot) => start(&rt, task, slot, handed_out),
-                        None => extra.push((task.id, task.lease_token)),
-                    }
-                }
-                if !extra.is_empty()
-                    && let Err(e) = rt.queue.release(&extra).await
-                {
-                    tracing::warn!(queue = rt.queue.name(), error = %e,
-                        "could not hand back extra tasks; their leases will expire");
-                }
-            }
-            Err(e) => {
-                Counters::add(&shared.counters.redis_errors, 1);
-                tracing::warn!(queue = rt.queue.name(), error = %e,
-                    "claim loop: Redis call failed; retrying after a pause");
-            }
+            Ok(tasks) => hand_out(&rt, &shared, tasks, &mut slots).await,
+            Err(e) => failed(&rt, &shared, &e),
         }
         drop(slots);
         rt.waits_for_slot
-            .store(due.waits_for_slot(), std::sync::atomic::Ordering::Relaxed);
+            .store(due.waits_for_slot(), Ordering::Relaxed);
         tokio::select! {
             _ = stop.changed() => {}
             () = due.ready() => {}
@@ -69,6 +54,133 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaim
             slot = shared.slots.clone().acquire_owned(), if want == 0 => drop(slot),
         }
     }
+}
+
+/// The claim loop of a worker with several queues (`lanes`, in the order of their weights in
+/// `share`): shares the free slots of each round among the queues with due work.
+pub(super) async fn run_many(
+    lanes: Vec<(Arc<QueueRt>, DueClaimer)>,
+    mut share: Share,
+    shared: Arc<Shared>,
+) {
+    let mut stop = shared.stop.clone();
+    let (rts, mut dues): (Vec<Arc<QueueRt>>, Vec<DueClaimer>) = lanes.into_iter().unzip();
+    let mut wants = vec![false; rts.len()];
+    let mut shares = vec![0; rts.len()];
+    loop {
+        if *stop.borrow() {
+            for due in dues {
+                due.close();
+            }
+            return;
+        }
+        let mut slots = free_slots(&shared);
+        let now = Instant::now();
+        // a queue whose next look has come may have due work (its timer or a wake-up says
+        // so): it takes part, and a claim that finds nothing costs what it costs alone
+        for (w, due) in wants.iter_mut().zip(&dues) {
+            *w = due.has_due_work() || due.next_look_at() <= now;
+        }
+        share.split(slots.len(), &wants, &mut shares);
+        let mut calls = Vec::new();
+        for ((due, rt), &n) in dues.iter_mut().zip(&rts).zip(&shares) {
+            // without a slot: a queue with due work is held back (its next look moves to the
+            // fallback poll); one whose look has come otherwise claims 0, to recover leases
+            // and learn the timing, as the one-queue loop does without free slots
+            let ask = n > 0 || (due.next_look_at() <= now && !(due.has_due_work() && due.hold()));
+            if ask {
+                let mine = slots.split_off(slots.len() - n);
+                calls.push(async move {
+                    let got = due.claim(n).await;
+                    (rt, due, mine, got)
+                });
+            }
+        }
+        for (rt, due, mut mine, got) in join_all(calls).await {
+            match got {
+                Ok(tasks) => hand_out(rt, &shared, tasks, &mut mine).await,
+                Err(e) => failed(rt, &shared, &e),
+            }
+            rt.waits_for_slot
+                .store(due.waits_for_slot(), Ordering::Relaxed);
+        }
+        // slots a short claim left go back to the pool: a queue held back takes them next
+        // round (the acquire below returns at once), else it waits for a handler to end
+        drop(slots);
+        let held = dues
+            .iter()
+            .zip(&shares)
+            .any(|(due, &n)| n == 0 && due.has_due_work());
+        let ready = any_ready(&mut dues);
+        let refill = select_all(rts.iter().map(|rt| Box::pin(rt.refill.notified())));
+        tokio::select! {
+            _ = stop.changed() => {}
+            _ = ready => {}
+            _ = refill => {}
+            slot = shared.slots.clone().acquire_owned(), if held => drop(slot),
+        }
+    }
+}
+
+/// Completes when any of the claimers is ready ([`DueClaimer::ready`], cancel safe). Every one
+/// is polled each time, not only up to the first that is ready (as `select_all` does), so a
+/// queue beside a busy one still starts its wake-up subscription and reads its wake-ups.
+async fn any_ready(dues: &mut [DueClaimer]) {
+    let mut waits: Vec<_> = dues.iter_mut().map(|due| Box::pin(due.ready())).collect();
+    std::future::poll_fn(|cx| {
+        // (none of them has completed before: the first round with one ready ends this)
+        let mut any = false;
+        for w in &mut waits {
+            any |= w.as_mut().poll(cx).is_ready();
+        }
+        if any { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+}
+
+/// Takes the free slots, up to a claim batch.
+fn free_slots(shared: &Shared) -> Vec<OwnedSemaphorePermit> {
+    let mut slots = Vec::new();
+    while slots.len() < shared.batch {
+        match shared.slots.clone().try_acquire_owned() {
+            Ok(p) => slots.push(p),
+            Err(_) => break,
+        }
+    }
+    slots
+}
+
+/// Starts a handler for each claimed task, each holding one of `slots`.
+async fn hand_out(
+    rt: &Arc<QueueRt>,
+    shared: &Shared,
+    tasks: Vec<ClaimedTask>,
+    slots: &mut Vec<OwnedSemaphorePermit>,
+) {
+    let handed_out = Instant::now();
+    Counters::add(&shared.counters.claimed, tasks.len() as u64);
+    let mut extra = Vec::new();
+    for task in tasks {
+        // At most as many new tasks as slots come back, but tasks of a lost claim may add
+        // to them.
+        match slots.pop() {
+            Some(slot) => start(rt, task, slot, handed_out),
+            None => extra.push((task.id, task.lease_token)),
+        }
+    }
+    if !extra.is_empty()
+        && let Err(e) = rt.queue.release(&extra).await
+    {
+        tracing::warn!(queue = rt.queue.name(), error = %e,
+            "could not hand back extra tasks; their leases will expire");
+    }
+}
+
+/// Counts and logs a failed claim (the `DueClaimer` pauses before its next look).
+fn failed(rt: &QueueRt, shared: &Shared, e: &crate::Error) {
+    Counters::add(&shared.counters.redis_errors, 1);
+    tracing::warn!(queue = rt.queue.name(), error = %e,
+        "claim loop: Redis call failed; retrying after a pause");
 }
 
 /// Runs one claimed task's handler on its own tokio task, holding one slot.

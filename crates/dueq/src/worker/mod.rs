@@ -2,15 +2,45 @@
 //!
 //! Each duty has its own file and task:
 //!
-//! * [`claimer`]: per queue, takes due tasks from the queue's [`DueClaimer`](crate::DueClaimer)
-//!   as slots free up and starts their handlers (the `DueClaimer` owns the wait: timer from
-//!   the Redis clock, wake-ups, fallback poll, lease recovery, lost-reply replay).
+//! * [`claimer`]: takes due tasks from each queue's [`DueClaimer`](crate::DueClaimer) as slots
+//!   free up and starts their handlers (the `DueClaimer` owns the wait: timer from the Redis
+//!   clock, wake-ups, fallback poll, lease recovery, lost-reply replay): one loop for a
+//!   worker with one queue, one loop over all the queues of a worker with several, which
+//!   shares the slots as [`share`] decides.
+//! * [`share`]: the rule for sharing the slots among several queues by their weights
+//!   ([`WorkerBuilder::weight`], [`QueueOrder`]); pure, no I/O.
 //! * [`lease_keeper`]: per queue, extends the leases of handlers that run long.
 //! * [`acker`]: per queue, sends acks and nacks in batches.
 //! * the [`ScheduleFirer`](crate::ScheduleFirer) (`due/schedules.rs`) of the worker's queues:
 //!   fires their schedule ticks, racing every other worker and server harmlessly.
 //! * the [`Heartbeat`](crate::Heartbeat) (`due/heartbeat.rs`): keeps the worker in the live
 //!   workers list ([`Client::workers`]) with its queues, concurrency and handlers running.
+//!
+//! # Several queues
+//!
+//! Call [`WorkerBuilder::handle`] once per queue. The worker's
+//! [`concurrency`](WorkerBuilder::concurrency) is shared by them: while several queues have
+//! due work and the free slots do not cover it all, [`QueueOrder::Weighted`] (the default)
+//! shares the slots in proportion to the queues' weights (default 1 each), and
+//! [`QueueOrder::Strict`] gives them to the heaviest queue with due work, a lower one getting
+//! slots only while every higher one has nothing due. A queue with nothing due takes nothing.
+//! Whether a queue has due work is what its last claim said (a full batch, or a next due time
+//! that has come by the Redis clock): no Redis call is made to find out, and a queue held back
+//! waits without calls (but one per fallback poll, which also recovers its expired leases)
+//! until a handler ends and frees a slot.
+//!
+//! ```no_run
+//! # async fn f(client: dueq::Client) -> dueq::Result<()> {
+//! use dueq::{Outcome, QueueOrder, Worker};
+//! let worker = Worker::builder(client)
+//!     .concurrency(8)
+//!     .handle("orders", |_task| async { Outcome::Success })
+//!     .handle("reports", |_task| async { Outcome::Success })
+//!     .weight("orders", 3) // three orders tasks for each reports task while both wait
+//!     .queue_order(QueueOrder::Weighted) // the default; Strict: orders first, always
+//!     .build()?;
+//! # let _ = worker; Ok(()) }
+//! ```
 //!
 //! # Shutdown order
 //!
@@ -29,6 +59,7 @@ mod acker;
 mod claimer;
 mod handler;
 mod lease_keeper;
+mod share;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -40,6 +71,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 
 pub use handler::{HandlerFuture, Outcome};
+pub use share::{MAX_QUEUE_WEIGHT, QueueOrder};
 
 use crate::backoff::Backoff;
 use crate::client::{Client, Queue, WorkerKind};
@@ -53,6 +85,8 @@ use handler::Handler;
 pub struct WorkerBuilder {
     client: Client,
     handlers: Vec<(String, Handler)>,
+    weights: Vec<(String, u32)>,
+    order: QueueOrder,
     concurrency: usize,
     lease_ms: Option<u64>,
     backoff: Backoff,
@@ -65,7 +99,8 @@ pub struct WorkerBuilder {
 }
 
 impl WorkerBuilder {
-    /// Runs `handler` for every task of queue `queue`. Call once per queue.
+    /// Runs `handler` for every task of queue `queue`. Call once per queue; several queues
+    /// share the [`concurrency`](Self::concurrency) by their [`weight`](Self::weight)s.
     pub fn handle<F, Fut>(mut self, queue: &str, handler: F) -> Self
     where
         F: Fn(ClaimedTask) -> Fut + Send + Sync + 'static,
@@ -73,6 +108,24 @@ impl WorkerBuilder {
     {
         self.handlers
             .push((queue.to_owned(), handler::boxed(handler)));
+        self
+    }
+
+    /// The weight of queue `queue` among the worker's queues: 1 to [`MAX_QUEUE_WEIGHT`]
+    /// (1 000), default 1; the last call for a queue counts. It matters only to a worker that
+    /// serves several queues, when more than one has due work and the free slots do not cover
+    /// it all: [`QueueOrder::Weighted`] (the default) shares the slots in proportion to the
+    /// weights, [`QueueOrder::Strict`] serves the heaviest queue with due work first (see
+    /// [`queue_order`](Self::queue_order)). Checked by [`build`](Self::build).
+    pub fn weight(mut self, queue: &str, weight: u32) -> Self {
+        self.weights.push((queue.to_owned(), weight));
+        self
+    }
+
+    /// How the free slots are shared among the worker's queues when several have due work.
+    /// Default [`QueueOrder::Weighted`]. A worker with one queue ignores it.
+    pub fn queue_order(mut self, order: QueueOrder) -> Self {
+        self.order = order;
         self
     }
 
@@ -147,7 +200,8 @@ impl WorkerBuilder {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) when no queue has a handler, a queue
-    /// appears twice, a name is invalid, or the lease or heartbeat interval is out of range.
+    /// appears twice, a name is invalid, the lease or heartbeat interval is out of range, or a
+    /// weight is out of range or given for a queue without a handler.
     pub fn build(self) -> Result<Worker> {
         if self.handlers.is_empty() {
             return Err(Error::invalid("a worker needs at least one queue handler"));
@@ -174,8 +228,12 @@ impl WorkerBuilder {
             let q = self.client.queue(&name)?.with_backoff(self.backoff);
             queues.push((q, h));
         }
+        let names: Vec<&str> = queues.iter().map(|(q, _)| q.name()).collect();
+        let weights = share::weights(&names, &self.weights)?;
         Ok(Worker {
             queues,
+            weights,
+            order: self.order,
             concurrency: self.concurrency,
             lease_ms: self.lease_ms,
             shutdown_grace_ms: self.shutdown_grace_ms,
@@ -188,9 +246,14 @@ impl WorkerBuilder {
 }
 
 /// Runs handlers for one or more queues. Build with [`Worker::builder`], then
-/// [`Worker::start`] or [`Worker::run_until`].
+/// [`Worker::start`] or [`Worker::run_until`]. Several queues share the worker's concurrency:
+/// in proportion to their weights while more than one has due work, or in strict order of
+/// weight ([`WorkerBuilder::weight`], [`QueueOrder`]); a queue with nothing due takes nothing.
 pub struct Worker {
     queues: Vec<(Queue, Handler)>,
+    /// Each queue's weight, as `queues`.
+    weights: Vec<u32>,
+    order: QueueOrder,
     concurrency: usize,
     lease_ms: Option<u64>,
     shutdown_grace_ms: u64,
@@ -355,6 +418,8 @@ impl Worker {
         WorkerBuilder {
             client,
             handlers: Vec::new(),
+            weights: Vec::new(),
+            order: QueueOrder::Weighted,
             concurrency: 64,
             lease_ms: None,
             backoff: Backoff::default(),
@@ -408,7 +473,7 @@ impl Worker {
 async fn run(worker: Worker, shared: Arc<Shared>) {
     let grace = Duration::from_millis(worker.shutdown_grace_ms);
     let mut rts = Vec::new();
-    let mut claimers = Vec::new();
+    let mut lanes = Vec::new();
     let mut ackers = Vec::new();
     let mut keepers = Vec::new();
     let (keeper_stop_tx, keeper_stop_rx) = watch::channel(false);
@@ -437,7 +502,7 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
             .poll_ms(worker.poll_ms)
             .notifications(worker.notifications)
             .clock(shared.clock.clone());
-        claimers.push(tokio::spawn(claimer::run(rt.clone(), shared.clone(), due)));
+        lanes.push((rt.clone(), due));
         ackers.push(tokio::spawn(acker::run(rt.clone(), shared.clone(), rx)));
         keepers.push(tokio::spawn(lease_keeper::run(
             rt.clone(),
@@ -446,6 +511,14 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
         )));
         rts.push(rt);
     }
+    // One queue keeps its own claim loop; several share the slots in one loop (`share.rs`).
+    let claimer = if lanes.len() == 1 {
+        let (rt, due) = lanes.remove(0);
+        tokio::spawn(claimer::run(rt, shared.clone(), due))
+    } else {
+        let share = share::Share::new(worker.order, worker.weights);
+        tokio::spawn(claimer::run_many(lanes, share, shared.clone()))
+    };
     let probe: LoadProbe = {
         let beat_rts = rts.clone();
         let names: Vec<String> = rts.iter().map(|rt| rt.queue.name().to_owned()).collect();
@@ -473,9 +546,7 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
     if let Some(f) = firer {
         let _ = f.await;
     }
-    for c in claimers {
-        let _ = c.await;
-    }
+    let _ = claimer.await;
     // 2. grace period for running handlers
     let deadline = tokio::time::Instant::now() + grace;
     while rts.iter().any(|rt| !rt.running().is_empty()) && tokio::time::Instant::now() < deadline {

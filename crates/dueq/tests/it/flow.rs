@@ -10,7 +10,7 @@ use dueq::{
 };
 use dueq_testkit::wait_until_async;
 
-use crate::support::{Ctx, DEADLINE, ack_all, due_tasks, wait_stats};
+use crate::support::{Ctx, DEADLINE, ack_all, due_tasks, script_calls, wait_stats};
 
 #[tokio::test]
 async fn settings_round_trip_and_bad_values_write_nothing() {
@@ -437,14 +437,6 @@ async fn worker_claims_freed_group_slots_right_behind_its_acks() {
         .start();
     wait_stats(&q, |s| s.succeeded_total == 40).await;
     worker.shutdown().await.unwrap();
-}
-
-fn script_calls(ctx: &Ctx) -> u64 {
-    dueq_testkit::info_field(&mut ctx.raw(), "commandstats", "cmdstat_evalsha")
-        .unwrap_or_default()
-        .split(',')
-        .find_map(|f| f.strip_prefix("calls="))
-        .map_or(0, |n| n.parse().unwrap())
 }
 
 /// A worker whose due work waits behind a parked group (its one slot held by a handler that

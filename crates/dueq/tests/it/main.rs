@@ -28,5 +28,6 @@ mod options;
 #[cfg(debug_assertions)]
 mod protocol_model;
 mod webhook;
+mod weights;
 mod worker;
 mod workers;

@@ -35,6 +35,15 @@ impl Ctx {
     }
 }
 
+/// Script calls (`EVALSHA`) the server has run so far.
+pub fn script_calls(ctx: &Ctx) -> u64 {
+    dueq_testkit::info_field(&mut ctx.raw(), "commandstats", "cmdstat_evalsha")
+        .unwrap_or_default()
+        .split(',')
+        .find_map(|f| f.strip_prefix("calls="))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
 /// Default deadline for conditions in tests.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
