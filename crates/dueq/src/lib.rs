@@ -60,8 +60,8 @@ pub use backoff::Backoff;
 pub use client::Throttle;
 pub use client::{
     CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES,
-    DEFAULT_WAKE_CHANNELS_MAX, EvictionCheck, MAX_DEAD_OFFSET, MAX_ERROR_BYTES, Queue,
-    READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
+    DEFAULT_WAKE_CHANNELS_MAX, DueHistogram, EvictionCheck, MAX_DEAD_OFFSET, MAX_ERROR_BYTES,
+    Queue, READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
 };
 pub use client::{ConnectionHealth, DEFAULT_REPLICA_TIMEOUT_MS, MAX_REPLICAS};
 pub use client::{

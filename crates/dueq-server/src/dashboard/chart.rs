@@ -1,5 +1,7 @@
-//! The two per-queue charts (throughput and lateness over the last hour) as plain geometry
-//! that `templates/chart.html` draws as inline SVG. No chart library, no script.
+//! The dashboard's bar charts as plain geometry that `templates/chart.html` draws as inline
+//! SVG: a queue's last hour (throughput and lateness, from [`dueq::MinuteStats`]) and what is
+//! coming (tasks falling due per minute for the next hour and per hour for the next day, from
+//! [`dueq::DueHistogram`]). No chart library, no script.
 
 use super::view;
 
@@ -80,8 +82,10 @@ pub(super) struct Chart {
     pub x_ticks: Vec<Tick>,
     pub bars: Vec<Bar>,
     pub legend: Vec<Legend>,
-    /// No activity in the hour.
+    /// Nothing to show: `empty_text` is drawn instead.
     pub empty: bool,
+    /// What an empty chart says instead of bars.
+    pub empty_text: &'static str,
 }
 
 /// Smallest 1, 2 or 5 times a power of ten that is at least `v` (at least 1).
@@ -116,7 +120,7 @@ impl Frame {
         }
     }
 
-    /// The bar of minute `i` from value `from` up to value `to`.
+    /// The bar of slot `i` (a minute or an hour) from value `from` up to value `to`.
     fn bar(&self, i: usize, from: f64, to: f64, class: &'static str, title: String) -> Bar {
         let x = LEFT + i as f64 * self.slot + 0.5;
         let w = (self.slot - 1.0).max(0.5);
@@ -133,16 +137,25 @@ impl Frame {
     }
 }
 
-fn chart(
+/// What a chart says besides its bars.
+struct Text {
     title: &'static str,
     summary: String,
-    minutes: &[Minute],
-    y_max: f64,
-    y_label: impl Fn(f64) -> String,
+    /// Labels under the first, middle and last slot.
+    x_labels: [String; 3],
     legend: Vec<Legend>,
-    empty: bool,
-) -> (Chart, Frame) {
-    let frame = Frame::new(minutes.len(), y_max);
+    /// `Some`: nothing to show, this is drawn instead.
+    empty: Option<&'static str>,
+}
+
+/// Labels of a chart of the last `len` minutes, the last one now.
+fn past_minutes(len: usize) -> [String; 3] {
+    let ago = |i: usize| format!("−{} min", len.saturating_sub(i + 1));
+    [ago(0), ago(len / 2), "now".to_owned()]
+}
+
+fn chart(text: Text, len: usize, y_max: f64, y_label: impl Fn(f64) -> String) -> (Chart, Frame) {
+    let frame = Frame::new(len, y_max);
     let y_ticks = [0.0, y_max / 2.0, y_max]
         .into_iter()
         .map(|v| Tick {
@@ -152,38 +165,28 @@ fn chart(
             anchor: "end",
         })
         .collect();
-    let mut x_ticks = Vec::new();
-    let len = minutes.len();
-    for i in 0..len {
-        if i == 0 || i + 1 == len || i == len / 2 {
-            x_ticks.push(Tick {
-                x: n(if i == 0 {
-                    LEFT
-                } else if i + 1 == len {
-                    WIDTH - RIGHT
-                } else {
-                    LEFT + (i as f64 + 0.5) * frame.slot
-                }),
-                y: n(HEIGHT - 5.0),
-                label: if i + 1 == len {
-                    "now".to_owned()
-                } else {
-                    format!("−{} min", len - i - 1)
-                },
-                anchor: if i == 0 {
-                    "start"
-                } else if i + 1 == len {
-                    "end"
-                } else {
-                    "middle"
-                },
-            });
-        }
-    }
+    let [first, middle, last] = text.x_labels;
+    let x_ticks = [
+        (LEFT, first, "start"),
+        (
+            LEFT + ((len / 2) as f64 + 0.5) * frame.slot,
+            middle,
+            "middle",
+        ),
+        (WIDTH - RIGHT, last, "end"),
+    ]
+    .into_iter()
+    .map(|(x, label, anchor)| Tick {
+        x: n(x),
+        y: n(HEIGHT - 5.0),
+        label,
+        anchor,
+    })
+    .collect();
     (
         Chart {
-            title,
-            summary,
+            title: text.title,
+            summary: text.summary,
             width: WIDTH,
             height: HEIGHT,
             left: LEFT,
@@ -192,12 +195,16 @@ fn chart(
             y_ticks,
             x_ticks,
             bars: Vec::new(),
-            legend,
-            empty,
+            legend: text.legend,
+            empty: text.empty.is_some(),
+            empty_text: text.empty.unwrap_or(""),
         },
         frame,
     )
 }
+
+/// What a chart of the last hour says when nothing happened in it.
+const NO_ACTIVITY: &str = "no activity in the last hour";
 
 /// Succeeded and dead tasks per minute, stacked.
 pub(super) fn throughput(minutes: &[Minute]) -> Chart {
@@ -208,13 +215,11 @@ pub(super) fn throughput(minutes: &[Minute]) -> Chart {
         .unwrap_or(0);
     let succeeded: u64 = minutes.iter().map(|m| m.succeeded).sum();
     let dead: u64 = minutes.iter().map(|m| m.dead).sum();
-    let (mut c, f) = chart(
-        "Throughput per minute",
-        format!("{succeeded} succeeded, {dead} dead in the last hour"),
-        minutes,
-        nice_ceil(peak as f64),
-        |v| format!("{v:.0}"),
-        vec![
+    let text = Text {
+        title: "Throughput per minute",
+        summary: format!("{succeeded} succeeded, {dead} dead in the last hour"),
+        x_labels: past_minutes(minutes.len()),
+        legend: vec![
             Legend {
                 class: "c-ok",
                 label: "succeeded",
@@ -224,8 +229,11 @@ pub(super) fn throughput(minutes: &[Minute]) -> Chart {
                 label: "dead",
             },
         ],
-        peak == 0,
-    );
+        empty: (peak == 0).then_some(NO_ACTIVITY),
+    };
+    let (mut c, f) = chart(text, minutes.len(), nice_ceil(peak as f64), |v| {
+        format!("{v:.0}")
+    });
     for (i, m) in minutes.iter().enumerate() {
         let title = format!(
             "{} UTC: {} succeeded, {} dead",
@@ -259,19 +267,11 @@ pub(super) fn lateness(minutes: &[Minute]) -> Chart {
             view::duration(peak)
         ),
     };
-    let (mut c, f) = chart(
-        "Lateness (claim − due)",
+    let text = Text {
+        title: "Lateness (claim − due)",
         summary,
-        minutes,
-        nice_ceil(peak as f64),
-        |v| {
-            if v < 10.0 && v.fract() != 0.0 {
-                format!("{v:.1} ms")
-            } else {
-                view::duration(v as u64)
-            }
-        },
-        vec![
+        x_labels: past_minutes(minutes.len()),
+        legend: vec![
             Legend {
                 class: "c-max",
                 label: "max",
@@ -281,8 +281,15 @@ pub(super) fn lateness(minutes: &[Minute]) -> Chart {
                 label: "mean",
             },
         ],
-        claimed == 0,
-    );
+        empty: (claimed == 0).then_some(NO_ACTIVITY),
+    };
+    let (mut c, f) = chart(text, minutes.len(), nice_ceil(peak as f64), |v| {
+        if v < 10.0 && v.fract() != 0.0 {
+            format!("{v:.1} ms")
+        } else {
+            view::duration(v as u64)
+        }
+    });
     for (i, m) in minutes.iter().enumerate() {
         let Some(mean) = m.lateness_sum_ms.checked_div(m.claimed) else {
             continue;
@@ -299,6 +306,82 @@ pub(super) fn lateness(minutes: &[Minute]) -> Chart {
         c.bars.push(f.bar(i, 0.0, mean as f64, "c-mean", title));
     }
     c
+}
+
+/// Slots of `width_ms` from `start_ms`, each with its count of tasks falling due (a bucket
+/// includes its end, like [`dueq::DueHistogram`]'s).
+struct Coming<'a> {
+    counts: &'a [u64],
+    start_ms: u64,
+    width_ms: u64,
+    /// What one slot is, for the x labels ("min", "h").
+    unit: &'static str,
+}
+
+/// A chart of tasks falling due in the slots of `coming`.
+fn coming(title: &'static str, summary: String, coming: &Coming<'_>) -> Chart {
+    let len = coming.counts.len();
+    let peak = coming.counts.iter().copied().max().unwrap_or(0);
+    let unit = coming.unit;
+    let text = Text {
+        title,
+        summary,
+        x_labels: [
+            "now".to_owned(),
+            format!("+{} {unit}", len / 2),
+            format!("+{len} {unit}"),
+        ],
+        legend: vec![Legend {
+            class: "c-sched",
+            label: "falling due",
+        }],
+        empty: (peak == 0).then_some("nothing falls due in this time"),
+    };
+    let (mut c, f) = chart(text, len, nice_ceil(peak as f64), |v| format!("{v:.0}"));
+    for (i, &count) in coming.counts.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        let from = coming.start_ms + i as u64 * coming.width_ms;
+        let title = format!(
+            "in {i}–{} {unit} ({}–{} UTC): {count} falling due",
+            i + 1,
+            view::clock(from),
+            view::clock(from + coming.width_ms)
+        );
+        c.bars.push(f.bar(i, 0.0, count as f64, "c-sched", title));
+    }
+    c
+}
+
+/// Tasks falling due in each minute of the next hour.
+pub(super) fn due_minutes(h: &dueq::DueHistogram) -> Chart {
+    let hour: u64 = h.minutes.iter().sum();
+    coming(
+        "Falling due per minute, next hour",
+        format!("{hour} in the next hour; {} due now", h.due),
+        &Coming {
+            counts: &h.minutes,
+            start_ms: h.now_ms,
+            width_ms: 60_000,
+            unit: "min",
+        },
+    )
+}
+
+/// Tasks falling due in each hour of the next day.
+pub(super) fn due_hours(h: &dueq::DueHistogram) -> Chart {
+    let day: u64 = h.hours.iter().sum();
+    coming(
+        "Falling due per hour, next 24 hours",
+        format!("{day} in the next 24 h; {} later", h.later),
+        &Coming {
+            counts: &h.hours,
+            start_ms: h.now_ms,
+            width_ms: 3_600_000,
+            unit: "h",
+        },
+    )
 }
 
 #[cfg(test)]
@@ -357,5 +440,48 @@ mod tests {
         assert_eq!(l.bars.len(), 2);
         assert!(l.bars[0].title.contains("mean 150 ms, max 250 ms"));
         assert_eq!(l.y_ticks[2].label, "500 ms");
+    }
+
+    #[test]
+    fn coming_charts() {
+        let mut h = dueq::DueHistogram::default();
+        h.now_ms = 12 * 3_600_000 + 30 * 60_000;
+        h.minutes = vec![0; 60];
+        h.hours = vec![0; 24];
+        let m = due_minutes(&h);
+        assert!(m.empty && m.bars.is_empty());
+        assert_eq!(m.empty_text, "nothing falls due in this time");
+        h.due = 4;
+        h.minutes[0] = 3;
+        h.minutes[59] = 6;
+        h.hours[0] = 9;
+        h.hours[23] = 2;
+        h.later = 5;
+        let m = due_minutes(&h);
+        assert!(!m.empty);
+        assert_eq!(m.summary, "9 in the next hour; 4 due now");
+        assert_eq!(m.bars.len(), 2);
+        assert_eq!(
+            m.bars[0].title,
+            "in 0–1 min (12:30–12:31 UTC): 3 falling due"
+        );
+        assert_eq!(
+            m.bars[1].title,
+            "in 59–60 min (13:29–13:30 UTC): 6 falling due"
+        );
+        let top: f64 = m.bars[1].y.parse().unwrap();
+        assert!(top > TOP, "6 of 10 stays below the top: {top}");
+        let labels: Vec<&str> = m.x_ticks.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(labels, ["now", "+30 min", "+60 min"]);
+        let d = due_hours(&h);
+        assert_eq!(d.summary, "11 in the next 24 h; 5 later");
+        assert_eq!(d.bars.len(), 2);
+        assert!(d.bars[1].title.starts_with("in 23–24 h (11:30–12:30 UTC)"));
+        let labels: Vec<&str> = d.x_ticks.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(labels, ["now", "+12 h", "+24 h"]);
+        // the charts of the past keep their labels
+        let t = throughput(&hour());
+        let labels: Vec<&str> = t.x_ticks.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(labels, ["−59 min", "−29 min", "now"]);
     }
 }

@@ -1,14 +1,18 @@
 //! The dashboard of `dueq serve` at `/`: server-rendered HTML (askama templates in
 //! `templates/`, escaped by default), live parts refreshed by htmx polling, charts as inline
 //! SVG. It is outside `/v1` and not in the OpenAPI document; all data comes from the `dueq`
-//! library (`Client::queues`, `Client::workers`, `Queue::stats`, `history`, `get`, `dead_*`,
-//! `pause`, `resume`, `schedules`, `pause_schedule`, `resume_schedule`, `delete_schedule`).
+//! library (`Client::queues`, `Client::workers`, `Queue::stats`, `history`, `browse`,
+//! `due_histogram`, `get`, `dead_*`, `pause`, `resume`, `schedules`, `pause_schedule`,
+//! `resume_schedule`, `delete_schedule`).
 //!
 //! Pages: `/` (queues with counts, pause/resume, task lookup), `/ui/queues/{queue}` (counts,
 //! throughput and lateness over the last hour), `/ui/queues/{queue}/dead` (the dead-letter
 //! queue, paged, with retry and delete), `/ui/task?queue=&by=id|key&value=` (one task),
 //! `/ui/workers` (live worker processes and servers, `Client::workers`),
-//! `/ui/queues/{queue}/schedules` (recurring schedules, with pause, resume and delete).
+//! `/ui/queues/{queue}/schedules` (recurring schedules, with pause, resume and delete),
+//! `/ui/queues/{queue}/scheduled?after=` (how many tasks fall due in each of the next 60
+//! minutes and 24 hours, then the scheduled tasks in due order, paged by cursor) and
+//! `/ui/queues/{queue}/active?after=` (tasks held by workers, by lease deadline).
 //! `/login` and `/logout` when tokens are configured.
 //!
 //! Security (details in `session.rs`): with tokens configured every page needs a login with
@@ -29,6 +33,7 @@ mod chart;
 mod pages;
 mod schedules;
 pub(crate) mod session;
+mod tasks;
 mod view;
 mod workers;
 
@@ -79,6 +84,8 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .route("/ui/queues/{queue}", get(pages::queue))
         .route("/ui/queues/{queue}/live", get(pages::queue_live))
         .route("/ui/queues/{queue}/dead", get(pages::dead))
+        .route("/ui/queues/{queue}/scheduled", get(tasks::scheduled))
+        .route("/ui/queues/{queue}/active", get(tasks::active))
         .route("/ui/task", get(pages::task))
         .route("/ui/workers", get(workers::page))
         .route("/ui/fragments/workers", get(workers::fragment))

@@ -2,10 +2,10 @@
 //! (WebDriver, `fantoccini`), against a real `dueq-server` on a free port with a token
 //! configured and its own `redis-server` (dueq-testkit). It logs in, watches a queue's count
 //! change after an enqueue (htmx polling), retries a dead task, pauses a queue, watches a
-//! worker join and leave the workers page, pauses a schedule, and saves screenshots for CI to
-//! keep:
+//! worker join and leave the workers page, pauses a schedule, opens the scheduled tasks page
+//! (the falling-due charts and a task row), and saves screenshots for CI to keep:
 //! `target/dashboard.png` (the overview), and beside it `dashboard-queue.png` (a queue with
-//! its charts), `-login`, `-dead`, `-task`, `-workers` and `-schedules`.
+//! its charts), `-login`, `-dead`, `-task`, `-workers`, `-schedules` and `-scheduled`.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them); without them
 //! the test fails and says so.
@@ -426,6 +426,49 @@ async fn dashboard_in_chromium() {
             .unwrap()
             .paused
     );
+
+    // 7. the scheduled page, from the queue page: the charts of what falls due, and the task
+    let soon = orders
+        .enqueue(
+            TaskSpec::new(br#"{"remind": "<soon>"}"#.to_vec())
+                .key("order:9:<remind>")
+                .delay_ms(10 * 60_000),
+        )
+        .await
+        .unwrap();
+    b.goto(&format!("{base}/ui/queues/orders")).await.unwrap();
+    b.find(Locator::Css(r#"a[href="/ui/queues/orders/scheduled"]"#))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&b, "/ui/queues/orders/scheduled").await;
+    b.wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::Css("#coming svg.chart rect.c-sched"))
+        .await
+        .unwrap();
+    let coming = text(&b, "#coming").await;
+    assert!(
+        coming.contains("Falling due per minute, next hour"),
+        "{coming}"
+    );
+    assert!(coming.contains("in the next hour"), "{coming}");
+    let trow = format!(r#"tr[data-id="{}"]"#, soon.id);
+    assert_eq!(
+        text(&b, &format!("{trow} td.key")).await,
+        "order:9:<remind>"
+    );
+    assert!(text(&b, &format!("{trow} td.due")).await.starts_with("in "));
+    shot("dashboard-scheduled.png").await;
+    b.find(Locator::Css(&format!("{trow} a")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&b, "#task-state", "scheduled").await;
 
     // logging out ends the session
     b.find(Locator::Css("header button"))

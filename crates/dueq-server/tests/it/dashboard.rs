@@ -108,6 +108,8 @@ async fn login_required_when_tokens_set() {
         "/",
         "/ui/queues/orders",
         "/ui/queues/orders/dead",
+        "/ui/queues/orders/scheduled",
+        "/ui/queues/orders/active",
         "/ui/task?queue=orders&value=x",
     ] {
         let r = b.get(uri).await;

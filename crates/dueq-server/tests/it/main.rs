@@ -14,6 +14,7 @@ mod auth;
 mod cases;
 mod claim;
 mod dashboard;
+mod dashboard_tasks;
 mod dead;
 mod examples;
 mod metrics;

@@ -1,9 +1,11 @@
 //! Browsing a [`Queue`]'s live tasks page by page: what is scheduled (in due order) and what
-//! is running (in lease-deadline order), for operators and dashboards.
+//! is running (in lease-deadline order), for operators and dashboards; and what is coming:
+//! how many scheduled tasks fall due in each of the next 60 minutes and 24 hours.
 
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::protocol::call::MAX_BATCH;
+use crate::protocol::queues::{self, DueCounts};
 use crate::protocol::tasks;
 use crate::task::{Task, TaskState};
 
@@ -16,6 +18,53 @@ pub struct TaskPage {
     pub tasks: Vec<Task>,
     /// Cursor of the next page (pass it as `after`), `None` when this page reached the end.
     pub next: Option<String>,
+}
+
+/// How many scheduled tasks fall due when, from [`Queue::due_histogram`]: counted by the
+/// Redis clock at one instant over every priority and group, retries included.
+///
+/// Buckets start at `now_ms` and include their end: `minutes[i]` counts the tasks due in
+/// `(now_ms + i min, now_ms + (i + 1) min]`, `hours[i]` those due in
+/// `(now_ms + i h, now_ms + (i + 1) h]`, so `hours[0]` is the sum of `minutes`, and
+/// `due + hours.iter().sum() + later` is every scheduled task.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DueHistogram {
+    /// The Redis clock at the count, epoch ms.
+    pub now_ms: u64,
+    /// Already due (due time at or before `now_ms`): waiting for a worker, or held back by
+    /// a pause or a limit. The `due` of [`Queue::stats`].
+    pub due: u64,
+    /// Tasks falling due in each of the next 60 minutes ([`DueHistogram::MINUTES`] entries).
+    pub minutes: Vec<u64>,
+    /// Tasks falling due in each of the next 24 hours ([`DueHistogram::HOURS`] entries).
+    pub hours: Vec<u64>,
+    /// Due later than `now_ms` + 24 h.
+    pub later: u64,
+}
+
+impl DueHistogram {
+    /// Entries of [`minutes`](Self::minutes): one a minute for the next hour.
+    pub const MINUTES: usize = queues::DUE_MINUTES;
+    /// Entries of [`hours`](Self::hours): one an hour for the next day.
+    pub const HOURS: usize = queues::DUE_HOURS;
+
+    /// Every scheduled task counted: due now, in the next 24 hours, and later.
+    pub fn scheduled(&self) -> u64 {
+        self.due + self.hours.iter().sum::<u64>() + self.later
+    }
+}
+
+impl From<DueCounts> for DueHistogram {
+    fn from(c: DueCounts) -> Self {
+        Self {
+            now_ms: c.now_ms,
+            due: c.due,
+            minutes: c.minutes,
+            hours: c.hours,
+            later: c.later,
+        }
+    }
 }
 
 /// Reads a cursor made by [`Queue::browse`]: `"<score ms>:<task id>"`.
@@ -71,6 +120,20 @@ impl Queue {
             _ => None,
         };
         Ok(TaskPage { tasks, next })
+    }
+
+    /// How many scheduled tasks fall due in each of the next 60 minutes and the next 24
+    /// hours, and how many are due already, by the Redis clock (see [`DueHistogram`]). One
+    /// script call of one `ZCOUNT` per bucket and scheduled set in use (one per priority in
+    /// use, one for the groups), so O(log n) per bucket and set, never a scan; buckets past
+    /// a set's last task are skipped.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn due_histogram(&self) -> Result<DueHistogram> {
+        Ok(queues::due_counts(&mut self.client().conn(), self.keys())
+            .await?
+            .into())
     }
 }
 

@@ -12,7 +12,7 @@
 //! | `tasks/` | enqueue, get, cancel, reschedule, browse (pages of scheduled or active tasks) |
 //! | `leases/` | claim, ack, nack, extend, release, recover |
 //! | `dead/` | dead-letter list, retry, delete |
-//! | `queues/` | stats, history, settings (configure), the queue registry |
+//! | `queues/` | stats, history, due-time counts, settings (configure), the queue registry |
 //! | `webhook/` | push delivery target |
 //! | `schedules/` | recurring schedules: set, delete, pause/resume, get, list, due, fire |
 //! | `workers/` | live worker processes: heartbeat (register, refresh, trim), remove, list |

@@ -58,6 +58,7 @@ scripts! {
     BROWSE => "tasks/browse.lua", 17;
     STATS => "queues/stats.lua", 19;
     HISTORY => "queues/history.lua", 1;
+    DUE_COUNTS => "queues/due_counts.lua", 13;
     DEAD_LIST => "dead/dead_list.lua", 3;
     DEAD_RETRY => "dead/dead_retry.lua", 25;
     DEAD_DELETE => "dead/dead_delete.lua", 4;

@@ -1,4 +1,4 @@
-//! Queue-wide operations: stats, per-minute history, stored settings (pause, resume,
+//! Queue-wide operations: stats, per-minute history, due-time counts, stored settings (pause, resume,
 //! defaults, caps, limits) and the `dueq:queues` registry used for listing.
 
 use super::call::{Args, run};
@@ -121,6 +121,40 @@ pub(crate) async fn history(conn: &mut Conn, k: &QueueKeys) -> Result<Vec<Minute
         }
     }
     Ok(out)
+}
+
+/// Minute buckets of [`due_counts`] (the next hour).
+pub(crate) const DUE_MINUTES: usize = 60;
+/// Hour buckets of [`due_counts`] (the next day).
+pub(crate) const DUE_HOURS: usize = 24;
+
+/// The reply of `due_counts.lua`, read (see `client::browse::DueHistogram` for the meaning).
+#[derive(Debug)]
+pub(crate) struct DueCounts {
+    pub now_ms: u64,
+    pub due: u64,
+    pub later: u64,
+    pub minutes: Vec<u64>,
+    pub hours: Vec<u64>,
+}
+
+/// How many scheduled tasks fall due in each of the next [`DUE_MINUTES`] minutes and
+/// [`DUE_HOURS`] hours, by the Redis clock.
+pub(crate) async fn due_counts(conn: &mut Conn, k: &QueueKeys) -> Result<DueCounts> {
+    let mut keys: Vec<&str> = [&k.sched, &k.meta, &k.gdue].map(String::as_str).to_vec();
+    keys.extend(k.option_keys());
+    let mut r = run(conn, "due_counts", &scripts::DUE_COUNTS, &keys, Vec::new()).await?;
+    let (now_ms, due, later) = (r.u64()?, r.u64()?, r.u64()?);
+    let mut read = |n: usize| (0..n).map(|_| r.u64()).collect::<Result<Vec<u64>>>();
+    let minutes = read(DUE_MINUTES)?;
+    let hours = read(DUE_HOURS)?;
+    Ok(DueCounts {
+        now_ms,
+        due,
+        later,
+        minutes,
+        hours,
+    })
 }
 
 /// Sets and clears `meta` fields; returns the new settings version.
