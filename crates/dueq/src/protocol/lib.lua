@@ -14,6 +14,8 @@
 -- (only tasks that failed have one).
 -- `max_attempts` or `lease_ms` 0 means "the queue's setting" (meta fields of the same names;
 -- else 5 and 30 000, DEFAULT_MAX_ATTEMPTS and DEFAULT_LEASE_MS in task.rs), read where used.
+-- per-task helpers read records through locals: a global is a table lookup per use in Lua 5.1
+local struct_unpack = struct.unpack
 local HDR = '<I4I2I4I2'
 local HDR_LEN = 12
 local TAIL = '<I6I6'
@@ -63,25 +65,25 @@ end
 -- to stop one in the middle.
 local function rec_ok(rec)
   if type(rec) ~= 'string' or #rec < HDR_LEN + TAIL_LEN then return false end
-  local klen = struct.unpack('<I2', rec, 11) % KLEN_MOD
+  local klen = struct_unpack('<I2', rec, 11) % KLEN_MOD
   return HDR_LEN + klen + TAIL_LEN <= #rec
 end
 
 -- Returns attempt, max_attempts, lease_ms, due_at, created_at, key length.
 local function rec_head(rec)
-  local attempt, max_attempts, lease_ms, klen = struct.unpack(HDR, rec)
-  local due_at, created_at = struct.unpack(TAIL, rec, #rec - TAIL_LEN + 1)
+  local attempt, max_attempts, lease_ms, klen = struct_unpack(HDR, rec)
+  local due_at, created_at = struct_unpack(TAIL, rec, #rec - TAIL_LEN + 1)
   return attempt, max_attempts, lease_ms, due_at, created_at, klen % KLEN_MOD
 end
 
 local function rec_key(rec)
-  local klen = struct.unpack('<I2', rec, 11) % KLEN_MOD
+  local klen = struct_unpack('<I2', rec, 11) % KLEN_MOD
   return string.sub(rec, HDR_LEN + 1, HDR_LEN + klen)
 end
 
 -- The priority (0..9) of a record or spec.
 local function rec_prio(rec)
-  return math.floor(struct.unpack('<I2', rec, 11) / KLEN_MOD)
+  return math.floor(struct_unpack('<I2', rec, 11) / KLEN_MOD)
 end
 
 -- A copy of `rec` with a new attempt count and due time (nil keeps the old one).

@@ -4,6 +4,8 @@
 -- ARGV[1] wake channel (told when a slot under a concurrency limit frees up), ARGV[2] n,
 --   then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 acknowledged | 0 lease_lost}
+-- a local for the per-task loop: a global is a table lookup per use in Lua 5.1
+local ARGV = ARGV
 local active, leases, tasks, keys, done, stats, meta, errors, hist =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local G = group_keys(10)

@@ -62,7 +62,7 @@ local nz, no = 0, #out
 local made = {}
 
 local function hand_out(id, token, rec, due, group)
-  local attempt, _, lease_ms, klen = struct.unpack(HDR, rec)
+  local attempt, _, lease_ms, klen = struct_unpack(HDR, rec)
   klen = klen % KLEN_MOD
   if override > 0 then lease_ms = override elseif lease_ms == 0 then lease_ms = default_lease end
   local flags = (klen > 0 and 1 or 0) + (attempt > 0 and 2 or 0) + (group ~= '' and 4 or 0)
