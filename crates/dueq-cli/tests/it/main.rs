@@ -8,6 +8,7 @@ mod commands;
 mod flow;
 mod relay;
 mod replay;
+mod schedules;
 mod serve;
 mod webhook;
 mod work;
