@@ -8,7 +8,9 @@
 //! earliest entry by the Redis clock ([`RedisClock`]), so 10 000 schedules cost one call per
 //! wake-up like one schedule. A schedule change publishes on the queue's `schedule_wake`
 //! channel (through the client's wake hub), which ends the sleep at once; without a message
-//! it looks again after at most the fallback poll ([`DEFAULT_SCHEDULE_POLL_MS`]).
+//! it looks again after at most the fallback poll ([`DEFAULT_SCHEDULE_POLL_MS`]). A firer of
+//! every queue (`dueq serve`) also hears `dueq:schedules:wake`, published when a queue gets
+//! its first schedule, and starts firing that queue at once.
 //!
 //! Fire times come from the schedule's grid, never from "now + interval", so a slow step or a
 //! reconnect shifts nothing: the next tick is the grid's next point.
@@ -22,6 +24,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::clock::RedisClock;
 use crate::client::{Client, Queue};
+use crate::protocol::keys::SCHEDULES_WAKE;
 
 /// Default longest sleep before looking at a queue's schedules again, ms (the fallback for a
 /// lost change notification; the sleep to the next tick itself is a timer). Longer than the
@@ -84,6 +87,12 @@ impl ScheduleFirer {
         let mut loops = tokio::task::JoinSet::new();
         let mut started: HashSet<String> = HashSet::new();
         let mut stop = std::pin::pin!(stop);
+        // a firer of every queue also hears when a queue gets its first schedule
+        let hub = self.client.wake_hub().clone();
+        let mut joined = match self.source {
+            Source::Registry => hub.listen(SCHEDULES_WAKE),
+            Source::Queues(_) => None,
+        };
         loop {
             let queues = match &self.source {
                 Source::Queues(q) => q.clone(),
@@ -108,11 +117,25 @@ impl ScheduleFirer {
                 Source::Queues(_) => None,
                 Source::Registry => Some(Instant::now() + self.poll),
             };
+            let heard = async {
+                match &mut joined {
+                    Some(r) => r.recv().await.map(|_| ()),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = &mut stop => break,
                 () = async { match again { Some(at) => sleep_until(at).await,
                     None => std::future::pending().await } } => {}
+                res = heard => {
+                    if let Err(broadcast::error::RecvError::Closed) = res {
+                        joined = None;
+                    }
+                }
             }
+        }
+        if joined.take().is_some() {
+            hub.release(SCHEDULES_WAKE);
         }
         let _ = tx.send(true);
         while loops.join_next().await.is_some() {}

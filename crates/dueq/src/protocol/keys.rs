@@ -19,6 +19,9 @@ pub const WEBHOOKS_KEY: &str = "dueq:webhooks";
 /// queue with a schedule is listed; its `schedules` hash says which it still has). `dueq
 /// serve` fires the schedules of every queue named here.
 pub const SCHEDULES_KEY: &str = "dueq:schedules";
+/// Channel told when a queue joins [`SCHEDULES_KEY`], so a firer of every queue (`dueq serve`)
+/// starts firing its schedules at once instead of at its next look at the registry.
+pub const SCHEDULES_WAKE: &str = "dueq:schedules:wake";
 
 /// Live worker processes and servers (outside any hash tag, so each script touching it
 /// touches one key): hash worker id → heartbeat entry (see `protocol/workers`).

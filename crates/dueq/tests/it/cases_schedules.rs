@@ -290,6 +290,43 @@ async fn c33_overlap_skip() {
     );
 }
 
+/// A firer of every queue (`dueq serve`'s) that runs before a queue has any schedule starts
+/// firing it as soon as its first schedule is set, not at its next look at the registry (30 s
+/// here): the first ticks are fired, none skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_firer_fires_a_new_queue_from_its_first_tick() {
+    let ctx = Ctx::new().await;
+    let (tx, rx) = oneshot::channel::<()>();
+    let firer = ScheduleFirer::all_queues(ctx.client.clone()).poll_ms(30_000);
+    let join = tokio::spawn(firer.run(async move {
+        let _ = rx.await;
+    }));
+    // the firer has read the (empty) registry and listens once the client reports wake-ups
+    wait_until_async(DEADLINE, "the firer's registry subscription", || async {
+        let (_, n): (String, u64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("dueq:schedules:wake")
+            .query::<(String, u64)>(&mut ctx.raw())
+            .unwrap();
+        n > 0
+    })
+    .await;
+    let q = ctx.queue("fresh");
+    let spec = ScheduleSpec::new("beat", b"b".to_vec()).every_ms(500);
+    q.set_schedule(&spec).await.unwrap();
+    wait_until_async(DEADLINE, "two ticks fired", || async {
+        q.schedule("beat").await.unwrap().unwrap().fired_total >= 2
+    })
+    .await;
+    let s = q.schedule("beat").await.unwrap().unwrap();
+    assert_eq!(
+        s.skipped_total, 0,
+        "ticks skipped before the firer found the queue"
+    );
+    let _ = tx.send(());
+    join.await.unwrap();
+}
+
 /// A schedule's priority and group go to every task it fires, and `overlap: skip` sees the
 /// task of an earlier tick as live while it waits in its group (not in the scheduled set).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

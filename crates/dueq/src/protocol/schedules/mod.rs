@@ -8,7 +8,7 @@
 
 use super::call::{Args, Reply, run};
 use super::conn::Conn;
-use super::keys::{QueueKeys, SCHEDULES_KEY};
+use super::keys::{QueueKeys, SCHEDULES_KEY, SCHEDULES_WAKE};
 use super::scripts;
 use crate::error::{Error, Result};
 
@@ -47,10 +47,10 @@ pub(crate) async fn set(
     fingerprint: &str,
     upcoming: &[u64],
 ) -> Result<(String, i64)> {
-    redis::cmd("SADD")
+    let joined: i64 = redis::cmd("SADD")
         .arg(SCHEDULES_KEY)
         .arg(&k.name)
-        .query_async::<()>(conn)
+        .query_async(conn)
         .await?;
     let mut a = Args::default();
     a.s(name).s(def).s(fingerprint).s(&k.schedule_wake);
@@ -67,7 +67,16 @@ pub(crate) async fn set(
     )
     .await?;
     r.u64()?;
-    Ok((r.string()?, r.i64()?))
+    let answer = (r.string()?, r.i64()?);
+    if joined == 1 {
+        // after the schedule is stored, so the firer that hears this finds it
+        redis::cmd("PUBLISH")
+            .arg(SCHEDULES_WAKE)
+            .arg(&k.name)
+            .query_async::<()>(conn)
+            .await?;
+    }
+    Ok(answer)
 }
 
 /// Removes a schedule; whether there was one.
@@ -171,9 +180,11 @@ pub(crate) struct Due {
 }
 
 /// The schedules due now (at most `max`), with the Redis time and the earliest next fire.
+/// Up to `max` due schedules; with more due, the batch at a random place among them, so that
+/// processes firing at once mostly take different ones (`schedule_due.lua`).
 pub(crate) async fn due(conn: &mut Conn, k: &QueueKeys, max: usize) -> Result<Due> {
     let mut a = Args::default();
-    a.n(max);
+    a.n(max).n(rand::random::<u32>().max(1));
     let keys = [&k.schedule_next, &k.schedules, &k.schedule_state].map(String::as_str);
     let mut r = run(
         conn,

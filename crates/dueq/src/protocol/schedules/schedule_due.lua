@@ -1,12 +1,24 @@
 -- schedule_due: the schedules whose next fire time has come, with what firing them needs.
 -- KEYS[1] schedule_next  KEYS[2] schedules  KEYS[3] schedule_state
--- ARGV[1] most schedules to return (at most 1000)
+-- ARGV[1] most schedules to return (at most 1000)  ARGV[2] spread (a random number, 0 = none)
 -- Returns: {now_ms, earliest next fire ms or -1, then name, definition, state per due schedule}
 -- An index entry without a definition or state (left by hand) is dropped.
+-- With more schedules due than one batch, `spread` picks which batch: the due entries are the
+-- index's lowest ranks, so a slice of them at a random rank is as cheap as the first one, and
+-- processes firing at once take mostly different schedules instead of racing for the same
+-- ones (the loser of a race is refused and has done its work for nothing).
 local index, defs, state = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0,
-  math.min(tonumber(ARGV[1]), 1000))
+local max = math.min(tonumber(ARGV[1]), 1000)
+local spread = tonumber(ARGV[2] or '0') or 0
+local due
+local count = spread > 0 and redis.call('ZCOUNT', index, '-inf', now) or 0
+if count > max then
+  local from = spread % (count - max + 1)
+  due = redis.call('ZRANGE', index, from, from + max - 1)
+else
+  due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, max)
+end
 local out, n = {now, -1}, 2
 for i = 1, #due do
   local def = redis.call('HGET', defs, due[i])
