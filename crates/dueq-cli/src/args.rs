@@ -235,7 +235,7 @@ pub struct EnqueueArgs {
     pub debounce_max_ms: Option<u64>,
     /// Priority 0 (served first, the default) to 9, among due tasks (within a --group, among
     /// the group's own).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
     /// Expire the task if it has not started this many ms after the write (Redis clock).
     #[arg(long, conflicts_with = "expires_at_ms")]
@@ -367,7 +367,7 @@ pub struct ScheduleSetArgs {
     #[arg(long)]
     pub lease_ms: Option<u64>,
     /// Priority of each task, 0 (first, the default) to 9.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
     /// Group of each task.
     #[arg(long)]

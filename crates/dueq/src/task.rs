@@ -213,7 +213,7 @@ pub const MAX_GROUP_BYTES: usize = 256;
 pub fn validate_group(group: &str) -> Result<()> {
     if group.is_empty() || group.len() > MAX_GROUP_BYTES {
         return Err(Error::invalid(format!(
-            "group must be 1 to {MAX_GROUP_BYTES} bytes"
+            "group: must be 1 to {MAX_GROUP_BYTES} bytes"
         )));
     }
     Ok(())

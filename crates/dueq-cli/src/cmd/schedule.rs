@@ -41,8 +41,13 @@ fn print_text(s: &Schedule) {
         _ => String::new(),
     };
     let opt = |v: Option<u64>| v.map_or("-".to_owned(), |t| t.to_string());
+    let task = match &spec.group {
+        Some(g) => format!(" priority={} group={g}", spec.priority),
+        None if spec.priority > 0 => format!(" priority={}", spec.priority),
+        None => String::new(),
+    };
     outln!(
-        "{} {timing} next_fire_at_ms={} last_fire_at_ms={} fired={} skipped={}{}",
+        "{} {timing}{task} next_fire_at_ms={} last_fire_at_ms={} fired={} skipped={}{}",
         spec.name,
         opt(s.next_fire_at_ms),
         opt(s.last_fire_at_ms),

@@ -131,7 +131,8 @@ fn enqueue_task_options() {
         assert_eq!(payloads, [b"zero".to_vec(), b"nine".to_vec()]);
     });
     for (args, needle) in [
-        (vec!["enqueue", "o", "--priority", "10"], "priority"),
+        (vec!["enqueue", "o", "--priority", "10"], "0..=9"),
+        (vec!["enqueue", "o", "--priority", "256"], "0..=9"),
         (vec!["enqueue", "o", "--debounce-max-ms", "5"], "--key"),
     ] {
         let out = dueq(&url, &args);

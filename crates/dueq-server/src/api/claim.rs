@@ -77,8 +77,10 @@ pub struct ClaimedTaskResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct ClaimResponse {
-    /// Claim order: by priority (0 first), then due time, FIFO among equal due times (a
-    /// group's tasks take turns with other groups').
+    /// Claim order: ungrouped tasks by priority (0 first), then due time, FIFO among equal
+    /// due times; each group with due work is one contender beside them, served round-robin
+    /// (its own tasks by priority, then due time), so priority orders tasks within the
+    /// ungrouped ones and within each group, not across groups.
     pub tasks: Vec<ClaimedTaskResponse>,
 }
 

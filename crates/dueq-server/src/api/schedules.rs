@@ -45,6 +45,7 @@ pub struct ScheduleRequest {
     #[schema(maximum = 9)]
     pub priority: Option<u8>,
     /// Group of each task (1 to 256 bytes); default none.
+    #[schema(min_length = 1, max_length = 256)]
     pub group: Option<String>,
 }
 
