@@ -11,13 +11,14 @@ local index, defs, state = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
 local max = math.min(tonumber(ARGV[1]), 1000)
 local spread = tonumber(ARGV[2] or '0') or 0
-local due
-local count = spread > 0 and redis.call('ZCOUNT', index, '-inf', now) or 0
-if count > max then
-  local from = spread % (count - max + 1)
-  due = redis.call('ZRANGE', index, from, from + max - 1)
-else
-  due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, max)
+local due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, max)
+-- a full first batch: maybe more are due (an idle look reads no more than before)
+if spread > 0 and #due == max then
+  local count = redis.call('ZCOUNT', index, '-inf', now)
+  if count > max then
+    local from = spread % (count - max + 1)
+    due = redis.call('ZRANGE', index, from, from + max - 1)
+  end
 end
 local out, n = {now, -1}, 2
 for i = 1, #due do
