@@ -60,8 +60,8 @@ pub use backoff::Backoff;
 pub use client::Throttle;
 pub use client::{
     CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES,
-    DEFAULT_WAKE_CHANNELS_MAX, DueHistogram, EvictionCheck, MAX_DEAD_OFFSET, MAX_ERROR_BYTES,
-    Queue, READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
+    DEFAULT_WAKE_CHANNELS_MAX, DueHistogram, EvictionCheck, LAYOUT_TTL, MAX_DEAD_OFFSET,
+    MAX_ERROR_BYTES, Queue, READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
 };
 pub use client::{ConnectionHealth, DEFAULT_REPLICA_TIMEOUT_MS, MAX_REPLICAS};
 pub use client::{
@@ -78,7 +78,9 @@ pub use due::{
     ScheduleFirer, WorkerLoad, validate_heartbeat_ms,
 };
 pub use error::{Error, ErrorKind, Result};
-pub use protocol::keys::{QueueKeys, validate_queue_name};
+pub use protocol::keys::{
+    MAX_PARTITIONS, QueueKeys, partition_of_id, partition_of_key, slot_of, validate_queue_name,
+};
 pub use schedule::{
     DEFAULT_MISFIRE_GRACE_MS, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, SetReport,
     validate_schedule_name,

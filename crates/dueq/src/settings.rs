@@ -147,6 +147,11 @@ pub struct QueueSettings {
     /// What happens to a task whose expiry passed before it started. Default
     /// [`OnExpire::Drop`].
     pub on_expire: Option<OnExpire>,
+    /// Partitions the queue is split into, each under its own hash tag (DESIGN 3), 1 to
+    /// [`MAX_PARTITIONS`](crate::MAX_PARTITIONS). Default 1. Changed only while the queue
+    /// holds no task; every limit is then split over the partitions (see
+    /// docs/SCALING.md).
+    pub partitions: Option<u16>,
 }
 
 /// What happens to a task not started before its expiry (`expires_at_ms` / `ttl_ms`).
@@ -257,6 +262,9 @@ pub struct SettingsPatch {
     /// See [`QueueSettings::on_expire`].
     #[serde(default, deserialize_with = "present")]
     pub on_expire: Option<Option<OnExpire>>,
+    /// See [`QueueSettings::partitions`].
+    #[serde(default, deserialize_with = "present")]
+    pub partitions: Option<Option<u16>>,
 }
 
 macro_rules! setters {
@@ -277,6 +285,7 @@ setters! {
     max_attempts: u32, lease_ms: u64, backoff: BackoffSettings, dead_max: u64,
     succeeded_max: u64, rate_limit: RateLimit, group_rate_limit: RateLimit, concurrency: u32,
     group_concurrency: u32, alert_due_age_ms: u64, alert_due_count: u64, on_expire: OnExpire,
+    partitions: u16,
 }
 
 fn check_range(field: &str, v: u64, min: u64, max: u64) -> Result<()> {
@@ -325,6 +334,14 @@ impl SettingsPatch {
         if let Some(Some(n)) = self.alert_due_count {
             check_range("alert_due_count", n, 1, u64::MAX >> 11)?;
         }
+        if let Some(Some(n)) = self.partitions {
+            check_range(
+                "partitions",
+                u64::from(n),
+                1,
+                u64::from(crate::protocol::keys::MAX_PARTITIONS),
+            )?;
+        }
         Ok(())
     }
 
@@ -356,6 +373,10 @@ impl SettingsPatch {
             "on_expire",
             self.on_expire.map(|o| o.map(|e| e.as_str().to_owned())),
         );
+        one(
+            "partitions",
+            self.partitions.map(|o| o.map(|n| n.to_string())),
+        );
         let b = self.backoff;
         one(
             "backoff_base_ms",
@@ -375,7 +396,7 @@ impl SettingsPatch {
 }
 
 /// The `meta` fields [`QueueSettings::from_fields`] reads, in its order.
-pub(crate) const STORED_FIELDS: [&str; 16] = [
+pub(crate) const STORED_FIELDS: [&str; 17] = [
     "max_attempts",
     "lease_ms",
     "backoff_base_ms",
@@ -392,6 +413,7 @@ pub(crate) const STORED_FIELDS: [&str; 16] = [
     "alert_due_age_ms",
     "alert_due_count",
     "on_expire",
+    "partitions",
 ];
 
 impl QueueSettings {
@@ -425,6 +447,7 @@ impl QueueSettings {
                 Some("drop") => Some(OnExpire::Drop),
                 _ => None,
             },
+            partitions: get(16).and_then(|s| s.parse::<u16>().ok()),
         }
     }
 
@@ -445,15 +468,119 @@ impl QueueSettings {
             group_concurrency,
             alert_due_age_ms,
             alert_due_count,
-            on_expire
+            on_expire,
+            partitions
         );
         self
     }
+
+    /// The number of partitions (1 when not set).
+    pub fn partition_count(&self) -> u16 {
+        self.partitions.unwrap_or(1).max(1)
+    }
+
+    /// Checks that every limit can be split over `n` partitions: each partition enforces
+    /// its share ([`limit_share`]), so a limit below `n` would leave a partition none.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) naming the limit.
+    pub(crate) fn check_split(&self, n: u16) -> Result<()> {
+        if n <= 1 {
+            return Ok(());
+        }
+        let limits = [
+            ("concurrency", self.concurrency.map(u64::from)),
+            ("group_concurrency", self.group_concurrency.map(u64::from)),
+            ("rate_limit.max", self.rate_limit.map(|r| r.max)),
+            ("group_rate_limit.max", self.group_rate_limit.map(|r| r.max)),
+        ];
+        for (name, v) in limits {
+            if let Some(v) = v
+                && v < u64::from(n)
+            {
+                return Err(Error::invalid(format!(
+                    "{name} must be at least partitions ({n}): each partition enforces its \
+                     share of the limit"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The settings partition `p` of `n` stores: these, with every limit cut to the
+    /// partition's share, and the partition count.
+    pub(crate) fn share_for(&self, p: u16, n: u16) -> Self {
+        let mut s = *self;
+        let cut = |v: u64| limit_share(v, p, n);
+        s.concurrency = s.concurrency.map(|v| cut(u64::from(v)) as u32);
+        s.group_concurrency = s.group_concurrency.map(|v| cut(u64::from(v)) as u32);
+        s.rate_limit = s.rate_limit.map(|r| RateLimit::new(cut(r.max), r.per_ms));
+        s.group_rate_limit = s
+            .group_rate_limit
+            .map(|r| RateLimit::new(cut(r.max), r.per_ms));
+        s.partitions = (n > 1).then_some(n);
+        s
+    }
+
+    /// The whole patch that turns any stored settings into these: every field set or cleared.
+    pub(crate) fn as_patch(&self) -> SettingsPatch {
+        SettingsPatch {
+            max_attempts: Some(self.max_attempts),
+            lease_ms: Some(self.lease_ms),
+            backoff: Some(self.backoff),
+            dead_max: Some(self.dead_max),
+            succeeded_max: Some(self.succeeded_max),
+            rate_limit: Some(self.rate_limit),
+            group_rate_limit: Some(self.group_rate_limit),
+            concurrency: Some(self.concurrency),
+            group_concurrency: Some(self.group_concurrency),
+            alert_due_age_ms: Some(self.alert_due_age_ms),
+            alert_due_count: Some(self.alert_due_count),
+            on_expire: Some(self.on_expire),
+            partitions: Some(self.partitions),
+        }
+    }
+}
+
+/// Partition `p`'s share of a limit `total` split over `n` partitions: `total / n`, one more
+/// for the first `total % n` partitions, so the shares add up to `total` exactly.
+pub(crate) fn limit_share(total: u64, p: u16, n: u16) -> u64 {
+    let n = u64::from(n.max(1));
+    total / n + u64::from(u64::from(p) < total % n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_split_exactly_over_partitions() {
+        for total in [6u64, 7, 100, 1_000_000] {
+            for n in [1u16, 2, 3, 6, 256] {
+                if total < u64::from(n) {
+                    continue;
+                }
+                let shares: Vec<u64> = (0..n).map(|p| limit_share(total, p, n)).collect();
+                assert_eq!(shares.iter().sum::<u64>(), total, "{total} over {n}");
+                assert!(shares.iter().all(|&s| s >= 1));
+                let (lo, hi) = (shares.iter().min(), shares.iter().max());
+                assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "{shares:?}");
+            }
+        }
+        let s = QueueSettings {
+            concurrency: Some(5),
+            ..QueueSettings::default()
+        };
+        assert!(s.check_split(5).is_ok());
+        let e = s.check_split(6).unwrap_err().to_string();
+        assert!(
+            e.contains("concurrency must be at least partitions (6)"),
+            "{e}"
+        );
+        assert_eq!(s.share_for(4, 5).concurrency, Some(1));
+        assert_eq!(s.share_for(0, 2).concurrency, Some(3));
+        assert_eq!(s.share_for(0, 2).partitions, Some(2));
+    }
 
     #[test]
     fn json_patch_tells_missing_from_null() {

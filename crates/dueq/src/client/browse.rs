@@ -105,16 +105,31 @@ impl Queue {
             return Err(Error::invalid(format!("limit must be 1 to {MAX_BATCH}")));
         }
         let after = after.map(parse_cursor).transpose()?;
-        let tasks =
-            tasks::browse(&mut self.client().conn(), self.keys(), state, after, limit).await?;
-        let cursor = |t: &Task| {
-            let score = if state == TaskState::Active {
+        let score = |t: &Task| {
+            if state == TaskState::Active {
                 t.state_at_ms.unwrap_or(0)
             } else {
                 t.due_at_ms
-            };
-            format!("{score}:{}", t.id.as_str())
+            }
         };
+        let tasks = match self.split_layout().await? {
+            None => {
+                tasks::browse(&mut self.client().conn(), self.keys(), state, after, limit).await?
+            }
+            // each partition's next page after the cursor, merged by (score, id)
+            Some(layout) => {
+                let pages = self
+                    .each_part(&layout, |q| async move {
+                        tasks::browse(&mut q.client().conn(), q.keys(), state, after, limit).await
+                    })
+                    .await?;
+                let mut all: Vec<Task> = pages.into_iter().flatten().collect();
+                all.sort_by(|a, b| (score(a), a.id.as_str()).cmp(&(score(b), b.id.as_str())));
+                all.truncate(limit);
+                all
+            }
+        };
+        let cursor = |t: &Task| format!("{}:{}", score(t), t.id.as_str());
         let next = match tasks.last() {
             Some(t) if tasks.len() == limit => Some(cursor(t)),
             _ => None,
@@ -131,9 +146,33 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn due_histogram(&self) -> Result<DueHistogram> {
-        Ok(queues::due_counts(&mut self.client().conn(), self.keys())
-            .await?
-            .into())
+        let Some(layout) = self.split_layout().await? else {
+            return Ok(queues::due_counts(&mut self.client().conn(), self.keys())
+                .await?
+                .into());
+        };
+        let parts = self
+            .each_part(&layout, |q| async move {
+                queues::due_counts(&mut q.client().conn(), q.keys()).await
+            })
+            .await?;
+        let mut all = DueHistogram::default();
+        for c in parts {
+            // the buckets start at each partition's own reading of the clock: a bucket edge
+            // may differ by the few ms between the calls
+            all.now_ms = all.now_ms.max(c.now_ms);
+            all.due += c.due;
+            all.later += c.later;
+            let add = |to: &mut Vec<u64>, from: &[u64]| {
+                to.resize(to.len().max(from.len()), 0);
+                for (t, f) in to.iter_mut().zip(from) {
+                    *t += f;
+                }
+            };
+            add(&mut all.minutes, &c.minutes);
+            add(&mut all.hours, &c.hours);
+        }
+        Ok(all)
     }
 }
 

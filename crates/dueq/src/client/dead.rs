@@ -10,6 +10,10 @@ use crate::task::{DeadPage, DeadRetryOutcome, TaskId};
 /// memory; Redis and the script's arithmetic could not take every `u64`.
 pub const MAX_DEAD_OFFSET: u64 = u32::MAX as u64;
 
+/// Dead tasks read from each partition for one page of a partitioned queue: a page beyond
+/// this depth (`offset + limit`) comes out short.
+const MAX_DEAD_MERGE: u64 = 10_000;
+
 impl Queue {
     /// One page of dead tasks, newest first: `limit` (1 to 1 000) from `offset` (0 to
     /// [`MAX_DEAD_OFFSET`]).
@@ -26,7 +30,31 @@ impl Queue {
                 "offset must be 0 to {MAX_DEAD_OFFSET}"
             )));
         }
-        dead::dead_list(&mut self.client().conn(), self.keys(), offset, limit).await
+        let Some(layout) = self.split_layout().await? else {
+            return dead::dead_list(&mut self.client().conn(), self.keys(), offset, limit).await;
+        };
+        // the newest `offset + limit` of each partition hold the page of the whole queue
+        let want = offset.saturating_add(limit);
+        let pages = self
+            .each_part(&layout, |q| async move {
+                dead::dead_list(
+                    &mut q.client().conn(),
+                    q.keys(),
+                    0,
+                    want.min(MAX_DEAD_MERGE),
+                )
+                .await
+            })
+            .await?;
+        let total = pages.iter().map(|p| p.total).sum();
+        let mut tasks: Vec<_> = pages.into_iter().flat_map(|p| p.tasks).collect();
+        tasks.sort_by_key(|t| std::cmp::Reverse(t.died_at_ms));
+        let tasks = tasks
+            .into_iter()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .collect();
+        Ok(DeadPage { total, tasks })
     }
 
     /// Moves dead tasks back to scheduled, due now, attempts counted afresh.
@@ -34,6 +62,14 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn dead_retry(&self, ids: &[TaskId]) -> Result<Vec<DeadRetryOutcome>> {
+        if let Some(layout) = self.split_layout().await? {
+            let part_of = |id: &TaskId| layout.of_id(id.as_str());
+            return self
+                .scatter(&layout, ids, part_of, |q, mine| async move {
+                    q.dead_retry(&mine).await
+                })
+                .await;
+        }
         let mut conn = self.client().conn();
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(MAX_BATCH) {
@@ -47,6 +83,14 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn dead_delete(&self, ids: &[TaskId]) -> Result<Vec<bool>> {
+        if let Some(layout) = self.split_layout().await? {
+            let part_of = |id: &TaskId| layout.of_id(id.as_str());
+            return self
+                .scatter(&layout, ids, part_of, |q, mine| async move {
+                    q.dead_delete(&mine).await
+                })
+                .await;
+        }
         let mut conn = self.client().conn();
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(MAX_BATCH) {

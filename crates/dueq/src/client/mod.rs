@@ -5,6 +5,7 @@
 
 mod browse;
 mod dead;
+mod partitions;
 mod queue;
 mod schedules;
 mod webhook;
@@ -16,6 +17,8 @@ use std::time::Duration;
 
 pub use browse::{DueHistogram, TaskPage};
 pub use dead::MAX_DEAD_OFFSET;
+pub use partitions::LAYOUT_TTL;
+pub(crate) use partitions::Layout;
 pub(crate) use queue::cut_error;
 pub use queue::{CancelReport, Claim, MAX_ERROR_BYTES, Queue, RecoverReport, Throttle};
 pub use webhook::{
@@ -159,6 +162,7 @@ impl ClientBuilder {
                 payload_limit_bytes: self.payload_limit_bytes,
                 registered: Mutex::new(HashSet::new()),
                 settings: Mutex::new(HashMap::new()),
+                layouts: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -228,8 +232,11 @@ struct Inner {
     payload_limit_bytes: usize,
     /// Queue names already added to the `dueq:queues` set by this client.
     registered: Mutex<HashSet<String>>,
-    /// Per queue: the queue's backoff setting as last read, and the settings versions seen.
+    /// Per `meta` key (one per partition): the backoff setting as last read, and the
+    /// settings versions seen.
     settings: Mutex<HashMap<String, CachedSettings>>,
+    /// Per queue: its partitions as last read.
+    layouts: Mutex<HashMap<String, Arc<Layout>>>,
 }
 
 /// How long a cached queue backoff setting is trusted when no claim has shown a new version.
@@ -447,7 +454,8 @@ impl Client {
         &self.inner.wake
     }
 
-    /// Notes the settings version a claim of `queue` returned.
+    /// Notes the settings version a claim returned from the partition whose `meta` key is
+    /// `queue`.
     pub(crate) fn settings_seen(&self, queue: &str, version: u64) {
         let mut m = self
             .inner
@@ -494,6 +502,47 @@ impl Client {
             .unwrap_or_else(|e| e.into_inner());
         let c = m.entry(queue.to_owned()).or_default();
         c.read = Some((version, std::time::Instant::now(), b));
+    }
+
+    /// The cached partitions of `queue` unless a claim showed a settings version of
+    /// partition 0 (`meta0`) newer than the one they were read at.
+    pub(crate) fn cached_layout(&self, queue: &str, meta0: &str) -> Option<Arc<Layout>> {
+        let l = self.cached_layout_any(queue)?;
+        let seen = self
+            .inner
+            .settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(meta0)
+            .map_or(0, |c| c.seen);
+        (seen <= l.version).then_some(l)
+    }
+
+    /// The cached partitions of `queue`, however old.
+    pub(crate) fn cached_layout_any(&self, queue: &str) -> Option<Arc<Layout>> {
+        self.inner
+            .layouts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(queue)
+            .cloned()
+    }
+
+    pub(crate) fn store_layout(&self, queue: &str, layout: Arc<Layout>) {
+        self.inner
+            .layouts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(queue.to_owned(), layout);
+    }
+
+    /// Forgets the cached partitions of `queue` (after this client changed them).
+    pub(crate) fn forget_layout(&self, queue: &str) {
+        self.inner
+            .layouts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(queue);
     }
 
     pub(crate) async fn register(&self, name: &str) -> Result<()> {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::Client;
+use super::partitions::{merge_history, merge_stats};
 use crate::backoff::Backoff;
 use crate::due::DueClaimer;
 use crate::error::{Error, ErrorKind, Result};
@@ -13,7 +14,7 @@ pub use crate::protocol::leases::Throttle;
 use crate::protocol::leases::{self, ClaimTracking, NackItem};
 use crate::protocol::queues;
 use crate::protocol::tasks::{self, EnqueueItem};
-use crate::settings::{QueueSettings, SettingsPatch};
+use crate::settings::{QueueSettings, RateLimit, SettingsPatch};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, Due, Enqueued, LeaseToken, MAX_ATTEMPTS, MinuteStats,
     NackOutcome, QueueStats, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, check_options,
@@ -23,12 +24,16 @@ use crate::task::{
 /// Longest `last_error` text kept, in bytes (longer texts are cut at a character boundary).
 pub const MAX_ERROR_BYTES: usize = 4096;
 
-/// A handle on one queue. Cheap to clone; no Redis call until an operation runs.
+/// A handle on one queue (all its partitions). Cheap to clone; no Redis call until an
+/// operation runs.
 #[derive(Clone, Debug)]
 pub struct Queue {
     client: Client,
     keys: Arc<QueueKeys>,
     backoff: Backoff,
+    /// A handle on one partition (`keys`), made by the routing of `client/partitions.rs`:
+    /// its operations never route again.
+    part: bool,
 }
 
 /// What a claim returned.
@@ -108,7 +113,22 @@ impl Queue {
             client,
             keys: Arc::new(QueueKeys::new(name)?),
             backoff: Backoff::default(),
+            part: false,
         })
+    }
+
+    /// This handle bound to one partition's keys.
+    pub(crate) fn on_keys(&self, keys: Arc<QueueKeys>) -> Self {
+        Self {
+            client: self.client.clone(),
+            keys,
+            backoff: self.backoff,
+            part: true,
+        }
+    }
+
+    pub(crate) fn is_part(&self) -> bool {
+        self.part
     }
 
     /// The queue name.
@@ -116,7 +136,8 @@ impl Queue {
         &self.keys.name
     }
 
-    /// The Redis keys of this queue (for operators and tests).
+    /// The Redis keys of this queue (of its partition 0 when it has several; for operators
+    /// and tests).
     pub fn keys(&self) -> &QueueKeys {
         &self.keys
     }
@@ -204,6 +225,25 @@ impl Queue {
             })?;
         }
         self.client.register(self.name()).await?;
+        if !self.part {
+            let layout = self.layout().await?;
+            if layout.n() > 1 {
+                let part_of = |s: &TaskSpec| match &s.key {
+                    Some(k) => layout.of_key(k),
+                    None => layout.next_keyless(),
+                };
+                return self
+                    .scatter(&layout, specs, part_of, |q, mine| async move {
+                        q.enqueue_here(&mine).await
+                    })
+                    .await;
+            }
+        }
+        self.enqueue_here(specs).await
+    }
+
+    /// Enqueues checked tasks into this handle's partition.
+    async fn enqueue_here(&self, specs: &[TaskSpec]) -> Result<Vec<Enqueued>> {
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(specs.len());
         for chunk in specs.chunks(MAX_BATCH) {
@@ -234,7 +274,8 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn get(&self, target: &TaskRef) -> Result<Option<Task>> {
-        tasks::get(&mut self.client.conn(), &self.keys, target).await
+        let q = self.route(target).await?;
+        tasks::get(&mut q.client.conn(), &q.keys, target).await
     }
 
     /// Cancels a scheduled task by id or key, atomically with respect to claims (DESIGN 2.7).
@@ -251,8 +292,8 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn cancel_report(&self, target: &TaskRef) -> Result<CancelReport> {
-        let (outcome, id, now_ms) =
-            tasks::cancel(&mut self.client.conn(), &self.keys, target).await?;
+        let q = self.route(target).await?;
+        let (outcome, id, now_ms) = tasks::cancel(&mut q.client.conn(), &q.keys, target).await?;
         Ok(CancelReport {
             outcome,
             id,
@@ -265,14 +306,20 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for a due time past year 9999, [`ErrorKind::Redis`].
     pub async fn reschedule(&self, target: &TaskRef, due: Due) -> Result<RescheduleOutcome> {
-        tasks::reschedule(&mut self.client.conn(), &self.keys, target, due).await
+        let q = self.route(target).await?;
+        tasks::reschedule(&mut q.client.conn(), &q.keys, target, due).await
     }
 
-    /// Counts and timings, in O(log n).
+    /// Counts and timings, in O(log n) (the sum over the partitions of a partitioned
+    /// queue: see [`Queue::partition_stats`]).
     ///
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn stats(&self) -> Result<QueueStats> {
+        if !self.part {
+            let parts = self.partition_stats().await?;
+            return merge_stats(parts).ok_or_else(|| Error::protocol("stats: no partitions"));
+        }
         queues::stats(&mut self.client.conn(), &self.keys).await
     }
 
@@ -285,7 +332,13 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn history(&self) -> Result<Vec<MinuteStats>> {
-        queues::history(&mut self.client.conn(), &self.keys).await
+        let layout = self.layout().await?;
+        let parts = self
+            .each_part(&layout, |q| async move {
+                queues::history(&mut q.client.conn(), &q.keys).await
+            })
+            .await?;
+        Ok(merge_history(parts))
     }
 
     /// Stops handing out tasks of this queue (enqueue, cancel and the rest still work).
@@ -309,9 +362,28 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn settings(&self) -> Result<QueueSettings> {
-        Ok(queues::settings_get(&mut self.client.conn(), &self.keys)
+        let first = queues::settings_get(&mut self.client.conn(), &self.keys)
             .await?
-            .0)
+            .0;
+        let n = first.partition_count();
+        if n == 1 {
+            return Ok(first);
+        }
+        // each partition holds its share of every limit: the queue's limit is their sum
+        let mut total = first;
+        for p in 1..n {
+            let k = QueueKeys::partition(self.name(), p, n)?;
+            let s = queues::settings_get(&mut self.client.conn(), &k).await?.0;
+            let add = |a: Option<u32>, b: Option<u32>| a.map(|a| a + b.unwrap_or(0));
+            total.concurrency = add(total.concurrency, s.concurrency);
+            total.group_concurrency = add(total.group_concurrency, s.group_concurrency);
+            let add_rate = |a: Option<RateLimit>, b: Option<RateLimit>| {
+                a.map(|a| RateLimit::new(a.max + b.map_or(0, |b| b.max), a.per_ms))
+            };
+            total.rate_limit = add_rate(total.rate_limit, s.rate_limit);
+            total.group_rate_limit = add_rate(total.group_rate_limit, s.group_rate_limit);
+        }
+        Ok(total)
     }
 
     /// Changes the queue's settings: fields the patch leaves `None` stay as they are. Every
@@ -322,19 +394,66 @@ impl Queue {
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn update_settings(&self, patch: &SettingsPatch) -> Result<QueueSettings> {
         patch.validate()?;
-        if !patch.is_empty() {
-            let (set, clear) = patch.fields();
-            self.client.register(self.name()).await?;
-            queues::settings_set(&mut self.client.conn(), &self.keys, &set, &clear).await?;
+        if patch.is_empty() {
+            return self.settings().await;
         }
+        let current = self.settings().await?;
+        let target = current.patched(patch);
+        let (old_n, new_n) = (current.partition_count(), target.partition_count());
+        target.check_split(new_n)?;
+        self.client.register(self.name()).await?;
+        if old_n == 1 && new_n == 1 {
+            let (set, clear) = patch.fields();
+            queues::settings_set(&mut self.client.conn(), &self.keys, &set, &clear).await?;
+            return self.settings().await;
+        }
+        let mut paused = false;
+        if old_n != new_n {
+            // keys are found by their hash over the partition count: refused while any
+            // task (or dead or kept one) would be lost to lookups
+            let mut held = 0;
+            for p in 0..old_n {
+                let k = Arc::new(QueueKeys::partition(self.name(), p, old_n)?);
+                let s = queues::stats(&mut self.client.conn(), &k).await?;
+                held += s.scheduled + s.active + s.dead + s.succeeded_kept;
+                paused |= s.paused;
+            }
+            if held > 0 {
+                return Err(Error::invalid(format!(
+                    "partitions: the queue holds {held} tasks (scheduled, active, dead or \
+                     kept); change its partitions only while it is empty"
+                )));
+            }
+        }
+        // partition 0 last: it holds the count, so no process routes to a partition whose
+        // settings are not written yet
+        for p in (0..new_n).rev() {
+            let k = QueueKeys::partition(self.name(), p, new_n)?;
+            let (mut set, clear) = target.share_for(p, new_n).as_patch().fields();
+            if p > 0 {
+                set.push((
+                    "seq_floor",
+                    (u64::from(p) << crate::protocol::keys::ID_PARTITION_SHIFT).to_string(),
+                ));
+            }
+            if old_n != new_n && paused {
+                set.push(("paused", "1".to_owned()));
+            }
+            queues::settings_set(&mut self.client.conn(), &k, &set, &clear).await?;
+        }
+        self.client.forget_layout(self.name());
         self.settings().await
     }
 
-    /// Writes `meta` fields; the queue is listed by [`Client::queues`] from then on, even
-    /// before its first task (a queue paused ahead of time must show up).
+    /// Writes `meta` fields (of every partition); the queue is listed by [`Client::queues`]
+    /// from then on, even before its first task (a queue paused ahead of time must show up).
     async fn set_meta(&self, fields: &[(&str, String)]) -> Result<()> {
         self.client.register(self.name()).await?;
-        queues::settings_set(&mut self.client.conn(), &self.keys, fields, &[]).await?;
+        let layout = self.layout().await?;
+        self.each_part(&layout, |q| async move {
+            queues::settings_set(&mut q.client.conn(), &q.keys, fields, &[]).await
+        })
+        .await?;
         Ok(())
     }
 
@@ -342,12 +461,12 @@ impl Queue {
     /// (cached per client, read again when a claim shows a new settings version or after
     /// 10 s), else this handle's ([`Queue::with_backoff`]).
     async fn backoff_table(&self) -> Vec<u64> {
-        let policy = match self.client.cached_backoff(self.name()) {
+        let policy = match self.client.cached_backoff(&self.keys.meta) {
             Some(b) => b,
             None => match queues::settings_get(&mut self.client.conn(), &self.keys).await {
                 Ok((s, version)) => {
                     let b = s.backoff.map(|b| b.policy());
-                    self.client.store_backoff(self.name(), version, b);
+                    self.client.store_backoff(&self.keys.meta, version, b);
                     b
                 }
                 // the failure itself will surface in the call that follows
@@ -362,9 +481,42 @@ impl Queue {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for `max` over 1 000 or a bad lease, [`ErrorKind::Redis`].
+    ///
+    /// A partitioned queue is asked partition by partition, from a different one each call,
+    /// until `max` tasks are claimed (the reply's times are the earliest over the
+    /// partitions asked).
     pub async fn claim(&self, max: usize, lease_ms: Option<u64>) -> Result<Claim> {
-        self.claim_tracked(max, lease_ms, ClaimTracking::default())
-            .await
+        let layout = if self.part {
+            None
+        } else {
+            Some(self.claim_layout().await?).filter(|l| l.n() > 1)
+        };
+        let Some(layout) = layout else {
+            return self
+                .claim_tracked(max, lease_ms, ClaimTracking::default())
+                .await;
+        };
+        let n = layout.n();
+        let first = layout.next_keyless();
+        let mut all: Option<Claim> = None;
+        for i in 0..n {
+            let got = all.as_ref().map_or(0, |c| c.tasks.len());
+            if all.is_some() && got >= max {
+                break;
+            }
+            let c = self
+                .part(&layout, (first + i) % n)
+                .claim_tracked(max - got, lease_ms, ClaimTracking::default())
+                .await?;
+            all = Some(match all {
+                None => c,
+                Some(mut a) => {
+                    a.merge(c);
+                    a
+                }
+            });
+        }
+        all.ok_or_else(|| Error::protocol("claim: no partitions"))
     }
 
     /// [`Queue::claim`] with lost-reply recovery (used by the worker).
@@ -388,7 +540,8 @@ impl Queue {
             tracking,
         )
         .await?;
-        self.client.settings_seen(self.name(), r.settings_version);
+        self.client
+            .settings_seen(&self.keys.meta, r.settings_version);
         Ok(Claim {
             tasks: r.tasks,
             now_ms: r.now_ms,
@@ -418,6 +571,14 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn ack_batch(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<AckOutcome>> {
+        if let Some(layout) = self.split_layout().await? {
+            let part_of = |i: &(TaskId, LeaseToken)| layout.of_id(i.0.as_str());
+            return self
+                .scatter(&layout, items, part_of, |q, mine| async move {
+                    q.ack_batch(&mine).await
+                })
+                .await;
+        }
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(MAX_BATCH) {
@@ -447,13 +608,7 @@ impl Queue {
             permanent,
             error: cut_error(error),
         };
-        let v = leases::nack(
-            &mut self.client.conn(),
-            &self.keys,
-            &[item],
-            &self.backoff_table().await,
-        )
-        .await?;
+        let v = self.nack_items(&[item]).await?;
         v.into_iter()
             .next()
             .ok_or_else(|| Error::protocol("nack: empty reply"))
@@ -489,6 +644,14 @@ impl Queue {
     }
 
     pub(crate) async fn nack_items(&self, items: &[NackItem<'_>]) -> Result<Vec<NackOutcome>> {
+        if let Some(layout) = self.split_layout().await? {
+            let part_of = |i: &NackItem<'_>| layout.of_id(i.id.as_str());
+            return self
+                .scatter(&layout, items, part_of, |q, mine| async move {
+                    q.nack_items(&mine).await
+                })
+                .await;
+        }
         leases::nack(
             &mut self.client.conn(),
             &self.keys,
@@ -510,12 +673,7 @@ impl Queue {
         lease_ms: u64,
     ) -> Result<Option<u64>> {
         validate_lease_ms(lease_ms)?;
-        let v = leases::extend(
-            &mut self.client.conn(),
-            &self.keys,
-            &[(id, token, lease_ms)],
-        )
-        .await?;
+        let v = self.extend_items(&[(id, token, lease_ms)]).await?;
         Ok(v.into_iter().next().flatten())
     }
 
@@ -523,6 +681,14 @@ impl Queue {
         &self,
         items: &[(&TaskId, &LeaseToken, u64)],
     ) -> Result<Vec<Option<u64>>> {
+        if let Some(layout) = self.split_layout().await? {
+            let part_of = |i: &(&TaskId, &LeaseToken, u64)| layout.of_id(i.0.as_str());
+            return self
+                .scatter(&layout, items, part_of, |q, mine| async move {
+                    q.extend_items(&mine).await
+                })
+                .await;
+        }
         leases::extend(&mut self.client.conn(), &self.keys, items).await
     }
 
@@ -532,6 +698,14 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn release(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<bool>> {
+        if let Some(layout) = self.split_layout().await? {
+            let part_of = |i: &(TaskId, LeaseToken)| layout.of_id(i.0.as_str());
+            return self
+                .scatter(&layout, items, part_of, |q, mine| async move {
+                    q.release(&mine).await
+                })
+                .await;
+        }
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(MAX_BATCH) {
@@ -546,6 +720,29 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn recover(&self) -> Result<RecoverReport> {
+        if let Some(layout) = self.split_layout().await? {
+            let parts = self
+                .each_part(&layout, |q| async move { q.recover().await })
+                .await?;
+            let mut all = RecoverReport {
+                swept: true,
+                ..RecoverReport::default()
+            };
+            for r in parts {
+                all.recovered += r.recovered;
+                all.dead += r.dead;
+                all.expired += r.expired;
+                all.expired_more |= r.expired_more;
+                all.swept &= r.swept;
+                all.now_ms = all.now_ms.max(r.now_ms);
+                all.next_lease_deadline_ms =
+                    match (all.next_lease_deadline_ms, r.next_lease_deadline_ms) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+            }
+            return Ok(all);
+        }
         let r = leases::recover(
             &mut self.client.conn(),
             &self.keys,
@@ -572,6 +769,34 @@ impl Queue {
 
     pub(crate) fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The partitions, when this is a handle on a queue of several (else `None`: work on
+    /// this handle's keys).
+    pub(crate) async fn split_layout(&self) -> Result<Option<Arc<super::Layout>>> {
+        if self.part {
+            return Ok(None);
+        }
+        let layout = self.layout().await?;
+        Ok((layout.n() > 1).then_some(layout))
+    }
+}
+
+impl Claim {
+    /// Adds the answer of another partition's claim.
+    fn merge(&mut self, o: Claim) {
+        let min = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.tasks.extend(o.tasks);
+        self.now_ms = self.now_ms.max(o.now_ms);
+        self.next_due_at_ms = min(self.next_due_at_ms, o.next_due_at_ms);
+        self.next_lease_deadline_ms = min(self.next_lease_deadline_ms, o.next_lease_deadline_ms);
+        self.paused &= o.paused;
+        self.orphans |= o.orphans;
+        self.throttle = self.throttle.or(o.throttle);
+        self.waits_for_slot |= o.waits_for_slot;
     }
 }
 

@@ -27,77 +27,61 @@
 pub(crate) mod clock;
 pub(crate) mod heartbeat;
 pub mod metrics;
+pub(crate) mod partition;
 pub(crate) mod recovery;
 pub(crate) mod schedules;
 pub(crate) mod wake;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::RecvError;
+use futures_util::future::join_all;
 use tokio::time::{Instant, sleep_until};
 
-use crate::client::{Claim, Queue, Throttle};
-use crate::error::{ErrorKind, Result};
-use crate::protocol::leases::ClaimTracking;
+use crate::client::{Layout, Queue};
+use crate::error::Result;
 use crate::task::ClaimedTask;
 use clock::RedisClock;
-use recovery::LeaseRecovery;
+use partition::PartitionClaimer;
 
 pub use heartbeat::{Heartbeat, WorkerLoad, validate_heartbeat_ms};
 pub use recovery::{DEFAULT_RECOVER_INTERVAL_MS, LeaseRecoverer};
 pub use schedules::{DEFAULT_SCHEDULE_POLL_MS, ScheduleFirer};
 
-/// Longest pause after a failed Redis call, growing from 10 ms (so a failing Redis is not
-/// hammered, and a healthy one is asked again soon).
-const MAX_ERROR_PAUSE: Duration = Duration::from_secs(1);
-const FIRST_ERROR_PAUSE: Duration = Duration::from_millis(10);
-/// Lost claim replies remembered for recovery; older ones are left to lease expiry.
-const MAX_LOST_CLAIMS: usize = 16;
-/// Lost claims resumed per call, so one call stays within its task cap.
-const MAX_RESUME_PER_CALL: usize = 2;
 /// Default and largest fallback poll, ms (DESIGN 2.6).
 pub const MAX_POLL_MS: u64 = 1_000;
+
+/// Longest pause after the partitions of a queue could not be read (the first call).
+const MAX_LAYOUT_PAUSE: Duration = Duration::from_secs(1);
 
 /// Waits until work of one queue is due, then claims it. Build with [`Queue::due_claimer`].
 ///
 /// Use it as a loop: [`claim`](Self::claim) (which may hand out nothing), then
 /// [`ready`](Self::ready) to sleep until the next claim can find work; or
 /// [`claim_within`](Self::claim_within) for a long-poll. Not shared: one per consumer loop.
+///
+/// A partitioned queue gets one [`PartitionClaimer`] per partition, each with its own timer,
+/// wake-ups and lease recovery (so a task is never early and is as punctual as in a queue of
+/// one partition); a claim shares its `max` among the partitions that have due work, and
+/// the fallback polls of idle partitions go out together (one round of calls per poll).
 pub struct DueClaimer {
     queue: Queue,
     lease_ms: Option<u64>,
-    poll: Duration,
-    clock: Arc<RedisClock>,
-    wake: Wake,
-    recovery: LeaseRecovery,
-    tracking: Tracking,
-    next_look: Instant,
-    /// End of the pause after a failed call: wake-ups do not cut it short.
-    pause_until: Instant,
-    /// No look before this instant: the queue's rate limit has no slot until then.
-    hold_until: Instant,
-    error_pause: Duration,
-    /// Whether claims are tracked for lost-reply replay.
+    poll_ms: u64,
+    notifications: bool,
     replay: bool,
-    /// The last claim saw due work waiting for a concurrency slot.
-    waits_for_slot: bool,
-    /// From when the next claim can hand out work, as far as the last claim's answer (and
-    /// wake-ups since) tell; `None`: nothing scheduled, paused, or held back by a queue limit.
-    due_at: Option<Instant>,
-    /// When the last claim's answer arrived.
-    last_look: Instant,
-}
-
-/// The wake-up subscription of one claimer.
-enum Wake {
-    /// Not subscribed yet: the first [`DueClaimer::ready`] subscribes.
-    Pending,
-    Listening(broadcast::Receiver<u64>),
-    /// Notifications off, the table full, or the hub gone: the timer and fallback poll work.
-    Off,
+    clock: Arc<RedisClock>,
+    /// The partitions the claimers below are for (`None` before the first claim).
+    layout: Option<Arc<Layout>>,
+    parts: Vec<PartitionClaimer>,
+    /// Which partition gets the first of an uneven split of `max`.
+    turn: usize,
+    /// Reading the partitions failed before any was known: no look before this.
+    retry_at: Instant,
+    error_pause: Duration,
 }
 
 impl std::fmt::Debug for DueClaimer {
@@ -105,30 +89,26 @@ impl std::fmt::Debug for DueClaimer {
         f.debug_struct("DueClaimer")
             .field("queue", &self.queue.name())
             .field("lease_ms", &self.lease_ms)
-            .field("poll", &self.poll)
+            .field("poll_ms", &self.poll_ms)
+            .field("partitions", &self.parts.len())
             .finish_non_exhaustive()
     }
 }
 
 impl DueClaimer {
     pub(crate) fn new(queue: Queue) -> Self {
-        let poll = Duration::from_millis(MAX_POLL_MS);
         Self {
             queue,
             lease_ms: None,
-            poll,
-            clock: Arc::new(RedisClock::new()),
-            wake: Wake::Pending,
-            recovery: LeaseRecovery::new(poll),
-            tracking: Tracking::new(),
-            next_look: Instant::now(),
-            pause_until: Instant::now(),
-            hold_until: Instant::now(),
-            error_pause: FIRST_ERROR_PAUSE,
+            poll_ms: MAX_POLL_MS,
+            notifications: true,
             replay: true,
-            waits_for_slot: false,
-            due_at: None,
-            last_look: Instant::now(),
+            clock: Arc::new(RedisClock::new()),
+            layout: None,
+            parts: Vec::new(),
+            turn: 0,
+            retry_at: Instant::now(),
+            error_pause: Duration::from_millis(10),
         }
     }
 
@@ -143,15 +123,14 @@ impl DueClaimer {
     /// Longest sleep before asking Redis again (the fallback for lost notifications), ms.
     /// Default and most 1 000; lower values cost more idle Redis calls.
     pub fn poll_ms(mut self, ms: u64) -> Self {
-        self.poll = Duration::from_millis(ms.clamp(1, MAX_POLL_MS));
-        self.recovery = LeaseRecovery::new(self.poll);
+        self.poll_ms = ms.clamp(1, MAX_POLL_MS);
         self
     }
 
     /// Whether to listen for wake-up notifications. Default `true`. Without them an idle
     /// claimer still finds an earlier task by its fallback poll.
     pub fn notifications(mut self, on: bool) -> Self {
-        self.wake = if on { Wake::Pending } else { Wake::Off };
+        self.notifications = on;
         self
     }
 
@@ -175,6 +154,51 @@ impl DueClaimer {
         &self.queue
     }
 
+    /// Brings the partition claimers in line with the queue's partitions (read once, then
+    /// again only when a claim of partition 0 shows a settings change). A failed read keeps
+    /// the claimers there are; with none yet, it fails after a pause.
+    async fn sync_layout(&mut self) -> Result<()> {
+        let layout = match self.queue.claim_layout().await {
+            Ok(l) => l,
+            Err(e) if self.parts.is_empty() => {
+                self.retry_at = Instant::now() + crate::backoff::jittered(self.error_pause);
+                self.error_pause = (self.error_pause * 2).min(MAX_LAYOUT_PAUSE);
+                return Err(e);
+            }
+            Err(e) => {
+                tracing::warn!(queue = self.queue.name(), error = %e,
+                    "could not read the queue's partitions; claiming from those known");
+                return Ok(());
+            }
+        };
+        if self
+            .layout
+            .as_ref()
+            .is_some_and(|l| Arc::ptr_eq(l, &layout))
+        {
+            return Ok(());
+        }
+        let mut old = std::mem::take(&mut self.parts);
+        for p in 0..layout.n() {
+            let keys = &*layout.keys[p];
+            let part = match old.iter().position(|c| c.queue().keys() == keys) {
+                Some(i) => old.swap_remove(i),
+                None => PartitionClaimer::new(self.queue.part(&layout, p))
+                    .lease_ms(self.lease_ms)
+                    .poll_ms(self.poll_ms)
+                    .notifications(self.notifications)
+                    .replay_lost_replies(self.replay)
+                    .clock(self.clock.clone()),
+            };
+            self.parts.push(part);
+        }
+        for gone in old {
+            gone.close();
+        }
+        self.layout = Some(layout);
+        Ok(())
+    }
+
     /// Claims up to `max` due tasks (0 to 1 000; 0 only recovers and learns the timing),
     /// recovering expired leases first when one is due. Returns at once; tasks of an earlier
     /// call whose reply was lost may come first and make the list longer than `max`.
@@ -183,143 +207,60 @@ impl DueClaimer {
     /// `started_at_ms` set to the Redis time of the hand-out (a consumer that starts the
     /// handler later adds the delay; the worker does).
     ///
+    /// A partitioned queue: `max` is shared among the partitions whose work is due (as each
+    /// one's last answer and wake-ups tell), their claims sent at once; a partition whose
+    /// fallback poll is due within half a poll is asked for nothing at the same time, so
+    /// idle partitions cost one round of calls per poll, not one each.
+    ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails: the error is for logging; the
     /// next look is pushed back by a growing pause (10 ms to 1 s), so calling
-    /// [`ready`](Self::ready) and then `claim` again is the right loop.
+    /// [`ready`](Self::ready) and then `claim` again is the right loop. (With partitions, the
+    /// tasks of the partitions that answered are handed out and a failure is only logged.)
     ///
     /// # Cancel safety
     /// Not cancel safe: a claim dropped in flight may have leased tasks, which then come back
     /// only when their leases expire.
     pub async fn claim(&mut self, max: usize) -> Result<Vec<ClaimedTask>> {
-        let mut recovered = false;
-        if self.recovery.due(&self.clock) {
-            self.recover().await?;
-            recovered = true;
+        self.sync_layout().await?;
+        if let [one] = self.parts.as_mut_slice() {
+            return one.claim(max).await;
         }
-        let mut tasks = self.claim_once(max).await?;
-        // The claim saw an expired lease: recover it now and claim what it made due, instead
-        // of answering "nothing" (an HTTP claim with `wait_ms` 0 would never see it). Tasks
-        // already claimed are handed out even when this fails (the failure only delays).
-        if !recovered && tasks.len() < max && self.recovery.due(&self.clock) {
-            let more = match self.recover().await {
-                Ok(n) if n > 0 => self.claim_once(max - tasks.len()).await,
-                Ok(_) => Ok(Vec::new()),
-                Err(e) => Err(e),
-            };
-            match more {
-                Ok(more) => tasks.extend(more),
-                Err(e) if tasks.is_empty() => return Err(e),
-                Err(e) => tracing::warn!(queue = self.queue.name(), error = %e,
-                    "recovering expired leases after a claim failed; retrying after a pause"),
-            }
-        }
-        Ok(tasks)
-    }
-
-    /// One recover call; returns how many tasks it moved (to scheduled or dead).
-    async fn recover(&mut self) -> Result<u64> {
-        match self.queue.recover().await {
-            Ok(r) => {
-                self.clock.update(r.now_ms, Instant::now());
-                self.recovery.recovered(&r, self.queue.name());
-                Ok(r.recovered + r.dead)
-            }
-            Err(e) => Err(self.failed(e)),
-        }
-    }
-
-    /// One claim call with lost-reply tracking; plans the next look, records the metrics.
-    async fn claim_once(&mut self, max: usize) -> Result<Vec<ClaimedTask>> {
-        let id = if self.replay {
-            self.tracking.next_id()
-        } else {
-            String::new()
-        };
-        let sent = Instant::now();
-        let ids = if self.replay {
-            self.tracking.ids(&id)
-        } else {
-            ClaimTracking::default()
-        };
-        let result = self.queue.claim_tracked(max, self.lease_ms, ids).await;
-        let claim = match result {
-            Ok(c) => c,
-            Err(e) => {
-                // Bad input wrote nothing; anything else may have run with its reply lost.
-                if self.replay && e.kind() != ErrorKind::InvalidInput {
-                    self.tracking.lost(id);
-                }
-                return Err(self.failed(e));
-            }
-        };
-        if self.replay {
-            self.tracking.arrived(id, !claim.tasks.is_empty());
-        }
-        self.error_pause = FIRST_ERROR_PAUSE;
-        self.last_look = Instant::now();
-        self.clock.update(claim.now_ms, self.last_look);
-        self.recovery.saw_claim(&claim);
-        self.next_look = self.plan_next_look(max, &claim);
-        self.waits_for_slot = claim.waits_for_slot;
-        let mut tasks = claim.tasks;
-        let since_sent = sent.elapsed().as_millis() as u64;
-        for t in &mut tasks {
-            // Redis time at hand-out, from above: the claim's Redis time plus everything since
-            // the claim was sent (the script's own time, the reply, decoding).
-            t.started_at_ms = t.claimed_at_ms.saturating_add(since_sent);
-        }
-        metrics::handed_out(self.queue.client(), self.queue.name(), &tasks);
-        Ok(tasks)
-    }
-
-    /// When the next claim can find work, after the claim that asked for `max` and got
-    /// `claim`: at once after a full batch or when an orphaned lease waits to be swept, else
-    /// the earliest of the next due time (when it asked for tasks and the queue is not
-    /// paused), the next lease deadline (to recover it), and the fallback poll.
-    ///
-    /// This is the one place that turns a claim's answer into a sleep: a limit that holds
-    /// work back belongs here: a full rate limit holds the next look (timer and wake-ups)
-    /// until its next slot opens; a full concurrency limit waits for the wake-up an ending
-    /// task publishes. It also notes from when work is due ([`has_due_work`](Self::has_due_work)):
-    /// at once after a full batch, else at the next due time, never while paused or throttled.
-    fn plan_next_look(&mut self, max: usize, claim: &Claim) -> Instant {
         let now = Instant::now();
-        self.hold_until = now;
-        let full = max > 0 && claim.tasks.len() >= max && claim.throttle.is_none();
-        self.due_at = if claim.paused || claim.throttle.is_some() {
-            None
-        } else if full {
-            Some(now)
-        } else {
-            claim.next_due_at_ms.map(|d| self.clock.instant_of(d))
-        };
-        if self.recovery.sweep_waiting() || full {
-            return now;
-        }
-        let mut at = now + self.poll;
-        match claim.throttle {
-            // (at most the fallback poll, so a settings change that lifts the limit is seen
-            // within it)
-            Some(Throttle::Rate { opens_at_ms }) => {
-                at = at.min(self.clock.instant_of(opens_at_ms));
-                self.hold_until = at;
-            }
-            Some(Throttle::Concurrency) => {}
-            // (here `due_at` is the next due time, `None` while paused)
-            _ => {
-                if max > 0
-                    && let Some(due) = self.due_at
-                {
-                    at = at.min(due);
-                }
+        let soon = now + Duration::from_millis(self.poll_ms / 2);
+        let wants: Vec<bool> = self
+            .parts
+            .iter()
+            .map(|p| p.has_due_work() || p.next_look_at() <= now)
+            .collect();
+        let shares = split(max, &wants, self.turn);
+        self.turn = self.turn.wrapping_add(1);
+        let mut calls = Vec::new();
+        for ((part, &n), &want) in self.parts.iter_mut().zip(&shares).zip(&wants) {
+            let ask = n > 0
+                || (part.next_look_at() <= soon && !(want && part.has_due_work() && part.hold()));
+            if ask {
+                calls.push(part.claim(n));
             }
         }
-        if let Some(d) = self.recovery.next_deadline_ms() {
-            at = at.min(self.clock.instant_of(d.saturating_add(1)));
+        let mut tasks = Vec::new();
+        let mut failed = None;
+        for got in join_all(calls).await {
+            match got {
+                Ok(t) => tasks.extend(t),
+                Err(e) => failed = failed.or(Some(e)),
+            }
         }
-        at
+        match failed {
+            Some(e) if tasks.is_empty() => Err(e),
+            Some(e) => {
+                tracing::warn!(queue = self.queue.name(), error = %e,
+                    "claim of one partition failed; retrying it after a pause");
+                Ok(tasks)
+            }
+            None => Ok(tasks),
+        }
     }
 
     /// Whether the last claim saw due work waiting for a concurrency slot (the queue's
@@ -327,47 +268,37 @@ impl DueClaimer {
     /// process holds makes work claimable, and the process can claim right behind its own
     /// ack instead of waiting for the wake-up the ack publishes.
     pub fn waits_for_slot(&self) -> bool {
-        self.waits_for_slot
+        self.parts.iter().any(PartitionClaimer::waits_for_slot)
     }
 
     /// Whether the next claim would hand out work, as far as this claimer knows without asking
-    /// Redis: its last claim came back full, or the next due time it reported (or a wake-up
-    /// since) has come by the Redis clock; never during the pause after a failed call, nor
-    /// while the queue was paused or held back by its limits. A worker that serves several
-    /// queues shares its slots among the queues for which this is true (`worker/share.rs`).
+    /// Redis (see [`PartitionClaimer::has_due_work`]; any partition). A worker that serves
+    /// several queues shares its slots among the queues for which this is true
+    /// (`worker/share.rs`).
     pub(crate) fn has_due_work(&self) -> bool {
-        let now = Instant::now();
-        now >= self.pause_until && self.due_at.is_some_and(|at| at <= now)
+        self.parts.iter().any(PartitionClaimer::has_due_work)
     }
 
-    /// The caller does not claim now although work is due ([`has_due_work`](Self::has_due_work)):
-    /// a worker serving several queues gave its free slots to other queues. Moves the next look
-    /// to the fallback poll after the last claim (or the next lease deadline, if sooner), so
-    /// [`ready`](Self::ready) does not return at once while the work waits, and returns `true`.
-    /// Returns `false` and changes nothing when that time has come (or expired or orphaned
-    /// leases wait to be recovered): then the caller should `claim(0)`, which recovers them and
-    /// learns the timing, as a claimer without free slots always does.
+    /// The caller does not claim now although work is due: see [`PartitionClaimer::hold`];
+    /// `true` when every partition with due work could be held.
     pub(crate) fn hold(&mut self) -> bool {
-        if self.recovery.due(&self.clock) {
-            return false;
+        let mut all = true;
+        for p in &mut self.parts {
+            if p.has_due_work() {
+                all &= p.hold();
+            }
         }
-        let mut at = self.last_look + self.poll;
-        if let Some(d) = self.recovery.next_deadline_ms() {
-            at = at.min(self.clock.instant_of(d.saturating_add(1)));
-        }
-        // "now" read after `instant_of`, which never answers before its own "now": a deadline
-        // that has come must end the hold, not renew it for a few nanoseconds in a loop
-        if at <= Instant::now() {
-            return false;
-        }
-        self.next_look = self.next_look.max(at);
-        true
+        all
     }
 
     /// The instant the next [`claim`](Self::claim) can find work (see
     /// [`ready`](Self::ready)); after a failed call, the end of the error pause.
     pub fn next_look_at(&self) -> Instant {
-        self.next_look
+        self.parts
+            .iter()
+            .map(PartitionClaimer::next_look_at)
+            .min()
+            .unwrap_or(self.retry_at)
     }
 
     /// Sleeps until [`next_look_at`](Self::next_look_at), or less when a wake-up says a task
@@ -379,45 +310,10 @@ impl DueClaimer {
     /// # Cancel safety
     /// Cancel safe: a wake-up received before the cancel has already moved the next look.
     pub async fn ready(&mut self) {
-        if matches!(self.wake, Wake::Pending) {
-            let hub = self.queue.client().wake_hub();
-            self.wake = match hub.listen(&self.queue.keys().wake) {
-                Some(rx) => Wake::Listening(rx),
-                None => Wake::Off,
-            };
-            return;
-        }
-        loop {
-            if self.next_look <= Instant::now() {
-                return;
-            }
-            let msg = async {
-                match &mut self.wake {
-                    Wake::Listening(rx) => rx.recv().await,
-                    _ => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = sleep_until(self.next_look) => return,
-                msg = msg => match msg {
-                    Ok(due) => {
-                        let at = self
-                            .clock
-                            .instant_of(due)
-                            .max(self.pause_until)
-                            .max(self.hold_until);
-                        self.due_at = Some(self.due_at.map_or(at, |d| d.min(at)));
-                        if at <= Instant::now() {
-                            return;
-                        }
-                        self.next_look = self.next_look.min(at);
-                    }
-                    // messages were dropped: one of them may have been due now
-                    Err(RecvError::Lagged(_)) => return,
-                    // the hub is gone: the timer and fallback poll still work
-                    Err(RecvError::Closed) => self.wake = Wake::Off,
-                },
-            }
+        match self.parts.as_mut_slice() {
+            [] => sleep_until(self.retry_at).await,
+            [one] => one.ready().await,
+            parts => any_of(parts.iter_mut().map(PartitionClaimer::ready)).await,
         }
     }
 
@@ -447,76 +343,66 @@ impl DueClaimer {
         }
     }
 
-    /// Ends the wake-up subscription at once when no other claimer of the client waits on
+    /// Ends the wake-up subscriptions at once when no other claimer of the client waits on
     /// this queue (a long-lived consumer that stops; otherwise an unused channel is dropped
     /// after a minute).
-    pub fn close(mut self) {
-        if let Wake::Listening(rx) = std::mem::replace(&mut self.wake, Wake::Off) {
-            drop(rx);
-            let hub = self.queue.client().wake_hub();
-            hub.release(&self.queue.keys().wake);
+    pub fn close(self) {
+        for p in self.parts {
+            p.close();
         }
-    }
-
-    /// Pushes the next look back by the error pause (which doubles, up to 1 s; with jitter,
-    /// so that every claimer does not come back at the same instant) and passes
-    /// the error on.
-    fn failed(&mut self, e: crate::Error) -> crate::Error {
-        self.next_look = Instant::now() + crate::backoff::jittered(self.error_pause);
-        self.pause_until = self.next_look;
-        self.error_pause = (self.error_pause * 2).min(MAX_ERROR_PAUSE);
-        e
     }
 }
 
-/// Claim ids for lost-reply recovery (see `protocol/leases/claim.lua`): each call has an id; a
-/// call whose reply arrived is forgotten by the next one, and a call whose reply was lost is
-/// asked for again.
-struct Tracking {
-    claimer_id: u64,
-    calls: u64,
-    last_claim: String,
-    lost: Vec<String>,
+/// `max` shared evenly among the partitions that want work (`wants`), the odd ones going to
+/// the wanting partitions from `turn` on.
+fn split(max: usize, wants: &[bool], turn: usize) -> Vec<usize> {
+    let k = wants.iter().filter(|&&w| w).count();
+    let mut out = vec![0; wants.len()];
+    if k == 0 {
+        return out;
+    }
+    let (base, extra) = (max / k, max % k);
+    let wanting: Vec<usize> = (0..wants.len()).filter(|&i| wants[i]).collect();
+    for (j, &i) in wanting.iter().enumerate() {
+        let rank = (j + k - turn % k) % k;
+        out[i] = base + usize::from(rank < extra);
+    }
+    out
 }
 
-impl Tracking {
-    fn new() -> Self {
-        Self {
-            claimer_id: rand::random(),
-            calls: 0,
-            last_claim: String::new(),
-            lost: Vec::new(),
+/// Completes when any of `waits` completes. Every one is polled each time, not only up to
+/// the first that is ready (as `select_all` does), so each claimer waiting beside a busy
+/// one still starts its wake-up subscription and reads its wake-ups. Cancel safe when each
+/// wait is.
+pub(crate) async fn any_of<F: Future<Output = ()>>(waits: impl IntoIterator<Item = F>) {
+    let mut waits: Vec<Pin<Box<F>>> = waits.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        // (none of them has completed before: the first round with one ready ends this)
+        let mut any = false;
+        for w in &mut waits {
+            any |= w.as_mut().poll(cx).is_ready();
         }
-    }
+        if any { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+}
 
-    /// A fresh id for the next call.
-    fn next_id(&mut self) -> String {
-        self.calls += 1;
-        format!("{:016x}-{}", self.claimer_id, self.calls)
-    }
+#[cfg(test)]
+mod tests {
+    use super::split;
 
-    /// What call `id` sends: itself, the last call to forget, a few lost calls to resume.
-    fn ids<'a>(&'a self, id: &'a str) -> ClaimTracking<'a> {
-        ClaimTracking {
-            id,
-            forget: &self.last_claim,
-            resume: &self.lost[..self.lost.len().min(MAX_RESUME_PER_CALL)],
+    #[test]
+    fn max_is_shared_among_the_partitions_that_want_work() {
+        assert_eq!(split(10, &[true, false, true], 0), vec![5, 0, 5]);
+        assert_eq!(split(7, &[true, true, true], 0), vec![3, 2, 2]);
+        assert_eq!(split(7, &[true, true, true], 1), vec![2, 3, 2]);
+        assert_eq!(split(7, &[true, true, true], 2), vec![2, 2, 3]);
+        assert_eq!(split(1, &[true, true], 1), vec![0, 1]);
+        assert_eq!(split(5, &[false, false], 0), vec![0, 0]);
+        for turn in 0..12 {
+            let s = split(100, &[true, false, true, true, false, true], turn);
+            assert_eq!(s.iter().sum::<usize>(), 100);
+            assert_eq!((s[1], s[4]), (0, 0));
         }
-    }
-
-    /// The call `id` failed: its reply may be lost, ask for its tasks again.
-    fn lost(&mut self, id: String) {
-        if self.lost.len() == MAX_LOST_CLAIMS {
-            self.lost.remove(0);
-        }
-        self.lost.push(id);
-    }
-
-    /// The reply of call `id` arrived; only a call that handed something out left a record
-    /// to forget next time.
-    fn arrived(&mut self, id: String, handed_out: bool) {
-        let n = self.lost.len().min(MAX_RESUME_PER_CALL);
-        self.lost.drain(..n);
-        self.last_claim = if handed_out { id } else { String::new() };
     }
 }

@@ -48,12 +48,96 @@ pub fn validate_queue_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Every Redis key (and the wake-up channel) of one queue; all share the hash tag `{name}`.
+/// Most partitions a queue can have (a partition's number is kept in the top byte of its
+/// task ids, see [`partition_of_id`]).
+pub const MAX_PARTITIONS: u16 = 256;
+
+/// Bits of a task id's sequence number below its partition number: partition `p` numbers its
+/// tasks from `p << 40`, so an id names its partition (about 10^12 ids per partition).
+pub const ID_PARTITION_SHIFT: u32 = 40;
+
+/// Redis Cluster hash slots.
+const SLOTS: u32 = 16_384;
+
+/// Keys whose tasks live in partition 0 whatever their hash: the tasks a schedule fires
+/// (`schedule:{name}:{fire_at_ms}`), which its firing script places beside the schedule.
+const PARTITION_ZERO_PREFIX: &str = "schedule:";
+
+/// The Redis Cluster hash slot of `key` (CRC16 as Redis and redis-rs compute it; a key with a
+/// hash tag hashes its tag).
+pub fn slot_of(key: &str) -> u16 {
+    let b = key.as_bytes();
+    let tagged = b
+        .iter()
+        .position(|&c| c == b'{')
+        .and_then(|open| {
+            let close = b[open + 1..].iter().position(|&c| c == b'}')?;
+            (close > 0).then(|| &b[open + 1..open + 1 + close])
+        })
+        .unwrap_or(b);
+    (u32::from(crc16::State::<crc16::XMODEM>::calculate(tagged)) % SLOTS) as u16
+}
+
+/// The partition that holds the task with business key `key` in a queue of `n` partitions:
+/// FNV-1a (64 bit) of the key's bytes modulo `n`; keys starting `schedule:` (the tasks
+/// schedules fire) are in partition 0. Stable: it is how every process finds a key's task.
+pub fn partition_of_key(key: &str, n: u16) -> u16 {
+    if n <= 1 || key.starts_with(PARTITION_ZERO_PREFIX) {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key.as_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % u64::from(n)) as u16
+}
+
+/// The partition that holds task `id` in a queue of `n` partitions: the number above the low
+/// 40 bits of its (hexadecimal) sequence number; 0 for an id that is not one dueq made.
+pub fn partition_of_id(id: &str, n: u16) -> u16 {
+    if n <= 1 {
+        return 0;
+    }
+    match u64::from_str_radix(id, 16) {
+        Ok(v) if (v >> ID_PARTITION_SHIFT) < u64::from(n) => (v >> ID_PARTITION_SHIFT) as u16,
+        _ => 0,
+    }
+}
+
+/// The hash tag of partition `p` of `n` of queue `name`: `name` for partition 0 (so a queue of
+/// one partition keeps the layout it always had), else `name#p`, or `name#p.k` with the
+/// smallest `k` that puts its slot in the `p`-th of `n` equal slot ranges counted from
+/// partition 0's slot. A cluster whose masters own equal slot ranges so gets the partitions
+/// spread evenly (6 partitions on 3 masters: 2 each), where plain `name#p` tags would land
+/// wherever CRC16 puts them. (`#` is not allowed in queue names, so no queue's tag collides.)
+fn partition_tag(name: &str, p: u16, n: u16) -> String {
+    if p == 0 {
+        return name.to_owned();
+    }
+    let plain = format!("{name}#{p}");
+    let width = SLOTS / u32::from(n.max(1));
+    let start = (u32::from(slot_of(name)) + u32::from(p) * width) % SLOTS;
+    let fits = |tag: &str| (u32::from(slot_of(tag)) + SLOTS - start) % SLOTS < width;
+    if fits(&plain) {
+        return plain;
+    }
+    // one try in n fits; 100 000 tries miss with a chance of about e^-390 at n = 256
+    (1..100_000u32)
+        .map(|k| format!("{plain}.{k}"))
+        .find(|t| fits(t))
+        .unwrap_or(plain)
+}
+
+/// Every Redis key (and the wake-up channel) of one queue, or of one partition of a
+/// partitioned queue; all share one hash tag (`{name}`, or the partition's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueKeys {
     /// The queue name.
     pub name: String,
+    /// Which partition these keys are (0 for a queue of one partition).
+    pub partition: u16,
     /// Scheduled tasks: sorted set, score = due time.
     pub sched: String,
     /// Active tasks: sorted set, score = lease deadline.
@@ -128,10 +212,27 @@ impl QueueKeys {
     /// # Errors
     /// As [`validate_queue_name`].
     pub fn new(name: &str) -> Result<Self> {
+        Self::partition(name, 0, 1)
+    }
+
+    /// The keys of partition `p` of queue `name` split into `n` partitions (see
+    /// [`partition_tag`]); partition 0 is [`QueueKeys::new`] whatever `n`.
+    ///
+    /// # Errors
+    /// As [`validate_queue_name`], or when `p` is not below `n` or `n` is over
+    /// [`MAX_PARTITIONS`].
+    pub fn partition(name: &str, p: u16, n: u16) -> Result<Self> {
         validate_queue_name(name)?;
-        let k = |suffix: &str| format!("dueq:{{{name}}}:{suffix}");
+        if p >= n || n > MAX_PARTITIONS {
+            return Err(Error::invalid(format!(
+                "partition {p} of {n}: partitions must be 1 to {MAX_PARTITIONS}"
+            )));
+        }
+        let tag = partition_tag(name, p, n);
+        let k = |suffix: &str| format!("dueq:{{{tag}}}:{suffix}");
         Ok(Self {
             name: name.to_owned(),
+            partition: p,
             sched: k("sched"),
             active: k("active"),
             leases: k("leases"),
@@ -257,6 +358,65 @@ mod tests {
         for good in ["orders", "a.b-c_1", "...", ".hidden", &"x".repeat(128)] {
             assert!(validate_queue_name(good).is_ok(), "{good:?} refused");
         }
+    }
+
+    #[test]
+    fn partitions_spread_over_the_slot_ranges() {
+        for n in [2u16, 3, 6, 7, 64, 256] {
+            let slot0 = u32::from(slot_of("orders"));
+            let mut seen = std::collections::HashSet::new();
+            for p in 0..n {
+                let k = QueueKeys::partition("orders", p, n).unwrap();
+                let tags: std::collections::HashSet<u16> =
+                    k.all().iter().map(|key| slot_of(key)).collect();
+                assert_eq!(tags.len(), 1, "partition {p} of {n} spans slots {tags:?}");
+                let slot = u32::from(slot_of(&k.sched));
+                let width = SLOTS / u32::from(n);
+                let offset = (slot + SLOTS - slot0) % SLOTS;
+                assert_eq!(
+                    offset / width,
+                    u32::from(p),
+                    "partition {p} of {n} at {slot}"
+                );
+                assert!(seen.insert(k.sched.clone()));
+            }
+        }
+        assert_eq!(
+            QueueKeys::partition("orders", 0, 6).unwrap(),
+            QueueKeys::new("orders").unwrap()
+        );
+        assert!(QueueKeys::partition("orders", 6, 6).is_err());
+        assert!(QueueKeys::partition("orders", 0, 257).is_err());
+    }
+
+    #[test]
+    fn slots_match_redis() {
+        // CLUSTER KEYSLOT answers, from redis-server 7
+        assert_eq!(slot_of("foo"), 12182);
+        assert_eq!(slot_of("dueq:{orders}:sched"), slot_of("orders"));
+        // an empty tag does not count: the whole key is hashed
+        assert_eq!(slot_of("{}foo"), 9500);
+        assert_eq!(slot_of("a{foo}b"), 12182);
+    }
+
+    #[test]
+    fn keys_and_ids_route_to_partitions() {
+        let mut count = [0u32; 6];
+        for i in 0..60_000 {
+            let p = partition_of_key(&format!("order:{i}:cancel"), 6);
+            count[usize::from(p)] += 1;
+        }
+        assert!(
+            count.iter().all(|&c| (9_000..11_000).contains(&c)),
+            "{count:?}"
+        );
+        assert_eq!(partition_of_key("order:1", 1), 0);
+        assert_eq!(partition_of_key("schedule:nightly:1700000000000", 6), 0);
+        assert_eq!(partition_of_id("00000000002a", 6), 0);
+        assert_eq!(partition_of_id(&format!("{:012x}", (5u64 << 40) + 7), 6), 5);
+        // an id past the partitions, or not dueq's, is looked for in partition 0
+        assert_eq!(partition_of_id(&format!("{:012x}", 9u64 << 40), 6), 0);
+        assert_eq!(partition_of_id("not-hex", 6), 0);
     }
 
     #[test]

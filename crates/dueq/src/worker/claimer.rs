@@ -14,11 +14,9 @@
 //! queue taking slots from the shared semaphore, where whichever loop runs first takes every
 //! free slot, so weights could not mean anything.
 
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::Poll;
 
 use futures_util::FutureExt;
 use futures_util::future::{join_all, select_all};
@@ -27,7 +25,7 @@ use tokio::time::Instant;
 
 use super::share::Share;
 use super::{Counters, Outcome, QueueRt, Report, Running, Shared};
-use crate::due::DueClaimer;
+use crate::due::{DueClaimer, any_of};
 use crate::task::ClaimedTask;
 
 /// The claim loop of a worker with one queue.
@@ -111,7 +109,7 @@ pub(super) async fn run_many(
             .iter()
             .zip(&shares)
             .any(|(due, &n)| n == 0 && due.has_due_work());
-        let ready = any_ready(&mut dues);
+        let ready = any_of(dues.iter_mut().map(DueClaimer::ready));
         let refill = select_all(rts.iter().map(|rt| Box::pin(rt.refill.notified())));
         tokio::select! {
             _ = stop.changed() => {}
@@ -120,22 +118,6 @@ pub(super) async fn run_many(
             slot = shared.slots.clone().acquire_owned(), if held => drop(slot),
         }
     }
-}
-
-/// Completes when any of the claimers is ready ([`DueClaimer::ready`], cancel safe). Every one
-/// is polled each time, not only up to the first that is ready (as `select_all` does), so a
-/// queue beside a busy one still starts its wake-up subscription and reads its wake-ups.
-async fn any_ready(dues: &mut [DueClaimer]) {
-    let mut waits: Vec<_> = dues.iter_mut().map(|due| Box::pin(due.ready())).collect();
-    std::future::poll_fn(|cx| {
-        // (none of them has completed before: the first round with one ready ends this)
-        let mut any = false;
-        for w in &mut waits {
-            any |= w.as_mut().poll(cx).is_ready();
-        }
-        if any { Poll::Ready(()) } else { Poll::Pending }
-    })
-    .await;
 }
 
 /// Takes the free slots, up to a claim batch.

@@ -24,6 +24,7 @@ mod flow;
 mod flow_found;
 mod flow_model;
 mod options;
+mod partitions;
 // the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
 #[cfg(debug_assertions)]
 mod protocol_model;

@@ -163,6 +163,7 @@ pub(crate) async fn ack(
 }
 
 /// One failed attempt to report.
+#[derive(Clone, Copy)]
 pub(crate) struct NackItem<'a> {
     pub id: &'a TaskId,
     pub token: &'a LeaseToken,

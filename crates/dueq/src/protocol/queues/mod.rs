@@ -3,7 +3,7 @@
 
 use super::call::{Args, run};
 use super::conn::Conn;
-use super::keys::{QUEUES_KEY, QueueKeys};
+use super::keys::{MAX_PARTITIONS, QUEUES_KEY, QueueKeys};
 use super::scripts;
 use crate::error::Result;
 use crate::settings::{QueueSettings, RateLimit, STORED_FIELDS};
@@ -192,6 +192,22 @@ pub(crate) async fn settings_get(conn: &mut Conn, k: &QueueKeys) -> Result<(Queu
     let mut v: Vec<Option<String>> = cmd.query_async(conn).await?;
     let version = v.pop().flatten().and_then(|s| s.parse().ok()).unwrap_or(0);
     Ok((QueueSettings::from_fields(&v), version))
+}
+
+/// The queue's partition count (partition 0's `partitions` setting; 1 when unset or out of
+/// range) and its settings version.
+pub(crate) async fn partitions(conn: &mut Conn, k: &QueueKeys) -> Result<(u16, u64)> {
+    let (n, v): (Option<String>, Option<String>) = redis::cmd("HMGET")
+        .arg(&k.meta)
+        .arg("partitions")
+        .arg("settings_v")
+        .query_async(conn)
+        .await?;
+    let n = n
+        .and_then(|n| n.parse::<u16>().ok())
+        .filter(|n| (1..=MAX_PARTITIONS).contains(n))
+        .unwrap_or(1);
+    Ok((n, v.and_then(|v| v.parse().ok()).unwrap_or(0)))
 }
 
 pub(crate) async fn register_queue(conn: &mut Conn, name: &str) -> Result<()> {

@@ -2,6 +2,8 @@
 -- thresholds); every process reads them at its next claim, and idle workers are woken.
 -- KEYS[1] meta  KEYS[2] stats  KEYS[3..11] group keys (see lib.lua)
 -- ARGV[1] wake channel, ARGV[2] n, then n name, value pairs to set, then names to clear
+-- The name `seq_floor` is not stored: it raises the task sequence to at least its value (a
+-- partition p numbers its tasks from p << 40, so an id names its partition).
 -- Returns: {now_ms, settings version}, or an error for an unknown name (nothing written)
 local meta = KEYS[1]
 local stats = KEYS[2]
@@ -12,7 +14,7 @@ local allowed = {paused = true, dead_max = true, done_max = true, max_attempts =
   lease_ms = true, backoff_base_ms = true, backoff_factor = true, backoff_max_ms = true,
   rate_max = true, rate_per_ms = true, group_rate_max = true, group_rate_per_ms = true,
   concurrency = true, group_concurrency = true, alert_due_age_ms = true, alert_due_count = true,
-  on_expire = true}
+  on_expire = true, partitions = true, seq_floor = true}
 local n = tonumber(ARGV[2])
 local names = {}
 for i = 1, n do names[i] = ARGV[1 + 2 * i] end
@@ -23,7 +25,14 @@ end
 local watched = {'group_concurrency', 'group_rate_max', 'group_rate_per_ms', 'rate_max',
   'concurrency'}
 local before = redis.call('HMGET', meta, unpack(watched))
-for i = 1, n do redis.call('HSET', meta, ARGV[1 + 2 * i], ARGV[2 + 2 * i]) end
+for i = 1, n do
+  local name, value = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  if name ~= 'seq_floor' then
+    redis.call('HSET', meta, name, value)
+  elseif tonumber(redis.call('HGET', meta, 'seq') or '0') < tonumber(value) then
+    redis.call('HSET', meta, 'seq', value)
+  end
+end
 for i = 3 + 2 * n, #ARGV do redis.call('HDEL', meta, ARGV[i]) end
 local after = redis.call('HMGET', meta, unpack(watched))
 -- Groups held back by a limit that changed try again at the next claim (which holds them

@@ -1,0 +1,287 @@
+//! Partitions (DESIGN 3): one queue split into N full queue layouts, each under its own hash
+//! tag, so a large queue spreads over the masters of a Redis Cluster.
+//!
+//! A [`Queue`] handle is the whole queue. Each operation finds the partition it concerns
+//! here and runs on a partition handle (a `Queue` bound to one partition's keys, which never
+//! routes again): by business key ([`partition_of_key`]), by task id (an id carries its
+//! partition, [`partition_of_id`]), keyless tasks in turn; batches are split by partition and
+//! the parts sent at once ([`Queue::scatter`]); queue-wide reads ask every partition and add
+//! up ([`merge_stats`]). The number of partitions is the `partitions` setting in partition
+//! 0's `meta`; each client caches it per queue ([`Layout`]) and reads it again after
+//! [`LAYOUT_TTL`], or at once when a claim of partition 0 shows a new settings version.
+//! With one partition every operation takes the path it always had, on the keys it always had.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use super::Queue;
+use crate::error::{Error, Result};
+use crate::protocol::keys::{QueueKeys, partition_of_id, partition_of_key};
+use crate::protocol::queues;
+use crate::task::{MinuteStats, QueueStats, TaskRef};
+
+/// How long a client trusts the partition count it read when no claim has shown a settings
+/// change: the longest a producer that only enqueues goes on with an old count.
+pub const LAYOUT_TTL: Duration = Duration::from_secs(5);
+
+/// The partitions of one queue as a client last read them.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    /// The keys of each partition (index = partition).
+    pub(crate) keys: Vec<Arc<QueueKeys>>,
+    /// Settings version of partition 0 when the count was read.
+    pub(crate) version: u64,
+    pub(crate) read_at: Instant,
+    /// Turn of the next keyless task.
+    next: AtomicUsize,
+}
+
+impl Layout {
+    pub(crate) fn new(keys: Vec<Arc<QueueKeys>>, version: u64) -> Self {
+        Self {
+            keys,
+            version,
+            read_at: Instant::now(),
+            next: AtomicUsize::new(rand::random::<u32>() as usize),
+        }
+    }
+
+    /// Number of partitions.
+    pub(crate) fn n(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn n16(&self) -> u16 {
+        // at most MAX_PARTITIONS (256) keys are ever built
+        u16::try_from(self.keys.len()).unwrap_or(u16::MAX)
+    }
+
+    pub(crate) fn of_key(&self, key: &str) -> usize {
+        usize::from(partition_of_key(key, self.n16()))
+    }
+
+    pub(crate) fn of_id(&self, id: &str) -> usize {
+        usize::from(partition_of_id(id, self.n16()))
+    }
+
+    pub(crate) fn of_ref(&self, target: &TaskRef) -> usize {
+        match target {
+            TaskRef::Id(id) => self.of_id(id.as_str()),
+            TaskRef::Key(k) => self.of_key(k),
+        }
+    }
+
+    /// The partition of the next keyless task (in turn, from a random start per client).
+    pub(crate) fn next_keyless(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.keys.len().max(1)
+    }
+}
+
+impl Queue {
+    /// The partitions of this queue, read again when older than [`LAYOUT_TTL`] or when a
+    /// claim showed a newer settings version.
+    pub(crate) async fn layout(&self) -> Result<Arc<Layout>> {
+        self.layout_within(Some(LAYOUT_TTL)).await
+    }
+
+    /// As [`Queue::layout`] without the age limit: for the claim path, which learns of a
+    /// change from the settings version its claims of partition 0 return (so an idle worker
+    /// makes no extra call to keep the count fresh).
+    pub(crate) async fn claim_layout(&self) -> Result<Arc<Layout>> {
+        self.layout_within(None).await
+    }
+
+    async fn layout_within(&self, ttl: Option<Duration>) -> Result<Arc<Layout>> {
+        let client = self.client();
+        if let Some(l) = client.cached_layout(self.name(), &self.keys().meta)
+            && ttl.is_none_or(|t| l.read_at.elapsed() < t)
+        {
+            return Ok(l);
+        }
+        let (n, version) = queues::partitions(&mut client.conn(), self.keys()).await?;
+        let layout = Arc::new(match client.cached_layout_any(self.name()) {
+            // same count: the tags are computed already
+            Some(old) if old.n() == usize::from(n) => Layout::new(old.keys.clone(), version),
+            _ => {
+                let mut keys = Vec::with_capacity(usize::from(n));
+                keys.push(Arc::new(self.keys().clone()));
+                for p in 1..n {
+                    keys.push(Arc::new(QueueKeys::partition(self.name(), p, n)?));
+                }
+                Layout::new(keys, version)
+            }
+        });
+        client.store_layout(self.name(), layout.clone());
+        Ok(layout)
+    }
+
+    /// A handle on partition `p` of `layout`: its operations act on that partition alone.
+    pub(crate) fn part(&self, layout: &Layout, p: usize) -> Queue {
+        self.on_keys(layout.keys[p].clone())
+    }
+
+    /// Every partition's handle.
+    pub(crate) fn parts(&self, layout: &Layout) -> Vec<Queue> {
+        (0..layout.n()).map(|p| self.part(layout, p)).collect()
+    }
+
+    /// The handle that holds `target`: this one when the queue has one partition.
+    pub(crate) async fn route(&self, target: &TaskRef) -> Result<Queue> {
+        if self.is_part() {
+            return Ok(self.clone());
+        }
+        let layout = self.layout().await?;
+        Ok(if layout.n() == 1 {
+            self.clone()
+        } else {
+            self.part(&layout, layout.of_ref(target))
+        })
+    }
+
+    /// Runs `run` on the items of each partition (as `part_of` says), the partitions at
+    /// once, and returns the results in the order of `items`. One partition's failure fails
+    /// the call (the other parts may have been applied, as with a batch of several calls).
+    pub(crate) async fn scatter<T, R, Fut>(
+        &self,
+        layout: &Layout,
+        items: &[T],
+        part_of: impl Fn(&T) -> usize,
+        run: impl Fn(Queue, Vec<T>) -> Fut,
+    ) -> Result<Vec<R>>
+    where
+        T: Clone,
+        Fut: Future<Output = Result<Vec<R>>>,
+    {
+        let mut by_part: Vec<Vec<usize>> = vec![Vec::new(); layout.n()];
+        for (i, t) in items.iter().enumerate() {
+            by_part[part_of(t)].push(i);
+        }
+        let calls: Vec<_> = by_part
+            .iter()
+            .enumerate()
+            .filter(|(_, ix)| !ix.is_empty())
+            .map(|(p, ix)| {
+                let q = self.part(layout, p);
+                let mine: Vec<T> = ix.iter().map(|&i| items[i].clone()).collect();
+                let len = ix.len();
+                let fut = run(q, mine);
+                async move { (p, len, fut.await) }
+            })
+            .collect();
+        let mut out: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
+        for (p, len, got) in join_all(calls).await {
+            let got = got?;
+            if got.len() != len {
+                return Err(Error::protocol("partition reply has the wrong length"));
+            }
+            for (&i, r) in by_part[p].iter().zip(got) {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter()
+            .collect::<Option<Vec<R>>>()
+            .ok_or_else(|| Error::protocol("partition reply missing"))
+    }
+
+    /// Runs `run` on every partition at once; the results in partition order.
+    pub(crate) async fn each_part<R, Fut>(
+        &self,
+        layout: &Layout,
+        run: impl Fn(Queue) -> Fut,
+    ) -> Result<Vec<R>>
+    where
+        Fut: Future<Output = Result<R>>,
+    {
+        join_all(self.parts(layout).into_iter().map(run))
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Counts and timings of each partition, in partition order (one entry for a queue of
+    /// one partition); [`Queue::stats`] is their sum.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn partition_stats(&self) -> Result<Vec<QueueStats>> {
+        let layout = self.layout().await?;
+        self.each_part(&layout, |q| async move {
+            queues::stats(&mut q.client().conn(), q.keys()).await
+        })
+        .await
+    }
+}
+
+/// One queue's stats from its partitions': counts and totals add up, the earliest next due
+/// time wins, limits add up (each partition holds its share), a throttle or alert anywhere
+/// shows.
+pub(crate) fn merge_stats(parts: Vec<QueueStats>) -> Option<QueueStats> {
+    let mut it = parts.into_iter();
+    let mut s = it.next()?;
+    for p in it {
+        s.now_ms = s.now_ms.max(p.now_ms);
+        s.scheduled += p.scheduled;
+        s.due += p.due;
+        s.active += p.active;
+        s.dead += p.dead;
+        s.succeeded_kept += p.succeeded_kept;
+        s.succeeded_total += p.succeeded_total;
+        s.failed_total += p.failed_total;
+        s.enqueued_total += p.enqueued_total;
+        s.retried_total += p.retried_total;
+        s.dead_total += p.dead_total;
+        s.cancelled_total += p.cancelled_total;
+        s.expired_total += p.expired_total;
+        s.lease_expired_total += p.lease_expired_total;
+        s.next_due_at_ms = match (s.next_due_at_ms, p.next_due_at_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        s.oldest_due_age_ms = s.oldest_due_age_ms.max(p.oldest_due_age_ms);
+        s.paused |= p.paused;
+        s.groups_waiting += p.groups_waiting;
+        s.throttled = s.throttled.or(p.throttled);
+        s.throttled_ms.rate += p.throttled_ms.rate;
+        s.throttled_ms.concurrency += p.throttled_ms.concurrency;
+        s.throttled_ms.group_rate += p.throttled_ms.group_rate;
+        s.throttled_ms.group_concurrency += p.throttled_ms.group_concurrency;
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        s.concurrency_limit = add(s.concurrency_limit, p.concurrency_limit);
+        s.group_concurrency_limit = add(s.group_concurrency_limit, p.group_concurrency_limit);
+        s.rate_limit = match (s.rate_limit, p.rate_limit) {
+            (Some(a), Some(b)) => Some(crate::settings::RateLimit::new(a.max + b.max, a.per_ms)),
+            (a, b) => a.or(b),
+        };
+        s.behind |= p.behind;
+    }
+    Some(s)
+}
+
+/// Per-minute activity of the partitions added up, minute by minute.
+pub(crate) fn merge_history(parts: Vec<Vec<MinuteStats>>) -> Vec<MinuteStats> {
+    let mut it = parts.into_iter();
+    let mut out = it.next().unwrap_or_default();
+    for p in it {
+        for m in p {
+            if let Some(o) = out
+                .iter_mut()
+                .find(|o| o.minute_start_ms == m.minute_start_ms)
+            {
+                o.claimed += m.claimed;
+                o.succeeded += m.succeeded;
+                o.retried += m.retried;
+                o.dead += m.dead;
+                o.lateness_sum_ms += m.lateness_sum_ms;
+                o.lateness_max_ms = o.lateness_max_ms.max(m.lateness_max_ms);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,374 @@
+//! Partitions (DESIGN 3, issue "one queue across a Redis Cluster"): case C35 on a 3-master
+//! cluster, and the rules of a partitioned queue on one server: settings split over the
+//! partitions, a change refused while the queue holds tasks, workers that take every
+//! partition's work exactly once and idle at one round of calls per poll.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use dueq::{
+    AckOutcome, CancelOutcome, Client, Due, ErrorKind, Outcome, Queue, RateLimit,
+    RescheduleOutcome, SettingsPatch, TaskRef, TaskSpec, TaskState, Worker, partition_of_id,
+    partition_of_key,
+};
+use dueq_testkit::RedisCluster;
+use tokio::sync::mpsc;
+
+use crate::support::{Ctx, DEADLINE, script_calls};
+
+async fn partitioned(client: &Client, name: &str, n: u16) -> Queue {
+    let q = client.queue(name).unwrap();
+    let s = q
+        .update_settings(&SettingsPatch::default().partitions(Some(n)))
+        .await
+        .unwrap();
+    assert_eq!(s.partitions, Some(n));
+    q
+}
+
+/// C35: 6 partitions on 3 masters, 60 000 keyed tasks.
+#[tokio::test]
+async fn c35_partitions_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let client = Client::connect(&cluster.urls().join(",")).await.unwrap();
+    let q = partitioned(&client, "orders", 6).await;
+
+    // due over the next 1.5 s, keyed, in batches of 1 000 (each split by partition)
+    let n = 60_000;
+    let specs: Vec<TaskSpec> = (0..n)
+        .map(|i| {
+            TaskSpec::new(format!("{i}").into_bytes())
+                .key(format!("order:{i}:cancel"))
+                .delay_ms((i as u64 * 7919) % 1_500)
+        })
+        .collect();
+    let mut ids = HashMap::new();
+    for (c, chunk) in specs.chunks(1_000).enumerate() {
+        let replies = q.enqueue_batch(chunk).await.unwrap();
+        for (i, e) in replies.into_iter().enumerate() {
+            assert!(e.created());
+            let key = format!("order:{}:cancel", c * 1_000 + i);
+            // the id names the partition the key hashes to
+            assert_eq!(
+                partition_of_id(e.id.as_str(), 6),
+                partition_of_key(&key, 6),
+                "{key}"
+            );
+            ids.insert(e.id.clone(), (key, e.due_at_ms));
+        }
+    }
+
+    // every partition holds some, none more than twice another; stats add up
+    let parts = q.partition_stats().await.unwrap();
+    let counts: Vec<u64> = parts.iter().map(|s| s.scheduled).collect();
+    assert_eq!(counts.iter().sum::<u64>(), n as u64);
+    let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    assert!(*lo > 0 && *hi <= 2 * *lo, "partition counts {counts:?}");
+    assert_eq!(q.stats().await.unwrap().scheduled, n as u64);
+
+    // each partition's keys are in one slot, the partitions on every master
+    let mut node = cluster.nodes()[0].conn();
+    let mut slots = BTreeSet::new();
+    for p in 0..6 {
+        let k = dueq::QueueKeys::partition("orders", p, 6).unwrap();
+        let s: BTreeSet<u16> = k
+            .all()
+            .iter()
+            .map(|key| {
+                redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(*key)
+                    .query(&mut node)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(s.len(), 1, "partition {p} in slots {s:?}");
+        assert_eq!(*s.first().unwrap(), dueq::slot_of(&k.sched));
+        slots.extend(s);
+    }
+    assert_eq!(slots.len(), 6);
+    for (i, node) in cluster.nodes().iter().enumerate() {
+        let keys: u64 = redis::cmd("DBSIZE").query(&mut node.conn()).unwrap();
+        assert!(keys > 0, "master {i} holds no key of the queue");
+    }
+
+    // get, cancel and reschedule by key, each in its partition
+    for i in (0..n).step_by(1_000) {
+        let key = format!("order:{i}:cancel");
+        let t = q.get(&TaskRef::key(&key).unwrap()).await.unwrap().unwrap();
+        assert_eq!(t.payload, format!("{i}").into_bytes());
+        assert_eq!(t.state, TaskState::Scheduled);
+        let by_id = q.get(&t.id.clone().into()).await.unwrap().unwrap();
+        assert_eq!(by_id.key.as_deref(), Some(key.as_str()));
+    }
+    let mut cancelled = BTreeSet::new();
+    for i in (0..n).step_by(997) {
+        let key = format!("order:{i}:cancel");
+        assert_eq!(
+            q.cancel(&TaskRef::key(&key).unwrap()).await.unwrap(),
+            CancelOutcome::Cancelled
+        );
+        cancelled.insert(key);
+    }
+    let later = format!("order:{}:cancel", 1);
+    let r = q
+        .reschedule(&TaskRef::key(&later).unwrap(), Due::DelayMs(3_600_000))
+        .await
+        .unwrap();
+    assert!(matches!(r, RescheduleOutcome::Rescheduled { .. }), "{r:?}");
+    // an idempotent enqueue finds the key in its partition
+    let again = q
+        .enqueue(TaskSpec::new(b"x".to_vec()).key("order:2:cancel"))
+        .await
+        .unwrap();
+    assert!(!again.created());
+    let left = n as u64 - cancelled.len() as u64;
+    assert_eq!(q.stats().await.unwrap().scheduled, left);
+
+    // drain with one claimer: never early, due order within each partition
+    let mut claimer = q.due_claimer().lease_ms(Some(60_000));
+    let mut last_due: BTreeMap<u16, u64> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    let start = Instant::now();
+    while seen.len() as u64 + 1 < left {
+        assert!(
+            start.elapsed() < DEADLINE * 3,
+            "drained {} of {left}",
+            seen.len()
+        );
+        let tasks = claimer.claim(500).await.unwrap();
+        for t in &tasks {
+            assert!(t.claimed_at_ms >= t.due_at_ms, "{} early", t.id);
+            let p = partition_of_id(t.id.as_str(), 6);
+            let prev = last_due.insert(p, t.due_at_ms).unwrap_or(0);
+            assert!(t.due_at_ms >= prev, "partition {p} out of due order");
+            assert!(seen.insert(t.id.clone()), "{} twice", t.id);
+            assert!(!cancelled.contains(&ids[&t.id].0));
+        }
+        let acks: Vec<_> = tasks
+            .iter()
+            .map(|t| (t.id.clone(), t.lease_token.clone()))
+            .collect();
+        for o in q.ack_batch(&acks).await.unwrap() {
+            assert_eq!(o, AckOutcome::Acked);
+        }
+        if tasks.is_empty() {
+            claimer.ready().await;
+        }
+    }
+    claimer.close();
+    let s = q.stats().await.unwrap();
+    assert_eq!(
+        (s.scheduled, s.active),
+        (1, 0),
+        "the rescheduled task is left"
+    );
+    assert_eq!(s.succeeded_total, left - 1);
+}
+
+/// Limits are split over the partitions (so together they hold the queue's limit), a limit
+/// below the partition count and a change of partitions on a queue with tasks are refused
+/// naming the field, and nothing is written.
+#[tokio::test]
+async fn settings_are_split_and_partitions_change_only_on_an_empty_queue() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("orders");
+    q.update_settings(
+        &SettingsPatch::default()
+            .concurrency(Some(8))
+            .rate_limit(Some(RateLimit::new(100, 1_000)))
+            .max_attempts(Some(3)),
+    )
+    .await
+    .unwrap();
+    let s = partitioned(&ctx.client, "orders", 3).await;
+    drop(s);
+    let s = q.settings().await.unwrap();
+    assert_eq!(
+        s.concurrency,
+        Some(8),
+        "the queue's limit is the sum of the shares"
+    );
+    assert_eq!(s.rate_limit, Some(RateLimit::new(100, 1_000)));
+    assert_eq!(s.max_attempts, Some(3));
+    let shares: Vec<u64> = q
+        .partition_stats()
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.concurrency_limit.unwrap())
+        .collect();
+    assert_eq!(shares, vec![3, 3, 2]);
+    assert_eq!(q.stats().await.unwrap().concurrency_limit, Some(8));
+
+    // a limit below the partition count
+    let e = q
+        .update_settings(&SettingsPatch::default().group_concurrency(Some(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("group_concurrency"), "{e}");
+    assert_eq!(q.settings().await.unwrap().group_concurrency, None);
+
+    // out of range
+    for bad in [0u16, 257] {
+        let e = q
+            .update_settings(&SettingsPatch::default().partitions(Some(bad)))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().starts_with("partitions"), "{e}");
+    }
+
+    // with a task in the queue, partitions stay
+    q.enqueue(TaskSpec::new(b"1".to_vec()).key("k1"))
+        .await
+        .unwrap();
+    let e = q
+        .update_settings(&SettingsPatch::default().partitions(Some(6)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(
+        e.to_string().contains("partitions: the queue holds 1"),
+        "{e}"
+    );
+    assert_eq!(q.settings().await.unwrap().partitions, Some(3));
+
+    // the concurrency limit holds over all partitions together
+    let specs: Vec<TaskSpec> = (0..60)
+        .map(|i| TaskSpec::new(vec![]).key(format!("c{i}")))
+        .collect();
+    q.enqueue_batch(&specs).await.unwrap();
+    let mut active = 0;
+    for _ in 0..10 {
+        active += q.claim(100, None).await.unwrap().tasks.len();
+    }
+    assert_eq!(active, 8);
+    assert_eq!(q.stats().await.unwrap().active, 8);
+
+    // pause and resume reach every partition
+    q.pause().await.unwrap();
+    assert!(q.partition_stats().await.unwrap().iter().all(|p| p.paused));
+    q.resume().await.unwrap();
+    assert!(q.partition_stats().await.unwrap().iter().all(|p| !p.paused));
+}
+
+/// A worker on a partitioned queue runs every task once, wakes for a task enqueued into any
+/// partition of an idle queue, and idles at one round of calls per poll.
+#[tokio::test]
+async fn a_worker_takes_every_partition_once_and_idles_cheaply() {
+    let ctx = Ctx::new().await;
+    let q = partitioned(&ctx.client, "orders", 6).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let worker = Worker::builder(ctx.client.clone())
+        .concurrency(50)
+        .handle("orders", move |t| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((t.id, t.due_at_ms, t.started_at_ms));
+                Outcome::Success
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    let specs: Vec<TaskSpec> = (0..3_000)
+        .map(|i| {
+            let s = TaskSpec::new(vec![]).delay_ms(i % 300);
+            if i % 2 == 0 {
+                s.key(format!("k{i}"))
+            } else {
+                s
+            }
+        })
+        .collect();
+    q.enqueue_batch(&specs).await.unwrap();
+    let mut seen = BTreeSet::new();
+    let mut per_part = [0u32; 6];
+    let start = Instant::now();
+    while seen.len() < 3_000 {
+        let left = DEADLINE.saturating_sub(start.elapsed());
+        let (id, due, started) = tokio::time::timeout(left, rx.recv())
+            .await
+            .expect("every task runs")
+            .unwrap();
+        assert!(started >= due, "{id} early");
+        per_part[usize::from(partition_of_id(id.as_str(), 6))] += 1;
+        assert!(seen.insert(id), "a task ran twice");
+    }
+    assert!(per_part.iter().all(|&c| c > 300), "{per_part:?}");
+    crate::support::wait_stats(&q, |s| s.active == 0 && s.succeeded_total == 3_000).await;
+
+    // idle: the partitions' fallback polls go out together
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let before = script_calls(&ctx);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let calls = script_calls(&ctx) - before;
+    // 6 partitions polled about once a second for 4 s, plus the worker's own duties
+    assert!(calls <= 6 * 5 + 6, "{calls} script calls in 4 s idle");
+
+    // a task into an idle queue, whatever its partition, starts at once
+    for i in 0..6 {
+        let sent = Instant::now();
+        q.enqueue(TaskSpec::new(vec![]).key(format!("late{i}")))
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(DEADLINE, rx.recv()).await.unwrap();
+        assert!(got.is_some());
+        assert!(
+            sent.elapsed() < Duration::from_millis(500),
+            "woken after {:?}",
+            sent.elapsed()
+        );
+    }
+    worker.shutdown().await.unwrap();
+}
+
+/// The fallback polls of an idle partitioned queue's partitions go out together: one round
+/// of calls per poll, also after wake-ups of each partition at other times put them out of
+/// step.
+#[tokio::test]
+async fn idle_partitions_poll_in_one_round() {
+    let ctx = Ctx::new().await;
+    let q = partitioned(&ctx.client, "orders", 6).await;
+    // a key of each partition
+    let keys: Vec<String> = (0..6)
+        .map(|p| {
+            (0..)
+                .map(|i| format!("k{i}"))
+                .find(|k| partition_of_key(k, 6) == p)
+                .unwrap()
+        })
+        .collect();
+    let mut claimer = q.due_claimer();
+    claimer.claim(10).await.unwrap();
+    let start = Instant::now();
+    let mut woken = 0;
+    // wake each partition in turn, 150 ms apart
+    while woken < 6 {
+        if start.elapsed() > Duration::from_millis(300 + 150 * woken as u64) {
+            q.enqueue(TaskSpec::new(vec![]).key(keys[woken].as_str()))
+                .await
+                .unwrap();
+            woken += 1;
+        }
+        tokio::select! {
+            () = claimer.ready() => {
+                let got = claimer.claim(10).await.unwrap();
+                crate::support::ack_all(&q, &got).await;
+            }
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+    }
+    let mut rounds = 0;
+    let idle = Instant::now();
+    while idle.elapsed() < Duration::from_secs(4) {
+        claimer.ready().await;
+        assert!(claimer.claim(10).await.unwrap().is_empty());
+        rounds += 1;
+    }
+    // 4 s of 1 s polls (and one more round while they come back in step); partitions
+    // polling out of step would make about 24
+    assert!(rounds <= 7, "{rounds} rounds of claims in 4 s idle");
+    claimer.close();
+}
