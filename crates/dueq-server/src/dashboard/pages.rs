@@ -157,6 +157,8 @@ struct Live {
     charts: Vec<Chart>,
     /// The queue's settings as (name, value) lines, defaults included.
     settings: Vec<(&'static str, String)>,
+    /// Each partition's counts, when the queue has more than one.
+    partitions: Vec<QueueRow>,
 }
 
 /// The settings a queue page shows, with the built-in defaults for those not set.
@@ -212,6 +214,7 @@ fn settings_lines(s: &dueq::QueueSettings) -> Vec<(&'static str, String)> {
             "behind when due tasks reach",
             or(s.alert_due_count.map(|n| n.to_string()), "no threshold"),
         ),
+        ("partitions", or(s.partitions.map(|n| n.to_string()), "1")),
     ]
 }
 
@@ -228,11 +231,18 @@ async fn live(d: &Dash, name: &str) -> Result<Live, PageError> {
         return Err(PageError::not_found(format!("no queue named {name:?}")));
     }
     let minutes: Vec<Minute> = q.history().await?.iter().map(Minute::from).collect();
-    let settings = settings_lines(&q.settings().await?);
+    let settings = q.settings().await?;
+    let partitions = if settings.partition_count() > 1 {
+        let parts = q.partition_stats().await?;
+        parts.into_iter().map(QueueRow::from).collect()
+    } else {
+        Vec::new()
+    };
     Ok(Live {
         row: s.into(),
         charts: vec![chart::throughput(&minutes), chart::lateness(&minutes)],
-        settings,
+        settings: settings_lines(&settings),
+        partitions,
     })
 }
 

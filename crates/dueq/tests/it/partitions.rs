@@ -372,3 +372,209 @@ async fn idle_partitions_poll_in_one_round() {
     assert!(rounds <= 7, "{rounds} rounds of claims in 4 s idle");
     claimer.close();
 }
+
+/// The node ids, and which node (index) owns `slot`, from `CLUSTER NODES`.
+fn slot_owner(cluster: &RedisCluster, slot: u16) -> (Vec<String>, usize) {
+    let ids: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query(&mut n.conn())
+                .unwrap()
+        })
+        .collect();
+    let table: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query(&mut cluster.nodes()[0].conn())
+        .unwrap();
+    for line in table.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let owns = f.iter().skip(8).any(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            match (a.parse::<u16>(), b.parse::<u16>()) {
+                (Ok(a), Ok(b)) => (a..=b).contains(&slot),
+                _ => false,
+            }
+        });
+        if owns {
+            let i = ids.iter().position(|id| id == f[0]).unwrap();
+            return (ids, i);
+        }
+    }
+    panic!("no node owns slot {slot}:\n{table}");
+}
+
+/// Moves `slot` from node `from` to node `to` as `redis-cli --cluster reshard` does:
+/// IMPORTING / MIGRATING, `MIGRATE` of its keys one at a time (`pause` apart, so claims and
+/// acks meet the slot half moved), then `SETSLOT NODE` everywhere.
+async fn move_slot(cluster: &RedisCluster, slot: u16, from: usize, to: usize, pause: Duration) {
+    let (ids, owner) = slot_owner(cluster, slot);
+    assert_eq!(owner, from);
+    let nodes = cluster.nodes();
+    let mut src = nodes[from].conn();
+    let mut dst = nodes[to].conn();
+    let () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("IMPORTING")
+        .arg(&ids[from])
+        .query(&mut dst)
+        .unwrap();
+    let () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("MIGRATING")
+        .arg(&ids[to])
+        .query(&mut src)
+        .unwrap();
+    let port = cluster.ports()[to];
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(1)
+            .query(&mut src)
+            .unwrap();
+        let Some(key) = keys.first() else { break };
+        let _: redis::Value = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(port)
+            .arg(key)
+            .arg(0)
+            .arg(5_000)
+            .query(&mut src)
+            .unwrap();
+        tokio::time::sleep(pause).await;
+    }
+    for n in nodes {
+        let () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&ids[to])
+            .query(&mut n.conn())
+            .unwrap();
+    }
+}
+
+/// C36: as C35, and one partition's slot moves to another master during a drain. Nothing is
+/// lost, no task runs again after its ack, and the errors of the move are retried.
+#[tokio::test]
+async fn c36_slot_migration_mid_drain() {
+    let cluster = RedisCluster::start(3);
+    let client = Client::connect(&cluster.urls().join(",")).await.unwrap();
+    let q = partitioned(&client, "orders", 6).await;
+    let n = 12_000;
+    let specs: Vec<TaskSpec> = (0..n)
+        .map(|i| {
+            TaskSpec::new(format!("{i}").into_bytes())
+                .key(format!("order:{i}"))
+                .delay_ms(i as u64 % 3_000)
+        })
+        .collect();
+    for chunk in specs.chunks(1_000) {
+        q.enqueue_batch(chunk).await.unwrap();
+    }
+    let moved = dueq::QueueKeys::partition("orders", 2, 6).unwrap();
+    let slot = dueq::slot_of(&moved.sched);
+    let (_, from) = slot_owner(&cluster, slot);
+    let to = (from + 1) % 3;
+
+    // each run reports its task; an ack that landed is reported by the acker's count
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let worker = Worker::builder(client.clone())
+        .concurrency(40)
+        .handle("orders", move |t| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((t.id, t.attempt, t.due_at_ms, t.started_at_ms));
+                Outcome::Success
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    let mut runs: HashMap<dueq::TaskId, u32> = HashMap::new();
+    let start = Instant::now();
+    let mut migrated = false;
+    let mut migration = None;
+    let mut ran_when_moved = None;
+    while runs.len() < n {
+        assert!(
+            start.elapsed() < DEADLINE * 6,
+            "ran {} of {n} tasks",
+            runs.len()
+        );
+        if !migrated && runs.len() > n / 6 {
+            migrated = true;
+            let cluster = &cluster;
+            migration = Some(Box::pin(move_slot(
+                cluster,
+                slot,
+                from,
+                to,
+                Duration::from_millis(40),
+            )));
+        }
+        let next = async {
+            match migration.as_mut() {
+                Some(m) => {
+                    m.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            got = rx.recv() => {
+                let (id, _attempt, due, started) = got.unwrap();
+                assert!(started >= due, "{id} early");
+                *runs.entry(id).or_default() += 1;
+            }
+            () = next => {
+                migration = None;
+                ran_when_moved = Some(runs.len());
+            }
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+    if let Some(m) = migration {
+        m.await;
+    }
+    assert!(migrated);
+    // the move happened mid-drain: work was left when it ended
+    let left = n - ran_when_moved.expect("the move ended during the drain");
+    assert!(left > 0, "the drain ended before the move");
+    assert_eq!(slot_owner(&cluster, slot).1, to, "the slot moved");
+    crate::support::wait_stats(&q, |s| s.scheduled == 0 && s.active == 0).await;
+    let stats = worker.shutdown().await.unwrap();
+    let s = q.stats().await.unwrap();
+    assert_eq!(s.dead, 0);
+    // a task runs again only when its lease expired before its ack landed (at-least-once);
+    // every ack that landed counted a success, so successes = tasks means none ran twice
+    // after its ack
+    assert_eq!(s.succeeded_total, n as u64, "{stats:?}");
+    let twice = runs.values().filter(|&&c| c > 1).count();
+    assert_eq!(twice, 0, "{twice} tasks ran twice; worker {stats:?}");
+    // the moved partition's tasks are still found where its keys are now
+    let t = (0..n)
+        .map(|i| format!("order:{i}"))
+        .find(|k| partition_of_key(k, 6) == 2)
+        .unwrap();
+    q.enqueue(
+        TaskSpec::new(b"again".to_vec())
+            .key(t.as_str())
+            .delay_ms(60_000),
+    )
+    .await
+    .unwrap();
+    let got = q.get(&TaskRef::key(&t).unwrap()).await.unwrap().unwrap();
+    assert_eq!(got.payload, b"again");
+    let keys_on_target: u64 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(&mut cluster.nodes()[to].conn())
+        .unwrap();
+    assert!(keys_on_target > 0);
+}
