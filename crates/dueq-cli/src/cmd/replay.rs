@@ -53,6 +53,7 @@ pub async fn run(redis: Option<&str>, a: &ReplayArgs, json_out: bool) -> Result<
         workers: a.workers,
         concurrency: a.concurrency,
         queue,
+        partitions: a.partitions,
         outbox: a.postgres.as_ref().map(|p| OutboxConfig {
             postgres: p.clone(),
             flush_midway: a.flush_midway,

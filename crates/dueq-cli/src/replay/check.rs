@@ -283,6 +283,7 @@ mod tests {
             workers: 1,
             concurrency: 1,
             queue: "q".into(),
+            partitions: 1,
             outbox: None,
         };
         let runs = HashMap::from([(

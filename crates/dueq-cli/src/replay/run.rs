@@ -40,6 +40,8 @@ pub struct ReplayConfig {
     pub concurrency: usize,
     /// Queue name.
     pub queue: String,
+    /// Partitions of the queue (set before the run when more than 1).
+    pub partitions: u16,
     /// Through the PostgreSQL outbox instead of enqueueing directly.
     pub outbox: Option<OutboxConfig>,
 }
@@ -85,6 +87,12 @@ pub async fn replay(url: &str, plan: &Plan, cfg: &ReplayConfig) -> Result<Report
     let map = plan.time_map(cfg.speedup, cfg.max_gap_ms);
     let client = Client::connect(url).await?;
     let queue = client.queue(&cfg.queue)?;
+    if cfg.partitions > 1 {
+        queue
+            .update_settings(&dueq::SettingsPatch::default().partitions(Some(cfg.partitions)))
+            .await
+            .context("--partitions")?;
+    }
     let runs: Runs = Arc::new(Mutex::new(HashMap::new()));
 
     let mut workers = Vec::new();

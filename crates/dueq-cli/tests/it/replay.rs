@@ -12,8 +12,19 @@ use crate::TRACE;
 /// redis-server (no `--redis`), which also tests that default.
 #[test]
 fn replay_window_matches_the_csv_exactly() {
+    window_matches_the_csv(&[]);
+}
+
+/// The same window through a queue of 4 partitions: keys found in their partitions, tasks
+/// claimed from all of them, stats added up.
+#[test]
+fn replay_window_matches_the_csv_exactly_over_partitions() {
+    window_matches_the_csv(&["--partitions", "4"]);
+}
+
+fn window_matches_the_csv(extra: &[&str]) {
     let _alone = crate::replay_alone();
-    let stdout = crate::dueq_embedded(&[
+    let mut args = vec![
         "replay",
         "--json",
         "--trace",
@@ -26,7 +37,9 @@ fn replay_window_matches_the_csv_exactly() {
         "1800",
         "--max-gap-ms",
         "100",
-    ]);
+    ];
+    args.extend(extra);
+    let stdout = crate::dueq_embedded(&args);
     let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(r["orders"], 65);
     assert!(r["min_cancel_margin_ms"].as_u64().unwrap() >= 100, "{r}");
@@ -68,4 +81,9 @@ fn replay_refuses_bad_input() {
     let out = run(&["--trace", TRACE, "--from", "yesterday"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--from"));
+    for bad in ["0", "257"] {
+        let out = run(&["--trace", TRACE, "--partitions", bad]);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--partitions"));
+    }
 }
