@@ -482,9 +482,10 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for `max` over 1 000 or a bad lease, [`ErrorKind::Redis`].
     ///
-    /// A partitioned queue is asked partition by partition, from a different one each call,
-    /// until `max` tasks are claimed (the reply's times are the earliest over the
-    /// partitions asked).
+    /// A partitioned queue: each partition is asked for an even share of `max` at once (so
+    /// priorities and due order hold within each partition's share), then the partitions that
+    /// filled their share for what is left. The reply's times are the earliest over the
+    /// partitions.
     pub async fn claim(&self, max: usize, lease_ms: Option<u64>) -> Result<Claim> {
         let layout = if self.part {
             None
@@ -498,23 +499,34 @@ impl Queue {
         };
         let n = layout.n();
         let first = layout.next_keyless();
+        let share = |p: usize| max / n + usize::from((p + n - first % n) % n < max % n);
+        let parts = self.parts(&layout);
+        let calls = parts.iter().enumerate().map(|(p, q)| async move {
+            (
+                p,
+                q.claim_tracked(share(p), lease_ms, ClaimTracking::default())
+                    .await,
+            )
+        });
         let mut all: Option<Claim> = None;
-        for i in 0..n {
+        let mut full = Vec::new();
+        for (p, c) in futures_util::future::join_all(calls).await {
+            let c = c?;
+            if c.tasks.len() >= share(p) && share(p) > 0 {
+                full.push(p);
+            }
+            merge_into(&mut all, c);
+        }
+        // what is left, from the partitions that may have more
+        for p in full {
             let got = all.as_ref().map_or(0, |c| c.tasks.len());
-            if all.is_some() && got >= max {
+            if got >= max {
                 break;
             }
-            let c = self
-                .part(&layout, (first + i) % n)
+            let c = parts[p]
                 .claim_tracked(max - got, lease_ms, ClaimTracking::default())
                 .await?;
-            all = Some(match all {
-                None => c,
-                Some(mut a) => {
-                    a.merge(c);
-                    a
-                }
-            });
+            merge_into(&mut all, c);
         }
         all.ok_or_else(|| Error::protocol("claim: no partitions"))
     }
@@ -779,6 +791,13 @@ impl Queue {
         }
         let layout = self.layout().await?;
         Ok((layout.n() > 1).then_some(layout))
+    }
+}
+
+fn merge_into(all: &mut Option<Claim>, c: Claim) {
+    match all {
+        None => *all = Some(c),
+        Some(a) => a.merge(c),
     }
 }
 

@@ -578,3 +578,83 @@ async fn c36_slot_migration_mid_drain() {
         .unwrap();
     assert!(keys_on_target > 0);
 }
+
+/// Priorities and schedules keep their meaning on a partitioned queue: a claim takes an even
+/// share from each partition, priority 0 first in each; a schedule's ticks are placed in
+/// partition 0 (beside the schedule, where their `schedule:` keys route) and run once each.
+#[tokio::test]
+async fn priorities_and_schedules_on_a_partitioned_queue() {
+    let ctx = Ctx::new().await;
+    let q = partitioned(&ctx.client, "orders", 4).await;
+    let key_in = |p: u16, tag: &str| {
+        (0..)
+            .map(|i| format!("{tag}{i}"))
+            .filter(|k| partition_of_key(k, 4) == p)
+            .take(if tag == "low" { 50 } else { 5 })
+            .collect::<Vec<_>>()
+    };
+    let mut specs = Vec::new();
+    for p in 0..4 {
+        for k in key_in(p, "low") {
+            specs.push(TaskSpec::new(b"9".to_vec()).key(k).priority(9));
+        }
+    }
+    for p in 0..4 {
+        for k in key_in(p, "high") {
+            specs.push(TaskSpec::new(b"0".to_vec()).key(k));
+        }
+    }
+    q.enqueue_batch(&specs).await.unwrap();
+    let c = q.claim(40, None).await.unwrap();
+    assert_eq!(c.tasks.len(), 40);
+    let high = c.tasks.iter().filter(|t| t.priority == 0).count();
+    assert_eq!(
+        high, 20,
+        "every partition's priority-0 tasks come in its share"
+    );
+    for p in 0..4 {
+        let mine: Vec<u8> = c
+            .tasks
+            .iter()
+            .filter(|t| partition_of_id(t.id.as_str(), 4) == p)
+            .map(|t| t.priority)
+            .collect();
+        assert_eq!(mine, [0, 0, 0, 0, 0, 9, 9, 9, 9, 9], "partition {p}");
+    }
+    crate::support::ack_all(&q, &c.tasks).await;
+
+    // a schedule every 200 ms; a worker fires and runs its ticks
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    q.set_schedule(&dueq::ScheduleSpec::new("tick", b"t".to_vec()).every_ms(200))
+        .await
+        .unwrap();
+    let worker = Worker::builder(ctx.client.clone())
+        .concurrency(50)
+        .handle("orders", move |t| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((t.id, t.key));
+                Outcome::Success
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    let mut ticks = BTreeSet::new();
+    while ticks.len() < 4 {
+        let (id, key) = tokio::time::timeout(DEADLINE, rx.recv())
+            .await
+            .expect("ticks run")
+            .unwrap();
+        let Some(key) = key.filter(|k| k.starts_with("schedule:tick:")) else {
+            continue;
+        };
+        assert_eq!(
+            partition_of_id(id.as_str(), 4),
+            0,
+            "{key} outside partition 0"
+        );
+        assert!(ticks.insert(key), "a tick ran twice");
+    }
+    worker.shutdown().await.unwrap();
+}
