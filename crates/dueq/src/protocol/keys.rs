@@ -105,20 +105,36 @@ pub fn partition_of_id(id: &str, n: u16) -> u16 {
     }
 }
 
+/// First slot of the `i`-th of `n` equal slot ranges (`i` may be `n`: the end).
+fn range_start(i: u32, n: u32) -> u32 {
+    i * SLOTS / n
+}
+
+/// Which of `n` equal slot ranges holds `slot`.
+fn range_of(slot: u16, n: u32) -> u32 {
+    (0..n)
+        .rev()
+        .find(|&i| range_start(i, n) <= u32::from(slot))
+        .unwrap_or(0)
+}
+
 /// The hash tag of partition `p` of `n` of queue `name`: `name` for partition 0 (so a queue of
 /// one partition keeps the layout it always had), else `name#p`, or `name#p.k` with the
-/// smallest `k` that puts its slot in the `p`-th of `n` equal slot ranges counted from
-/// partition 0's slot. A cluster whose masters own equal slot ranges so gets the partitions
-/// spread evenly (6 partitions on 3 masters: 2 each), where plain `name#p` tags would land
-/// wherever CRC16 puts them. (`#` is not allowed in queue names, so no queue's tag collides.)
+/// smallest `k` whose slot is in the `(r0 + p) % n`-th of `n` equal slot ranges from slot 0,
+/// `r0` being the range of partition 0's slot. The partitions so take one range each; a
+/// cluster whose masters own equal slot ranges (as `redis-cli --cluster create` splits them)
+/// gets them spread evenly when the partition count is a multiple of the master count (6 on
+/// 3 masters: 2 each), where plain `name#p` tags would land wherever CRC16 puts them. (`#` is
+/// not allowed in queue names, so no queue's tag collides.)
 fn partition_tag(name: &str, p: u16, n: u16) -> String {
     if p == 0 {
         return name.to_owned();
     }
+    let n = u32::from(n.max(1));
+    let r = (range_of(slot_of(name), n) + u32::from(p)) % n;
+    let (lo, hi) = (range_start(r, n), range_start(r + 1, n));
+    let fits = |tag: &str| (lo..hi).contains(&u32::from(slot_of(tag)));
     let plain = format!("{name}#{p}");
-    let width = SLOTS / u32::from(n.max(1));
-    let start = (u32::from(slot_of(name)) + u32::from(p) * width) % SLOTS;
-    let fits = |tag: &str| (u32::from(slot_of(tag)) + SLOTS - start) % SLOTS < width;
     if fits(&plain) {
         return plain;
     }
@@ -363,24 +379,28 @@ mod tests {
     #[test]
     fn partitions_spread_over_the_slot_ranges() {
         for n in [2u16, 3, 6, 7, 64, 256] {
-            let slot0 = u32::from(slot_of("orders"));
+            let nn = u32::from(n);
+            let r0 = range_of(slot_of("orders"), nn);
             let mut seen = std::collections::HashSet::new();
             for p in 0..n {
                 let k = QueueKeys::partition("orders", p, n).unwrap();
-                let tags: std::collections::HashSet<u16> =
+                let slots: std::collections::HashSet<u16> =
                     k.all().iter().map(|key| slot_of(key)).collect();
-                assert_eq!(tags.len(), 1, "partition {p} of {n} spans slots {tags:?}");
-                let slot = u32::from(slot_of(&k.sched));
-                let width = SLOTS / u32::from(n);
-                let offset = (slot + SLOTS - slot0) % SLOTS;
-                assert_eq!(
-                    offset / width,
-                    u32::from(p),
-                    "partition {p} of {n} at {slot}"
-                );
+                assert_eq!(slots.len(), 1, "partition {p} of {n} spans slots {slots:?}");
+                let slot = slot_of(&k.sched);
+                assert_eq!(range_of(slot, nn), (r0 + u32::from(p)) % nn, "{p} of {n}");
                 assert!(seen.insert(k.sched.clone()));
             }
         }
+        // 6 partitions on 3 masters owning equal thirds (as redis-cli splits 16384): 2 each
+        let mut per_master = [0; 3];
+        for p in 0..6 {
+            let slot = usize::from(slot_of(
+                &QueueKeys::partition("orders", p, 6).unwrap().sched,
+            ));
+            per_master[slot * 3 / 16_384] += 1;
+        }
+        assert_eq!(per_master, [2, 2, 2]);
         assert_eq!(
             QueueKeys::partition("orders", 0, 6).unwrap(),
             QueueKeys::new("orders").unwrap()

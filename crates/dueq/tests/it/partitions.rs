@@ -87,6 +87,12 @@ async fn c35_partitions_on_a_cluster() {
         slots.extend(s);
     }
     assert_eq!(slots.len(), 6);
+    // the tags put two partitions on each master of the cluster's even split
+    let mut per_master = [0; 3];
+    for &slot in &slots {
+        per_master[slot_owner(&cluster, slot).1] += 1;
+    }
+    assert_eq!(per_master, [2, 2, 2]);
     for (i, node) in cluster.nodes().iter().enumerate() {
         let keys: u64 = redis::cmd("DBSIZE").query(&mut node.conn()).unwrap();
         assert!(keys > 0, "master {i} holds no key of the queue");
