@@ -538,8 +538,8 @@ pub struct ReplayArgs {
     /// replay runs on: use the embedded one (no --redis) or a Redis of its own.
     #[arg(long, requires = "postgres")]
     pub flush_midway: bool,
-    /// Split the replay's queue into this many partitions (1 to 256) before it starts.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    /// Split the replay's queue into this many partitions (1 to 1024) before it starts.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: u16,
 }
 

@@ -556,7 +556,7 @@ mod tests {
     #[test]
     fn limits_split_exactly_over_partitions() {
         for total in [6u64, 7, 100, 1_000_000] {
-            for n in [1u16, 2, 3, 6, 256] {
+            for n in [1u16, 2, 3, 6, 1024] {
                 if total < u64::from(n) {
                     continue;
                 }

@@ -80,11 +80,11 @@ pub struct SettingsBody {
     /// `drop` (the default: gone, key freed) or `dead` (kept in the dead-letter queue with
     /// the error `expired`). Either way it counts as `expired`.
     pub on_expire: Option<OnExpireBody>,
-    /// Partitions the queue is split into, 1 to 256 (default 1), each under its own hash tag
+    /// Partitions the queue is split into, 1 to 1024 (default 1), each under its own hash tag
     /// so a large queue spreads over the masters of a Redis Cluster. Changed only while the
     /// queue holds no task (else a 400); every limit is then split over the partitions and
     /// must be at least their number.
-    #[schema(minimum = 1, maximum = 256)]
+    #[schema(minimum = 1, maximum = 1024)]
     pub partitions: Option<u16>,
 }
 

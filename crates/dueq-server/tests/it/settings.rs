@@ -157,7 +157,7 @@ async fn partitions_over_http_and_on_the_dashboard() {
     let c = Ctx::new().await;
     for bad in [
         json!({"partitions": 0}),
-        json!({"partitions": 257}),
+        json!({"partitions": 1025}),
         json!({"partitions": "6"}),
     ] {
         let r = c.patch("/v1/queues/p/settings", bad.clone()).await;

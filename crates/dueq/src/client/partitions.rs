@@ -56,7 +56,7 @@ impl Layout {
     }
 
     fn n16(&self) -> u16 {
-        // at most MAX_PARTITIONS (256) keys are ever built
+        // at most MAX_PARTITIONS (1 024) keys are ever built
         u16::try_from(self.keys.len()).unwrap_or(u16::MAX)
     }
 

@@ -18,8 +18,13 @@
 //!
 //! Its answer to "no work" is [`DueClaimer::next_look_at`]: the instant the next claim can
 //! find some. [`DueClaimer::ready`] sleeps until then (or until a wake-up says sooner), so no
-//! caller computes a sleep. [`DueClaimer::plan_next_look`] is the single function that
-//! decides that instant: a limiter that must hold work back until a slot opens hooks in there.
+//! caller computes a sleep. `PartitionClaimer::plan_next_look` ([`partition`]) is the single
+//! function that decides that instant: a limiter that must hold work back until a slot opens
+//! hooks in there.
+//!
+//! All of the above is per partition of the queue ([`partition::PartitionClaimer`]; a queue of
+//! one partition has one): the `DueClaimer` shares each claim among its partitions and
+//! sleeps until the first of them is ready (docs/SCALING.md).
 //!
 //! Rejected alternative: Redis blocking commands (`BZPOPMIN`), which fire on the server's
 //! `hz` tick (100 ms by default) and cannot express "due at T".

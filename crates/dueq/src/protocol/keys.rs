@@ -48,9 +48,9 @@ pub fn validate_queue_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Most partitions a queue can have (a partition's number is kept in the top byte of its
-/// task ids, see [`partition_of_id`]).
-pub const MAX_PARTITIONS: u16 = 256;
+/// Most partitions a queue can have (a partition's number is kept in its task ids above the
+/// low 40 bits, see [`partition_of_id`]; 1 024 << 40 stays below 2^53, exact in a Lua number).
+pub const MAX_PARTITIONS: u16 = 1024;
 
 /// Bits of a task id's sequence number below its partition number: partition `p` numbers its
 /// tasks from `p << 40`, so an id names its partition (about 10^12 ids per partition).
@@ -138,7 +138,7 @@ fn partition_tag(name: &str, p: u16, n: u16) -> String {
     if fits(&plain) {
         return plain;
     }
-    // one try in n fits; 100 000 tries miss with a chance of about e^-390 at n = 256
+    // one try in n fits; 100 000 tries miss with a chance of about e^-97 at n = 1 024
     (1..100_000u32)
         .map(|k| format!("{plain}.{k}"))
         .find(|t| fits(t))
@@ -378,7 +378,7 @@ mod tests {
 
     #[test]
     fn partitions_spread_over_the_slot_ranges() {
-        for n in [2u16, 3, 6, 7, 64, 256] {
+        for n in [2u16, 3, 6, 7, 64, 1024] {
             let nn = u32::from(n);
             let r0 = range_of(slot_of("orders"), nn);
             let mut seen = std::collections::HashSet::new();
@@ -406,7 +406,7 @@ mod tests {
             QueueKeys::new("orders").unwrap()
         );
         assert!(QueueKeys::partition("orders", 6, 6).is_err());
-        assert!(QueueKeys::partition("orders", 0, 257).is_err());
+        assert!(QueueKeys::partition("orders", 0, 1025).is_err());
     }
 
     #[test]
