@@ -664,3 +664,62 @@ async fn priorities_and_schedules_on_a_partitioned_queue() {
     }
     worker.shutdown().await.unwrap();
 }
+
+/// A rate limit split over the partitions holds for the queue as a whole, with several
+/// claimers at once; and the bound of the split: due work in one partition gets only that
+/// partition's share of a concurrency limit.
+#[tokio::test]
+async fn split_limits_hold_for_the_whole_queue_and_their_bound() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("rated");
+    q.update_settings(
+        &SettingsPatch::default()
+            .partitions(Some(3))
+            .rate_limit(Some(RateLimit::new(30, 600_000))),
+    )
+    .await
+    .unwrap();
+    let specs: Vec<TaskSpec> = (0..300)
+        .map(|i| TaskSpec::new(vec![]).key(format!("r{i}")))
+        .collect();
+    q.enqueue_batch(&specs).await.unwrap();
+    // four claimers, as four processes would, each asking until the limit stops them all
+    let claims = (0..4).map(|_| {
+        let q = q.clone();
+        async move {
+            let mut c = q.due_claimer();
+            let mut got = 0;
+            for _ in 0..20 {
+                got += c.claim(7).await.unwrap().len();
+            }
+            got
+        }
+    });
+    let total: usize = futures_util::future::join_all(claims).await.iter().sum();
+    assert_eq!(
+        total, 30,
+        "the queue's rate limit over all partitions and claimers"
+    );
+    let s = q.stats().await.unwrap();
+    assert_eq!(s.active, 30);
+    assert_eq!(s.rate_limit, Some(RateLimit::new(30, 600_000)));
+
+    // the bound: a concurrency limit of 6 over 3 partitions, all due work in partition 1
+    let q = ctx.queue("skewed");
+    q.update_settings(
+        &SettingsPatch::default()
+            .partitions(Some(3))
+            .concurrency(Some(6)),
+    )
+    .await
+    .unwrap();
+    let specs: Vec<TaskSpec> = (0..)
+        .map(|i| format!("s{i}"))
+        .filter(|k| partition_of_key(k, 3) == 1)
+        .take(20)
+        .map(|k| TaskSpec::new(vec![]).key(k))
+        .collect();
+    q.enqueue_batch(&specs).await.unwrap();
+    let got = q.claim(20, None).await.unwrap().tasks.len();
+    assert_eq!(got, 2, "partition 1's share of 6 over 3");
+}
