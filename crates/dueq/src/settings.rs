@@ -508,7 +508,7 @@ impl QueueSettings {
     }
 
     /// The settings partition `p` of `n` stores: these, with every limit cut to the
-    /// partition's share, and the partition count.
+    /// partition's share.
     pub(crate) fn share_for(&self, p: u16, n: u16) -> Self {
         let mut s = *self;
         let cut = |v: u64| limit_share(v, p, n);
@@ -518,7 +518,6 @@ impl QueueSettings {
         s.group_rate_limit = s
             .group_rate_limit
             .map(|r| RateLimit::new(cut(r.max), r.per_ms));
-        s.partitions = (n > 1).then_some(n);
         s
     }
 
@@ -579,7 +578,6 @@ mod tests {
         );
         assert_eq!(s.share_for(4, 5).concurrency, Some(1));
         assert_eq!(s.share_for(0, 2).concurrency, Some(3));
-        assert_eq!(s.share_for(0, 2).partitions, Some(2));
     }
 
     #[test]

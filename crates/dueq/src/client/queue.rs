@@ -436,8 +436,9 @@ impl Queue {
                     (u64::from(p) << crate::protocol::keys::ID_PARTITION_SHIFT).to_string(),
                 ));
             }
-            if old_n != new_n && paused {
-                set.push(("paused", "1".to_owned()));
+            if old_n != new_n {
+                // (a partition's meta may be left from an earlier count, paused or not)
+                set.push(("paused", if paused { "1" } else { "0" }.to_owned()));
             }
             queues::settings_set(&mut self.client.conn(), &k, &set, &clear).await?;
         }

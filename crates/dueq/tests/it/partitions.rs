@@ -723,3 +723,26 @@ async fn split_limits_hold_for_the_whole_queue_and_their_bound() {
     let got = q.claim(20, None).await.unwrap().tasks.len();
     assert_eq!(got, 2, "partition 1's share of 6 over 3");
 }
+
+/// Partitions left from an earlier count take the queue's state when they are used again: a
+/// queue paused at 4 partitions, set to 1, resumed and set to 4 again is not paused anywhere.
+#[tokio::test]
+async fn partitions_used_again_take_the_queue_state() {
+    let ctx = Ctx::new().await;
+    let q = partitioned(&ctx.client, "again", 4).await;
+    q.pause().await.unwrap();
+    partitioned(&ctx.client, "again", 1).await;
+    q.resume().await.unwrap();
+    partitioned(&ctx.client, "again", 4).await;
+    let parts = q.partition_stats().await.unwrap();
+    assert_eq!(parts.len(), 4);
+    assert!(parts.iter().all(|p| !p.paused), "{parts:?}");
+    q.enqueue_batch(
+        &(0..20)
+            .map(|i| TaskSpec::new(vec![]).key(format!("a{i}")))
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(q.claim(20, None).await.unwrap().tasks.len(), 20);
+}
