@@ -213,9 +213,9 @@ impl DueClaimer {
     /// handler later adds the delay; the worker does).
     ///
     /// A partitioned queue: `max` is shared among the partitions whose work is due (as each
-    /// one's last answer and wake-ups tell), their claims sent at once; a partition whose
-    /// fallback poll is due within half a poll is asked for nothing at the same time, so
-    /// idle partitions cost one round of calls per poll, not one each.
+    /// one's last answer and wake-ups tell), their claims sent at once; an idle partition
+    /// (no work coming) whose fallback poll is due within half a poll is asked for nothing
+    /// at the same time, so idle partitions cost one round of calls per poll, not one each.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
@@ -243,8 +243,10 @@ impl DueClaimer {
         self.turn = self.turn.wrapping_add(1);
         let mut calls = Vec::new();
         for ((part, &n), &want) in self.parts.iter_mut().zip(&shares).zip(&wants) {
+            let look = part.next_look_at();
             let ask = n > 0
-                || (part.next_look_at() <= soon && !(want && part.has_due_work() && part.hold()));
+                || (look <= now && !(want && part.has_due_work() && part.hold()))
+                || (look <= soon && part.idle());
             if ask {
                 calls.push(part.claim(n));
             }

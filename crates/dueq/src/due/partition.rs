@@ -304,6 +304,14 @@ impl PartitionClaimer {
         now >= self.pause_until && self.due_at.is_some_and(|at| at <= now)
     }
 
+    /// Whether this partition knows of no work coming (nothing scheduled, paused or held
+    /// back by a limit): its next look is the fallback poll (or a lease deadline), so
+    /// looking a little early loses nothing. A partition with a due time ahead must not be
+    /// asked early for nothing (`claim(0)` plans no look at the due time).
+    pub(crate) fn idle(&self) -> bool {
+        self.due_at.is_none()
+    }
+
     /// The caller does not claim now although work is due ([`has_due_work`](Self::has_due_work)):
     /// a worker serving several queues gave its free slots to other queues. Moves the next look
     /// to the fallback poll after the last claim (or the next lease deadline, if sooner), so

@@ -746,3 +746,51 @@ async fn partitions_used_again_take_the_queue_state() {
     .unwrap();
     assert_eq!(q.claim(20, None).await.unwrap().tasks.len(), 20);
 }
+
+/// A partition with a task due soon keeps its timer when another partition's wake-up makes
+/// the claimer look: it is not asked early for nothing (which would push its next look to
+/// the fallback poll, a second away), so its task is claimed on time.
+#[tokio::test]
+async fn a_wake_up_of_one_partition_keeps_the_timers_of_the_others() {
+    let ctx = Ctx::new().await;
+    let q = partitioned(&ctx.client, "timers", 2).await;
+    let key_of = |p: u16| {
+        (0..)
+            .map(|i| format!("t{i}"))
+            .find(|k| partition_of_key(k, 2) == p)
+            .unwrap()
+    };
+    let mut claimer = q.due_claimer();
+    assert!(claimer.claim(10).await.unwrap().is_empty());
+    let later = q
+        .enqueue(TaskSpec::new(vec![]).key(key_of(1)).delay_ms(700))
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let mut woke = false;
+    loop {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the task due in 700 ms never came"
+        );
+        if !woke && start.elapsed() > Duration::from_millis(300) {
+            q.enqueue(TaskSpec::new(vec![]).key(key_of(0)))
+                .await
+                .unwrap();
+            woke = true;
+        }
+        tokio::select! {
+            () = claimer.ready() => {}
+            () = tokio::time::sleep(Duration::from_millis(20)) => continue,
+        }
+        let got = claimer.claim(10).await.unwrap();
+        crate::support::ack_all(&q, &got).await;
+        if let Some(t) = got.iter().find(|t| t.id == later.id) {
+            let late = t.claimed_at_ms - t.due_at_ms;
+            assert!(late < 200, "claimed {late} ms after its due time");
+            break;
+        }
+    }
+    assert!(woke);
+    claimer.close();
+}
