@@ -214,8 +214,9 @@ impl DueClaimer {
     ///
     /// A partitioned queue: `max` is shared among the partitions whose work is due (as each
     /// one's last answer and wake-ups tell), their claims sent at once; an idle partition
-    /// (no work coming) whose fallback poll is due within half a poll is asked for nothing
-    /// at the same time, so idle partitions cost one round of calls per poll, not one each.
+    /// (no work due within a poll) whose fallback poll comes within half a poll is asked for
+    /// nothing at the same time, so idle partitions cost one round of calls per poll, not
+    /// one each.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
@@ -233,7 +234,8 @@ impl DueClaimer {
             return one.claim(max).await;
         }
         let now = Instant::now();
-        let soon = now + Duration::from_millis(self.poll_ms / 2);
+        let poll = Duration::from_millis(self.poll_ms);
+        let soon = now + poll / 2;
         let wants: Vec<bool> = self
             .parts
             .iter()
@@ -246,7 +248,7 @@ impl DueClaimer {
             let look = part.next_look_at();
             let ask = n > 0
                 || (look <= now && !(want && part.has_due_work() && part.hold()))
-                || (look <= soon && part.idle());
+                || (look <= soon && part.idle_until(now + poll));
             if ask {
                 calls.push(part.claim(n));
             }

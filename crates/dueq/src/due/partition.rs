@@ -304,12 +304,12 @@ impl PartitionClaimer {
         now >= self.pause_until && self.due_at.is_some_and(|at| at <= now)
     }
 
-    /// Whether this partition knows of no work coming (nothing scheduled, paused or held
-    /// back by a limit): its next look is the fallback poll (or a lease deadline), so
-    /// looking a little early loses nothing. A partition with a due time ahead must not be
-    /// asked early for nothing (`claim(0)` plans no look at the due time).
-    pub(crate) fn idle(&self) -> bool {
-        self.due_at.is_none()
+    /// Whether this partition knows of no work due before `t` (nothing scheduled, paused,
+    /// held back by a limit, or its next due time at `t` or later): a look now that asks for
+    /// nothing (`claim(0)`, which plans the next look at the fallback poll, not at the due
+    /// time) then loses nothing as long as `t` is no earlier than that poll.
+    pub(crate) fn idle_until(&self, t: Instant) -> bool {
+        self.due_at.is_none_or(|d| d >= t)
     }
 
     /// The caller does not claim now although work is due ([`has_due_work`](Self::has_due_work)):

@@ -330,9 +330,9 @@ async fn a_worker_takes_every_partition_once_and_idles_cheaply() {
     worker.shutdown().await.unwrap();
 }
 
-/// The fallback polls of an idle partitioned queue's partitions go out together: one round
-/// of calls per poll, also after wake-ups of each partition at other times put them out of
-/// step.
+/// The fallback polls of an idle partitioned queue's partitions (with tasks due in an hour)
+/// go out together: one round of calls per poll, also after wake-ups of each partition at
+/// other times put them out of step.
 #[tokio::test]
 async fn idle_partitions_poll_in_one_round() {
     let ctx = Ctx::new().await;
@@ -346,6 +346,22 @@ async fn idle_partitions_poll_in_one_round() {
                 .unwrap()
         })
         .collect();
+    // every partition holds work due in an hour, as an idle delay queue does
+    let future: Vec<TaskSpec> = (0..60)
+        .map(|i| {
+            TaskSpec::new(vec![])
+                .key(format!("f{i}"))
+                .delay_ms(3_600_000)
+        })
+        .collect();
+    q.enqueue_batch(&future).await.unwrap();
+    assert!(
+        q.partition_stats()
+            .await
+            .unwrap()
+            .iter()
+            .all(|p| p.scheduled > 0)
+    );
     let mut claimer = q.due_claimer();
     claimer.claim(10).await.unwrap();
     let start = Instant::now();
