@@ -62,13 +62,9 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn dead_retry(&self, ids: &[TaskId]) -> Result<Vec<DeadRetryOutcome>> {
-        if let Some(layout) = self.split_layout().await? {
-            let part_of = |id: &TaskId| layout.of_id(id.as_str());
-            return self
-                .scatter(&layout, ids, part_of, |q, mine| async move {
-                    q.dead_retry(&mine).await
-                })
-                .await;
+        let retry = |q: Queue, mine: Vec<TaskId>| async move { q.dead_retry(&mine).await };
+        if let Some(out) = self.by_id(ids, TaskId::as_str, retry).await? {
+            return Ok(out);
         }
         let mut conn = self.client().conn();
         let mut out = Vec::with_capacity(ids.len());
@@ -83,13 +79,9 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn dead_delete(&self, ids: &[TaskId]) -> Result<Vec<bool>> {
-        if let Some(layout) = self.split_layout().await? {
-            let part_of = |id: &TaskId| layout.of_id(id.as_str());
-            return self
-                .scatter(&layout, ids, part_of, |q, mine| async move {
-                    q.dead_delete(&mine).await
-                })
-                .await;
+        let delete = |q: Queue, mine: Vec<TaskId>| async move { q.dead_delete(&mine).await };
+        if let Some(out) = self.by_id(ids, TaskId::as_str, delete).await? {
+            return Ok(out);
         }
         let mut conn = self.client().conn();
         let mut out = Vec::with_capacity(ids.len());

@@ -187,6 +187,26 @@ impl Queue {
             .ok_or_else(|| Error::protocol("partition reply missing"))
     }
 
+    /// On a queue of several partitions: `run` on each partition's share of `items` (by the
+    /// task id `id_of` gives), the partitions at once, results in the order of `items`.
+    /// `None` on a handle of one partition: the caller works on its own keys.
+    pub(crate) async fn by_id<T, R, Fut>(
+        &self,
+        items: &[T],
+        id_of: impl Fn(&T) -> &str,
+        run: impl Fn(Queue, Vec<T>) -> Fut,
+    ) -> Result<Option<Vec<R>>>
+    where
+        T: Clone,
+        Fut: Future<Output = Result<Vec<R>>>,
+    {
+        let Some(layout) = self.split_layout().await? else {
+            return Ok(None);
+        };
+        let part_of = |t: &T| layout.of_id(id_of(t));
+        self.scatter(&layout, items, part_of, run).await.map(Some)
+    }
+
     /// Runs `run` on every partition at once; the results in partition order.
     pub(crate) async fn each_part<R, Fut>(
         &self,

@@ -584,13 +584,10 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn ack_batch(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<AckOutcome>> {
-        if let Some(layout) = self.split_layout().await? {
-            let part_of = |i: &(TaskId, LeaseToken)| layout.of_id(i.0.as_str());
-            return self
-                .scatter(&layout, items, part_of, |q, mine| async move {
-                    q.ack_batch(&mine).await
-                })
-                .await;
+        let ack =
+            |q: Queue, mine: Vec<(TaskId, LeaseToken)>| async move { q.ack_batch(&mine).await };
+        if let Some(out) = self.by_id(items, |i| i.0.as_str(), ack).await? {
+            return Ok(out);
         }
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(items.len());
@@ -657,13 +654,13 @@ impl Queue {
     }
 
     pub(crate) async fn nack_items(&self, items: &[NackItem<'_>]) -> Result<Vec<NackOutcome>> {
-        if let Some(layout) = self.split_layout().await? {
-            let part_of = |i: &NackItem<'_>| layout.of_id(i.id.as_str());
-            return self
-                .scatter(&layout, items, part_of, |q, mine| async move {
-                    q.nack_items(&mine).await
-                })
-                .await;
+        let by_id = self.by_id(
+            items,
+            |i| i.id.as_str(),
+            |q, mine| async move { q.nack_items(&mine).await },
+        );
+        if let Some(out) = by_id.await? {
+            return Ok(out);
         }
         leases::nack(
             &mut self.client.conn(),
@@ -694,13 +691,13 @@ impl Queue {
         &self,
         items: &[(&TaskId, &LeaseToken, u64)],
     ) -> Result<Vec<Option<u64>>> {
-        if let Some(layout) = self.split_layout().await? {
-            let part_of = |i: &(&TaskId, &LeaseToken, u64)| layout.of_id(i.0.as_str());
-            return self
-                .scatter(&layout, items, part_of, |q, mine| async move {
-                    q.extend_items(&mine).await
-                })
-                .await;
+        let by_id = self.by_id(
+            items,
+            |i| i.0.as_str(),
+            |q, mine| async move { q.extend_items(&mine).await },
+        );
+        if let Some(out) = by_id.await? {
+            return Ok(out);
         }
         leases::extend(&mut self.client.conn(), &self.keys, items).await
     }
@@ -711,13 +708,10 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::Redis`] when Redis fails.
     pub async fn release(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<bool>> {
-        if let Some(layout) = self.split_layout().await? {
-            let part_of = |i: &(TaskId, LeaseToken)| layout.of_id(i.0.as_str());
-            return self
-                .scatter(&layout, items, part_of, |q, mine| async move {
-                    q.release(&mine).await
-                })
-                .await;
+        let release =
+            |q: Queue, mine: Vec<(TaskId, LeaseToken)>| async move { q.release(&mine).await };
+        if let Some(out) = self.by_id(items, |i| i.0.as_str(), release).await? {
+            return Ok(out);
         }
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(items.len());

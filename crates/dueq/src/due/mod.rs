@@ -188,12 +188,14 @@ impl DueClaimer {
             let keys = &*layout.keys[p];
             let part = match old.iter().position(|c| c.queue().keys() == keys) {
                 Some(i) => old.swap_remove(i),
-                None => PartitionClaimer::new(self.queue.part(&layout, p))
-                    .lease_ms(self.lease_ms)
-                    .poll_ms(self.poll_ms)
-                    .notifications(self.notifications)
-                    .replay_lost_replies(self.replay)
-                    .clock(self.clock.clone()),
+                None => PartitionClaimer::new(
+                    self.queue.part(&layout, p),
+                    self.lease_ms,
+                    self.poll_ms,
+                    self.notifications,
+                    self.replay,
+                    self.clock.clone(),
+                ),
             };
             self.parts.push(part);
         }

@@ -75,63 +75,38 @@ impl std::fmt::Debug for PartitionClaimer {
 }
 
 impl PartitionClaimer {
-    pub(crate) fn new(queue: Queue) -> Self {
-        let poll = Duration::from_millis(MAX_POLL_MS);
+    /// A claimer of partition handle `queue` with the settings of the
+    /// [`DueClaimer`](super::DueClaimer) that runs it (see its builder methods).
+    pub(crate) fn new(
+        queue: Queue,
+        lease_ms: Option<u64>,
+        poll_ms: u64,
+        notifications: bool,
+        replay: bool,
+        clock: Arc<RedisClock>,
+    ) -> Self {
+        let poll = Duration::from_millis(poll_ms.clamp(1, MAX_POLL_MS));
         Self {
             queue,
-            lease_ms: None,
+            lease_ms,
             poll,
-            clock: Arc::new(RedisClock::new()),
-            wake: Wake::Pending,
+            clock,
+            wake: if notifications {
+                Wake::Pending
+            } else {
+                Wake::Off
+            },
             recovery: LeaseRecovery::new(poll),
             tracking: Tracking::new(),
             next_look: Instant::now(),
             pause_until: Instant::now(),
             hold_until: Instant::now(),
             error_pause: FIRST_ERROR_PAUSE,
-            replay: true,
+            replay,
             waits_for_slot: false,
             due_at: None,
             last_look: Instant::now(),
         }
-    }
-
-    /// The lease every claimed task gets, overriding each task's own `lease_ms`. Default:
-    /// the task's. A lease out of range makes [`claim`](Self::claim) fail with
-    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) (nothing claimed).
-    pub fn lease_ms(mut self, lease_ms: Option<u64>) -> Self {
-        self.lease_ms = lease_ms;
-        self
-    }
-
-    /// Longest sleep before asking Redis again (the fallback for lost notifications), ms.
-    /// Default and most 1 000; lower values cost more idle Redis calls.
-    pub fn poll_ms(mut self, ms: u64) -> Self {
-        self.poll = Duration::from_millis(ms.clamp(1, MAX_POLL_MS));
-        self.recovery = LeaseRecovery::new(self.poll);
-        self
-    }
-
-    /// Whether to listen for wake-up notifications. Default `true`. Without them an idle
-    /// claimer still finds an earlier task by its fallback poll.
-    pub fn notifications(mut self, on: bool) -> Self {
-        self.wake = if on { Wake::Pending } else { Wake::Off };
-        self
-    }
-
-    /// Whether each claim leaves a record in Redis so that a reply lost on the way is handed
-    /// out again by this claimer's next call. Default `true`. Turn it off for a claimer that
-    /// makes one call and is gone (an HTTP claim): its record could never be asked for, and
-    /// would wait for the hourly clean-up.
-    pub fn replay_lost_replies(mut self, on: bool) -> Self {
-        self.replay = on;
-        self
-    }
-
-    /// Shares the Redis clock reading with other duties of a worker (its lease keeper).
-    pub(crate) fn clock(mut self, clock: Arc<RedisClock>) -> Self {
-        self.clock = clock;
-        self
     }
 
     /// The queue it claims from.
