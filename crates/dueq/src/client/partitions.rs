@@ -88,6 +88,12 @@ impl Queue {
         self.layout_within(Some(LAYOUT_TTL)).await
     }
 
+    /// The partitions as Redis holds them now (read again whatever the cache says): for
+    /// operations that must reach every partition of the current count (pause, resume).
+    pub(crate) async fn layout_now(&self) -> Result<Arc<Layout>> {
+        self.layout_within(Some(Duration::ZERO)).await
+    }
+
     /// As [`Queue::layout`] without the age limit: for the claim path, which learns of a
     /// change from the settings version its claims of partition 0 return (so an idle worker
     /// makes no extra call to keep the count fresh).

@@ -450,7 +450,9 @@ impl Queue {
     /// from then on, even before its first task (a queue paused ahead of time must show up).
     async fn set_meta(&self, fields: &[(&str, String)]) -> Result<()> {
         self.client.register(self.name()).await?;
-        let layout = self.layout().await?;
+        // read now, not from the cache: a count changed in the last seconds must be paused
+        // whole
+        let layout = self.layout_now().await?;
         self.each_part(&layout, |q| async move {
             queues::settings_set(&mut q.client.conn(), &q.keys, fields, &[]).await
         })

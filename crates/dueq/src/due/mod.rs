@@ -235,32 +235,23 @@ impl DueClaimer {
         if let [one] = self.parts.as_mut_slice() {
             return one.claim(max).await;
         }
-        let now = Instant::now();
-        let poll = Duration::from_millis(self.poll_ms);
-        let soon = now + poll / 2;
-        let wants: Vec<bool> = self
-            .parts
-            .iter()
-            .map(|p| p.has_due_work() || p.next_look_at() <= now)
-            .collect();
-        let shares = split(max, &wants, self.turn);
-        self.turn = self.turn.wrapping_add(1);
-        let mut calls = Vec::new();
-        for ((part, &n), &want) in self.parts.iter_mut().zip(&shares).zip(&wants) {
-            let look = part.next_look_at();
-            let ask = n > 0
-                || (look <= now && !(want && part.has_due_work() && part.hold()))
-                || (look <= soon && part.idle_until(now + poll));
-            if ask {
-                calls.push(part.claim(n));
-            }
-        }
         let mut tasks = Vec::new();
         let mut failed = None;
-        for got in join_all(calls).await {
-            match got {
-                Ok(t) => tasks.extend(t),
-                Err(e) => failed = failed.or(Some(e)),
+        // rounds: a partition held back for want of a share takes, in the next round, what
+        // the short claims of the others left (else the freed slots would wait for its poll);
+        // a partition that came back short is not asked again in this call
+        let mut short = vec![false; self.parts.len()];
+        while tasks.len() < max || tasks.is_empty() {
+            let held = self
+                .claim_round(
+                    max - tasks.len().min(max),
+                    &mut short,
+                    &mut tasks,
+                    &mut failed,
+                )
+                .await;
+            if !held || tasks.len() >= max || failed.is_some() {
+                break;
             }
         }
         match failed {
@@ -272,6 +263,56 @@ impl DueClaimer {
             }
             None => Ok(tasks),
         }
+    }
+
+    /// One round of a partitioned claim of up to `max` (see [`claim`](Self::claim)), leaving
+    /// out the partitions marked in `short` (they came back with less than their share in an
+    /// earlier round of this call, and are marked so here). The claimed tasks go to `tasks`,
+    /// the first failure to `failed`. Returns whether a partition with due work got no share
+    /// (was held back).
+    async fn claim_round(
+        &mut self,
+        max: usize,
+        short: &mut [bool],
+        tasks: &mut Vec<ClaimedTask>,
+        failed: &mut Option<crate::Error>,
+    ) -> bool {
+        let now = Instant::now();
+        let poll = Duration::from_millis(self.poll_ms);
+        let soon = now + poll / 2;
+        let wants: Vec<bool> = self
+            .parts
+            .iter()
+            .zip(short.iter())
+            .map(|(p, &s)| !s && (p.has_due_work() || p.next_look_at() <= now))
+            .collect();
+        let shares = split(max, &wants, self.turn);
+        self.turn = self.turn.wrapping_add(1);
+        let mut held = false;
+        let mut calls = Vec::new();
+        for (i, ((part, &n), &want)) in self.parts.iter_mut().zip(&shares).zip(&wants).enumerate() {
+            let look = part.next_look_at();
+            held |= n == 0 && want && part.has_due_work();
+            let ask = n > 0
+                || (!short[i] && look <= now && !(want && part.has_due_work() && part.hold()))
+                || (!short[i] && look <= soon && part.idle_until(now + poll));
+            if ask {
+                calls.push(async move { (i, n, part.claim(n).await) });
+            }
+        }
+        for (i, n, got) in join_all(calls).await {
+            match got {
+                Ok(t) => {
+                    short[i] |= t.len() < n || n == 0;
+                    tasks.extend(t);
+                }
+                Err(e) => {
+                    short[i] = true;
+                    *failed = failed.take().or(Some(e));
+                }
+            }
+        }
+        held
     }
 
     /// Whether the last claim saw due work waiting for a concurrency slot (the queue's
