@@ -126,14 +126,33 @@ pub struct Probe {
     client: Client,
     /// One connection per master, in the cluster's start order (empty: not a cluster).
     nodes: Vec<redis::aio::MultiplexedConnection>,
-    /// Every per-master CPU reading [`Probe::cpu_s`] took on a cluster, in order.
-    readings: std::sync::Mutex<Vec<Vec<f64>>>,
+    /// Every per-master reading [`Probe::cpu_s`] took on a cluster, in order.
+    readings: std::sync::Mutex<Vec<Vec<NodeReading>>>,
 }
 
 fn info_field(text: &str, field: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// One master's counters at one moment.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeReading {
+    /// Redis CPU seconds so far (sys + user).
+    pub cpu_s: f64,
+    /// Script calls so far (`EVALSHA` and `EVAL` in `INFO commandstats`).
+    pub scripts: f64,
+}
+
+/// Calls of `command` in `INFO commandstats` text (0 when it never ran).
+fn command_calls(text: &str, command: &str) -> f64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 fn cpu_of(text: &str) -> Result<f64> {
@@ -176,7 +195,7 @@ impl Probe {
     }
 
     /// Redis CPU seconds so far (sys + user); on a cluster the sum over the masters, each
-    /// master's reading kept for [`Probe::take_readings`].
+    /// master's reading (with its script calls) kept for [`Probe::take_readings`].
     pub async fn cpu_s(&self) -> Result<f64> {
         if self.nodes.is_empty() {
             return cpu_of(&self.client.info("cpu").await?);
@@ -185,11 +204,15 @@ impl Probe {
         for c in &self.nodes {
             let text: String = redis::cmd("INFO")
                 .arg("cpu")
+                .arg("commandstats")
                 .query_async(&mut c.clone())
                 .await?;
-            per.push(cpu_of(&text)?);
+            per.push(NodeReading {
+                cpu_s: cpu_of(&text)?,
+                scripts: command_calls(&text, "evalsha") + command_calls(&text, "eval"),
+            });
         }
-        let sum = per.iter().sum();
+        let sum = per.iter().map(|r| r.cpu_s).sum();
         self.readings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -199,7 +222,7 @@ impl Probe {
 
     /// The per-master readings [`Probe::cpu_s`] took since the last call (none when not a
     /// cluster).
-    pub fn take_readings(&self) -> Vec<Vec<f64>> {
+    pub fn take_readings(&self) -> Vec<Vec<NodeReading>> {
         std::mem::take(&mut *self.readings.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
@@ -442,5 +465,10 @@ mod tests {
         assert_eq!(info_field(text, "used_cpu_user"), Some(2.25));
         assert_eq!(info_field(text, "used_cpu"), None);
         assert!(client_cpu_s() >= 0.0);
+        let stats = "# Commandstats\r\ncmdstat_evalsha:calls=12,usec=30,usec_per_call=2.5\r\n\
+                     cmdstat_eval:calls=3,usec=9\r\n";
+        assert_eq!(command_calls(stats, "evalsha"), 12.0);
+        assert_eq!(command_calls(stats, "eval"), 3.0);
+        assert_eq!(command_calls(stats, "fcall"), 0.0);
     }
 }

@@ -4,18 +4,21 @@
 //! then, at 6 partitions, W4 (one claim of 100 over growing numbers of pending tasks) on
 //! queues `bench-w9-p6-w4-<i>`.
 //!
-//! Figures: `W9-P<N>-W1` / `W9-P<N>-W2` carry W1's and W2's (`redis_cpu_us_per_task` summed
-//! over the masters), `cpu_spread_pct`, (max - min) / mean of the masters' Redis CPU over
-//! the timed part, and `cpu_max_dev_pct`, the largest distance of one master from the mean
-//! (the "within ±15 %" of DESIGN 6); `W9-P<N>-W2-M<i>` the i-th master's (in start order, so in slot order)
-//! `redis_cpu_us_per_task`; `W9-P<N>-M<i> partitions` how many of the queue's partitions that
-//! master holds; `W9-P6-W4-<pending>` W4's figures.
+//! Figures, over the timed part of W1 and of W2:
+//! * `W9-P<N>-W1` / `W9-P<N>-W2`: W1's and W2's figures (`redis_cpu_us_per_task` summed over
+//!   the masters); `script_calls_per_1k_tasks` (`EVALSHA` calls on all masters);
+//!   `cpu_spread_pct`, (max - min) / mean of the masters' Redis CPU; `cpu_max_dev_pct`, the
+//!   largest distance of one master from the mean (the "within ±15 %" of DESIGN 6).
+//! * `W9-P<N>-W1-M<i>` / `W9-P<N>-W2-M<i>`: the i-th master's (in start order, so in slot
+//!   order) `redis_cpu_us_per_task`.
+//! * `W9-P<N>-M<i> partitions`: how many of the queue's partitions that master holds.
+//! * `W9-P6-W4-<pending>`: W4's figures over 6 partitions.
 
 use anyhow::{Context, Result, bail};
 use dueq::{Client, Queue, QueueKeys, SettingsPatch};
 
 use super::workloads::{fig, w1, w2, w4};
-use super::{Figure, Probe, Sizes};
+use super::{Figure, NodeReading, Probe, Sizes};
 use crate::cluster::EmbeddedCluster;
 
 /// Masters of the cluster W9 starts.
@@ -118,7 +121,7 @@ fn per_master(
     prefix: &str,
     w: &str,
     figures: Vec<Figure>,
-    readings: &[Vec<f64>],
+    readings: &[Vec<NodeReading>],
     n: usize,
 ) -> Result<Vec<Figure>> {
     let [before, after] = readings else {
@@ -135,7 +138,21 @@ fn per_master(
             f
         })
         .collect();
-    let per: Vec<f64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    let per: Vec<f64> = after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a.cpu_s - b.cpu_s)
+        .collect();
+    let scripts: f64 = after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a.scripts - b.scripts)
+        .sum();
+    out.push(fig(
+        name.clone(),
+        "script_calls_per_1k_tasks",
+        scripts * 1e3 / n.max(1) as f64,
+    ));
     for (m, cpu) in per.iter().enumerate() {
         out.push(fig(
             format!("{name}-M{}", m + 1),
