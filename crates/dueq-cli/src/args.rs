@@ -556,7 +556,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub smoke: bool,
     /// Pending counts of W4 and of W9's W4 part, comma-separated, instead of the sizes of
-    /// DESIGN 6 (W4: 10 000, 100 000, 1 M, 10 M; W9: 10 000, 100 000, 1 M).
+    /// DESIGN 6 (10 000, 100 000, 1 M and 10 M).
     #[arg(long, value_delimiter = ',')]
     pub pending: Vec<usize>,
     /// PostgreSQL URL for the OUTBOX workload (its rows are deleted after each run).
