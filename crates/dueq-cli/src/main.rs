@@ -17,6 +17,7 @@ macro_rules! outln {
 mod args;
 mod bench;
 mod chaos;
+mod cluster;
 mod cmd;
 mod embedded;
 mod replay;
@@ -97,11 +98,15 @@ async fn run(cli: Cli) -> Result<()> {
             } else {
                 a.workload.clone()
             };
-            let sizes = if a.smoke {
+            let mut sizes = if a.smoke {
                 bench::Sizes::smoke()
             } else {
                 bench::Sizes::full()
             };
+            if !a.pending.is_empty() {
+                sizes.w4.clone_from(&a.pending);
+                sizes.w9_w4.clone_from(&a.pending);
+            }
             bench::run(
                 redis,
                 &workloads,

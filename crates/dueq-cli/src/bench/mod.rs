@@ -1,6 +1,7 @@
 //! `dueq bench`: the workloads of DESIGN section 6 (W1 to W5 and IDLE), each run against a
 //! fresh embedded `redis-server` with persistence off (or `--redis`), repeated `--runs` times,
-//! reporting every run and the median.
+//! reporting every run and the median. W9 runs on a fresh local 3-master Redis Cluster
+//! instead (`crate::cluster`), and reads Redis CPU from each master.
 //!
 //! How figures are measured:
 //! * Redis CPU: `INFO cpu` `used_cpu_sys + used_cpu_user` before and after the timed part.
@@ -14,6 +15,7 @@
 
 mod fairness;
 mod outbox;
+mod partitions;
 mod schedules;
 mod workloads;
 
@@ -24,6 +26,7 @@ use anyhow::{Context, Result, bail};
 use dueq::Client;
 use serde_json::json;
 
+use crate::cluster::EmbeddedCluster;
 use crate::embedded::EmbeddedRedis;
 pub use workloads::Workload;
 
@@ -58,6 +61,8 @@ pub struct Sizes {
     pub w8_secs: u64,
     /// IDLE-SCHEDULES schedules.
     pub idle_schedules: usize,
+    /// W9's W4 pending counts (over 6 partitions).
+    pub w9_w4: Vec<usize>,
 }
 
 impl Sizes {
@@ -78,6 +83,7 @@ impl Sizes {
             w8: 10_000,
             w8_secs: 30,
             idle_schedules: 10_000,
+            w9_w4: vec![10_000, 100_000, 1_000_000, 10_000_000],
         }
     }
 
@@ -98,6 +104,7 @@ impl Sizes {
             w8: 100,
             w8_secs: 2,
             idle_schedules: 100,
+            w9_w4: vec![1_000, 10_000],
         }
     }
 }
@@ -113,9 +120,14 @@ pub struct Figure {
     pub value: f64,
 }
 
-/// Reads server figures through `INFO`.
+/// Reads server figures through `INFO`: through the client, or on a cluster from every
+/// master with a plain connection to each (the client's `INFO` answers from one node).
 pub struct Probe {
     client: Client,
+    /// One connection per master, in the cluster's start order (empty: not a cluster).
+    nodes: Vec<redis::aio::MultiplexedConnection>,
+    /// Every per-master reading [`Probe::cpu_s`] took on a cluster, in order.
+    readings: std::sync::Mutex<Vec<Vec<NodeReading>>>,
 }
 
 fn info_field(text: &str, field: &str) -> Option<f64> {
@@ -124,18 +136,94 @@ fn info_field(text: &str, field: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// One master's counters at one moment.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeReading {
+    /// Redis CPU seconds so far (sys + user).
+    pub cpu_s: f64,
+    /// Script calls so far (`EVALSHA` and `EVAL` in `INFO commandstats`).
+    pub scripts: f64,
+}
+
+/// Calls of `command` in `INFO commandstats` text (0 when it never ran).
+fn command_calls(text: &str, command: &str) -> f64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn cpu_of(text: &str) -> Result<f64> {
+    let sys = info_field(text, "used_cpu_sys").context("no used_cpu_sys")?;
+    let user = info_field(text, "used_cpu_user").context("no used_cpu_user")?;
+    Ok(sys + user)
+}
+
 impl Probe {
+    /// A probe that reads `INFO` through `client`.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            nodes: Vec::new(),
+            readings: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A probe of a cluster: Redis CPU is read from each master at `node_urls` (and
+    /// [`Probe::cpu_s`] is their sum).
+    pub async fn cluster(client: Client, node_urls: &[String]) -> Result<Self> {
+        let mut nodes = Vec::new();
+        for u in node_urls {
+            nodes.push(
+                redis::Client::open(u.as_str())?
+                    .get_multiplexed_async_connection()
+                    .await
+                    .with_context(|| format!("connecting to cluster node {u}"))?,
+            );
+        }
+        Ok(Self {
+            nodes,
+            ..Self::new(client)
+        })
+    }
+
     async fn field(&self, section: &str, field: &str) -> Result<f64> {
         let text = self.client.info(section).await?;
         info_field(&text, field).with_context(|| format!("INFO {section} has no {field}"))
     }
 
-    /// Redis CPU seconds so far (sys + user).
+    /// Redis CPU seconds so far (sys + user); on a cluster the sum over the masters, each
+    /// master's reading (with its script calls) kept for [`Probe::take_readings`].
     pub async fn cpu_s(&self) -> Result<f64> {
-        let text = self.client.info("cpu").await?;
-        let sys = info_field(&text, "used_cpu_sys").context("no used_cpu_sys")?;
-        let user = info_field(&text, "used_cpu_user").context("no used_cpu_user")?;
-        Ok(sys + user)
+        if self.nodes.is_empty() {
+            return cpu_of(&self.client.info("cpu").await?);
+        }
+        let mut per = Vec::with_capacity(self.nodes.len());
+        for c in &self.nodes {
+            let text: String = redis::cmd("INFO")
+                .arg("cpu")
+                .arg("commandstats")
+                .query_async(&mut c.clone())
+                .await?;
+            per.push(NodeReading {
+                cpu_s: cpu_of(&text)?,
+                scripts: command_calls(&text, "evalsha") + command_calls(&text, "eval"),
+            });
+        }
+        let sum = per.iter().map(|r| r.cpu_s).sum();
+        self.readings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(per);
+        Ok(sum)
+    }
+
+    /// The per-master readings [`Probe::cpu_s`] took since the last call (none when not a
+    /// cluster).
+    pub fn take_readings(&self) -> Vec<Vec<NodeReading>> {
+        std::mem::take(&mut *self.readings.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Commands processed so far.
@@ -158,16 +246,33 @@ impl Probe {
 /// have touched it. A queue that has stayed near its size for a while has no such move
 /// pending, so the bench does those lookups itself (`HEXISTS` / `ZSCORE` of a member that does
 /// not exist: no change to the data), 10 000 per script call. The bench talks to Redis
-/// directly here, as a measuring instrument.
+/// directly here, as a measuring instrument. `url` may be a cluster's comma-joined node URLs.
 pub async fn settle_tables(url: &str, keys: &dueq::QueueKeys, n: usize) -> Result<()> {
+    if url.contains(',') {
+        // a cluster: the script goes to the node of the keys' slot
+        let nodes: Vec<&str> = url.split(',').collect();
+        let mut conn = redis::cluster::ClusterClient::new(nodes)?
+            .get_async_connection()
+            .await?;
+        settle_on(&mut conn, keys, n).await
+    } else {
+        let mut conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        settle_on(&mut conn, keys, n).await
+    }
+}
+
+async fn settle_on<C: redis::aio::ConnectionLike + Send>(
+    conn: &mut C,
+    keys: &dueq::QueueKeys,
+    n: usize,
+) -> Result<()> {
     const PER_CALL: usize = 10_000;
     let script = redis::Script::new(
         "for i = 1, tonumber(ARGV[1]) do \
            redis.call('HEXISTS', KEYS[1], '') redis.call('ZSCORE', KEYS[2], '') end",
     );
-    let mut conn = redis::Client::open(url)?
-        .get_multiplexed_async_connection()
-        .await?;
     let mut left = n;
     while left > 0 {
         let k = left.min(PER_CALL);
@@ -175,7 +280,7 @@ pub async fn settle_tables(url: &str, keys: &dueq::QueueKeys, n: usize) -> Resul
             .key(&keys.tasks)
             .key(&keys.sched)
             .arg(k)
-            .invoke_async(&mut conn)
+            .invoke_async(conn)
             .await?;
         left -= k;
     }
@@ -223,6 +328,34 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// Every run's figures, by workload and metric.
+type Collected = BTreeMap<(String, &'static str), Vec<f64>>;
+
+/// Prints the figures of run `run` and adds them to `all`.
+fn report(
+    figures: Vec<Figure>,
+    run: usize,
+    json_out: bool,
+    all: &mut Collected,
+    order: &mut Vec<(String, &'static str)>,
+) {
+    for f in figures {
+        if json_out {
+            outln!(
+                "{}",
+                json!({"workload": f.workload, "metric": f.metric, "value": f.value, "run": run})
+            );
+        } else {
+            eprintln!("  {} run {run}: {} = {:.3}", f.workload, f.metric, f.value);
+        }
+        let k = (f.workload.clone(), f.metric);
+        if !all.contains_key(&k) {
+            order.push(k.clone());
+        }
+        all.entry(k).or_default().push(f.value);
+    }
+}
+
 /// Runs the chosen workloads `runs` times and prints every figure and the medians.
 pub async fn run(
     redis: Option<&str>,
@@ -235,16 +368,36 @@ pub async fn run(
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
+    if redis.is_some() && workloads.contains(&Workload::W9) {
+        bail!(
+            "W9 starts its own local {}-master Redis Cluster for each run: run it without \
+             --redis (and without DUEQ_REDIS_URL)",
+            partitions::MASTERS
+        );
+    }
     if redis.is_some() {
         eprintln!(
             "note: --redis given: each run uses fresh queues named bench-*, left in place; \
              other load on that server skews the figures"
         );
     }
-    let mut all: BTreeMap<(String, &'static str), Vec<f64>> = BTreeMap::new();
+    let mut all: Collected = BTreeMap::new();
     let mut order: Vec<(String, &'static str)> = Vec::new();
     for w in workloads {
         for run in 1..=runs {
+            if *w == Workload::W9 {
+                let cluster = EmbeddedCluster::start(partitions::MASTERS).await?;
+                let figures = partitions::run(&cluster, sizes).await;
+                cluster.stop().await;
+                report(
+                    figures.context("workload W9")?,
+                    run,
+                    json_out,
+                    &mut all,
+                    &mut order,
+                );
+                continue;
+            }
             let embedded = match redis {
                 Some(_) => None,
                 None => Some(EmbeddedRedis::start_ephemeral().await?),
@@ -257,27 +410,13 @@ pub async fn run(
             if let Some(e) = embedded {
                 e.stop().await;
             }
-            for f in figures.with_context(|| format!("workload {}", w.name()))? {
-                if json_out {
-                    outln!(
-                        "{}",
-                        json!({"workload": f.workload, "metric": f.metric, "value": f.value,
-                            "run": run})
-                    );
-                } else {
-                    eprintln!("  {} run {run}: {} = {:.3}", f.workload, f.metric, f.value);
-                }
-                let k = (f.workload.clone(), f.metric);
-                if !all.contains_key(&k) {
-                    order.push(k.clone());
-                }
-                all.entry(k).or_default().push(f.value);
-            }
+            let figures = figures.with_context(|| format!("workload {}", w.name()))?;
+            report(figures, run, json_out, &mut all, &mut order);
         }
     }
     if !json_out {
         outln!(
-            "{:<14} {:<24} {:>14} {:>14} {:>14}",
+            "{:<20} {:<24} {:>14} {:>14} {:>14}",
             "workload",
             "metric",
             "median",
@@ -301,7 +440,7 @@ pub async fn run(
             );
         } else {
             outln!(
-                "{:<14} {:<24} {:>14.3} {:>14.3} {:>14.3}",
+                "{:<20} {:<24} {:>14.3} {:>14.3} {:>14.3}",
                 k.0,
                 k.1,
                 m,
@@ -326,5 +465,10 @@ mod tests {
         assert_eq!(info_field(text, "used_cpu_user"), Some(2.25));
         assert_eq!(info_field(text, "used_cpu"), None);
         assert!(client_cpu_s() >= 0.0);
+        let stats = "# Commandstats\r\ncmdstat_evalsha:calls=12,usec=30,usec_per_call=2.5\r\n\
+                     cmdstat_eval:calls=3,usec=9\r\n";
+        assert_eq!(command_calls(stats, "evalsha"), 12.0);
+        assert_eq!(command_calls(stats, "eval"), 3.0);
+        assert_eq!(command_calls(stats, "fcall"), 0.0);
     }
 }

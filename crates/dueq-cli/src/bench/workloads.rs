@@ -38,6 +38,9 @@ pub enum Workload {
     /// Timers through the PostgreSQL outbox and a relay (needs `--postgres`; not in the
     /// default set).
     Outbox,
+    /// Partitions: W1, W2 and W4 on a local 3-master Redis Cluster with 1 and 6 partitions,
+    /// Redis CPU per master (not in the default set; refuses `--redis`).
+    W9,
 }
 
 impl Workload {
@@ -66,6 +69,7 @@ impl Workload {
             Workload::W8 => "W8",
             Workload::IdleSchedules => "IDLE-SCHEDULES",
             Workload::Outbox => "OUTBOX",
+            Workload::W9 => "W9",
         }
     }
 }
@@ -81,12 +85,13 @@ impl FromStr for Workload {
                 Workload::W8,
                 Workload::IdleSchedules,
                 Workload::Outbox,
+                Workload::W9,
             ])
             .find(|w| w.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 format!(
                     "unknown workload {s:?}: use W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W8, \
-                     IDLE-SCHEDULES, OUTBOX"
+                     IDLE-SCHEDULES, OUTBOX, W9"
                 )
             })
     }
@@ -181,9 +186,7 @@ pub async fn run(
     postgres: Option<&str>,
 ) -> Result<Vec<Figure>> {
     let client = Client::connect(url).await?;
-    let probe = Probe {
-        client: client.clone(),
-    };
+    let probe = Probe::new(client.clone());
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
@@ -223,10 +226,11 @@ pub async fn run(
                 anyhow::Context::context(postgres, "the OUTBOX workload needs --postgres URL")?;
             super::outbox::run(&client, &probe, &queue_name, pg, sizes.outbox).await
         }
+        Workload::W9 => bail!("W9 runs on its own local cluster (see bench::run)"),
     }
 }
 
-async fn w1(queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
+pub(super) async fn w1(queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
     let specs = future_specs(n, 600_000);
     let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
     let t = Instant::now();
@@ -236,7 +240,12 @@ async fn w1(queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
     Ok(throughput("W1", n, secs, cpu1 - cpu0, ccpu1 - ccpu0))
 }
 
-async fn w2(client: &Client, queue: &Queue, probe: &Probe, n: usize) -> Result<Vec<Figure>> {
+pub(super) async fn w2(
+    client: &Client,
+    queue: &Queue,
+    probe: &Probe,
+    n: usize,
+) -> Result<Vec<Figure>> {
     fill(queue, future_specs(n, 0)).await?;
     let (figures, _) = drain(client, queue, probe, n, "W2").await?;
     Ok(figures)
@@ -402,7 +411,11 @@ async fn idle(
 /// the hash tables it doubled: see `settle_tables`); then every queue's tables are settled,
 /// the state of a queue that stays near its size, and claims are timed round-robin over the
 /// queues, 101 per queue. Last, per queue, due time to the 100th handler start.
-async fn w4(url: &str, client: &Client, queues: &[(Queue, usize)]) -> Result<Vec<Figure>> {
+pub(super) async fn w4(
+    url: &str,
+    client: &Client,
+    queues: &[(Queue, usize)],
+) -> Result<Vec<Figure>> {
     const ROUNDS: usize = 101;
     let mut after_fill = Vec::new();
     for (queue, pending) in queues {
@@ -420,7 +433,12 @@ async fn w4(url: &str, client: &Client, queues: &[(Queue, usize)]) -> Result<Vec
         after_fill.push(super::median(&mut times));
     }
     for (queue, pending) in queues {
-        super::settle_tables(url, queue.keys(), *pending).await?;
+        // a partitioned queue (W9): each partition holds about its share
+        let parts = queue.settings().await?.partitions.unwrap_or(1).max(1);
+        for p in 0..parts {
+            let keys = dueq::QueueKeys::partition(queue.name(), p, parts)?;
+            super::settle_tables(url, &keys, pending.div_ceil(usize::from(parts))).await?;
+        }
     }
     let mut at_rest = vec![Vec::new(); queues.len()];
     for _ in 0..ROUNDS {

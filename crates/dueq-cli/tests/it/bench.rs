@@ -66,3 +66,69 @@ fn bench_idle_with_schedules_stays_idle() {
     assert_eq!(v["workload"], "IDLE-SCHEDULES");
     assert!(v["value"].as_f64().unwrap() <= 3.0, "{v}");
 }
+
+/// W9 at smoke sizes on its own local 3-master cluster: every figure is there, each master
+/// holds some of the 6 partitions, the Redis CPU adds up over the masters; and it refuses
+/// `--redis` (it needs a cluster of its own).
+#[test]
+fn bench_w9_runs_on_a_local_cluster() {
+    let stdout = crate::dueq_embedded(&[
+        "bench",
+        "--smoke",
+        "--workload",
+        "W9",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let medians: HashMap<(String, String), f64> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("median_of").is_some())
+        .map(|v| {
+            (
+                (
+                    v["workload"].as_str().unwrap().to_owned(),
+                    v["metric"].as_str().unwrap().to_owned(),
+                ),
+                v["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let get = |w: &str, m: &str| {
+        *medians
+            .get(&(w.to_owned(), m.to_owned()))
+            .unwrap_or_else(|| panic!("no {w} {m} in {stdout}"))
+    };
+    for p in ["P1", "P6"] {
+        let placed: f64 = (1..=3)
+            .map(|m| get(&format!("W9-{p}-M{m}"), "partitions"))
+            .sum();
+        assert_eq!(placed, if p == "P1" { 1.0 } else { 6.0 });
+        for w in ["W1", "W2"] {
+            let name = format!("W9-{p}-{w}");
+            assert!(get(&name, "tasks_per_s") > 0.0);
+            let total = get(&name, "redis_cpu_us_per_task");
+            let masters: f64 = (1..=3)
+                .map(|m| get(&format!("{name}-M{m}"), "redis_cpu_us_per_task"))
+                .sum();
+            assert!(
+                (total - masters).abs() <= total * 0.01 + 1e-6,
+                "{total} vs {masters}"
+            );
+            get(&name, "cpu_spread_pct");
+            get(&name, "cpu_max_dev_pct");
+        }
+    }
+    for m in 1..=3 {
+        assert!(get(&format!("W9-P6-M{m}"), "partitions") >= 1.0);
+    }
+    for n in ["1000", "10000"] {
+        assert!(get(&format!("W9-P6-W4-{n}"), "claim_ms") > 0.0);
+    }
+
+    let out = crate::dueq("redis://127.0.0.1:1", &["bench", "--workload", "W9"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("W9 starts its own local"), "{stderr}");
+}
