@@ -487,8 +487,8 @@ impl Queue {
     ///
     /// A partitioned queue: each partition is asked for an even share of `max` at once (so
     /// priorities and due order hold within each partition's share), then the partitions that
-    /// filled their share for what is left. The reply's times are the earliest over the
-    /// partitions.
+    /// filled their share for what is left, again at once (two round trips, as a rule). The
+    /// reply's times are the earliest over the partitions.
     pub async fn claim(&self, max: usize, lease_ms: Option<u64>) -> Result<Claim> {
         let layout = if self.part {
             None
@@ -520,16 +520,40 @@ impl Queue {
             }
             merge_into(&mut all, c);
         }
-        // what is left, from the partitions that may have more
-        for p in full {
+        // what is left, shared among the partitions that may have more, again at once, until
+        // `max` is reached or none filled its share
+        loop {
             let got = all.as_ref().map_or(0, |c| c.tasks.len());
-            if got >= max {
+            if got >= max || full.is_empty() {
                 break;
             }
-            let c = parts[p]
-                .claim_tracked(max - got, lease_ms, ClaimTracking::default())
-                .await?;
-            merge_into(&mut all, c);
+            let rest = max - got;
+            let k = full.len();
+            let asks: Vec<(usize, usize)> = full
+                .iter()
+                .enumerate()
+                .map(|(j, &p)| (p, rest / k + usize::from(j < rest % k)))
+                .filter(|&(_, n)| n > 0)
+                .collect();
+            let calls = asks.iter().map(|&(p, n)| {
+                let q = &parts[p];
+                async move {
+                    (
+                        p,
+                        n,
+                        q.claim_tracked(n, lease_ms, ClaimTracking::default()).await,
+                    )
+                }
+            });
+            // those not asked this time (`rest` below their number) stay candidates
+            full.retain(|p| !asks.iter().any(|(a, _)| a == p));
+            for (p, n, c) in futures_util::future::join_all(calls).await {
+                let c = c?;
+                if c.tasks.len() >= n {
+                    full.push(p);
+                }
+                merge_into(&mut all, c);
+            }
         }
         all.ok_or_else(|| Error::protocol("claim: no partitions"))
     }
