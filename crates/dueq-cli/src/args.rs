@@ -265,7 +265,8 @@ pub enum SettingsCommand {
     },
     /// Change settings: a JSON object with the fields to change, as the HTTP PATCH body
     /// (`null` clears a field), e.g. '{"concurrency": 10, "rate_limit": {"max": 100,
-    /// "per_ms": 1000}}'. Prints the settings after the change.
+    /// "per_ms": 1000}}', or '{"partitions": 6}' to spread an empty queue over a Redis
+    /// Cluster (docs/SCALING.md). Prints the settings after the change.
     Set {
         /// Queue name.
         queue: String,
