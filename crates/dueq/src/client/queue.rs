@@ -365,15 +365,19 @@ impl Queue {
         let first = queues::settings_get(&mut self.client.conn(), &self.keys)
             .await?
             .0;
-        let n = first.partition_count();
-        if n == 1 {
+        if first.partition_count() == 1 {
             return Ok(first);
         }
-        // each partition holds its share of every limit: the queue's limit is their sum
+        // each partition holds its share of every limit: the queue's limit is their sum (the
+        // partitions' keys from the layout, read now: the count may have just changed)
+        let layout = self.layout_now().await?;
+        let parts = self
+            .each_part(&layout, |q| async move {
+                Ok(queues::settings_get(&mut q.client.conn(), &q.keys).await?.0)
+            })
+            .await?;
         let mut total = first;
-        for p in 1..n {
-            let k = QueueKeys::partition(self.name(), p, n)?;
-            let s = queues::settings_get(&mut self.client.conn(), &k).await?.0;
+        for s in parts.iter().skip(1) {
             let add = |a: Option<u32>, b: Option<u32>| a.map(|a| a + b.unwrap_or(0));
             total.concurrency = add(total.concurrency, s.concurrency);
             total.group_concurrency = add(total.group_concurrency, s.group_concurrency);
