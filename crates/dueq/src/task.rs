@@ -541,6 +541,8 @@ pub struct ClaimedTask {
     pub priority: u8,
     /// Due time it was claimed at, epoch ms.
     pub due_at_ms: u64,
+    /// Redis time it was enqueued (for a schedule's task, when its tick fired), epoch ms.
+    pub created_at_ms: u64,
     /// Proof of ownership for ack, nack and extend.
     pub lease_token: LeaseToken,
     /// When the lease runs out unless extended, epoch ms (Redis clock).

@@ -120,6 +120,7 @@ pub(crate) async fn claim(
             group: None,
             priority: rec.priority,
             due_at_ms,
+            created_at_ms: rec.created_at_ms,
             lease_token,
             lease_expires_at_ms,
             claimed_at_ms: now_ms,
