@@ -25,7 +25,8 @@ pub(crate) const FIRE_BATCH: usize = 200;
 pub(crate) struct FireReport {
     /// Redis time of the step, ms.
     pub now_ms: u64,
-    /// Earliest next fire time of the queue's schedules after the step.
+    /// When the queue's schedules next need a step (a tick due, or one that may fire
+    /// ahead), after this one.
     pub next_fire_at_ms: Option<u64>,
     /// Schedules due were found (look again at once: more may be due).
     pub busy: bool,
@@ -40,8 +41,13 @@ fn decode(raw: &Raw) -> Result<(ScheduleSpec, State)> {
     ))
 }
 
-fn view(raw: &Raw) -> Result<Schedule> {
-    let (spec, st) = decode(raw)?;
+/// The schedule as a reader sees it at Redis time `now_ms`: a tick fired ahead (its task
+/// waiting for it) is still the next fire time, not the last one.
+fn view(raw: &Raw, now_ms: u64) -> Result<Schedule> {
+    let (spec, mut st) = decode(raw)?;
+    if let Some(ahead) = st.last.filter(|&l| l > now_ms) {
+        (st.next, st.last) = (Some(ahead), st.prev);
+    }
     let upcoming_ms = match (st.paused, st.next, spec.grid()) {
         (false, Some(next), Ok(grid)) => {
             let mut v = vec![next];
@@ -100,6 +106,7 @@ impl Queue {
             &spec.name,
             &spec.encode(),
             &spec.fingerprint(),
+            spec.lead_ms(),
             &offered,
         )
         .await?;
@@ -126,8 +133,8 @@ impl Queue {
     /// [`ErrorKind::Protocol`] for a stored schedule changed by hand.
     pub async fn schedule(&self, name: &str) -> Result<Option<Schedule>> {
         validate_schedule_name(name)?;
-        let raw = schedules::get(&mut self.client().conn(), self.keys(), name).await?;
-        raw.as_ref().map(view).transpose()
+        let (now, raw) = schedules::get(&mut self.client().conn(), self.keys(), name).await?;
+        raw.as_ref().map(|r| view(r, now)).transpose()
     }
 
     /// Every schedule of the queue, sorted by name (read in pages of about 500).
@@ -139,9 +146,10 @@ impl Queue {
         let mut cursor = "0".to_owned();
         let mut out = Vec::new();
         loop {
-            let (next, page) = schedules::list_page(&mut conn, self.keys(), &cursor, 500).await?;
+            let (now, next, page) =
+                schedules::list_page(&mut conn, self.keys(), &cursor, 500).await?;
             for raw in &page {
-                out.push(view(raw)?);
+                out.push(view(raw, now)?);
             }
             if next == "0" {
                 break;
@@ -153,7 +161,9 @@ impl Queue {
         Ok(out)
     }
 
-    /// Deletes the schedule `name`; whether it existed. Tasks it already enqueued stay.
+    /// Deletes the schedule `name`; whether it existed. Tasks it already enqueued stay, but
+    /// for the task of a tick fired ahead that has not come yet
+    /// ([`FIRE_AHEAD_MS`](crate::schedule::FIRE_AHEAD_MS)), which is taken back.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for a bad name, [`ErrorKind::Redis`] when Redis fails.
@@ -162,14 +172,16 @@ impl Queue {
         schedules::delete(&mut self.client().conn(), self.keys(), name).await
     }
 
-    /// Pauses the schedule `name`: no tick fires or counts until it is resumed. `None` when
-    /// there is no such schedule, else `Some(())`.
+    /// Pauses the schedule `name`: no tick fires or counts until it is resumed (the task of a
+    /// tick fired ahead that has not come yet is taken back). `None` when there is no such
+    /// schedule, else `Some(())`.
     ///
     /// # Errors
     /// As [`Queue::delete_schedule`].
     pub async fn pause_schedule(&self, name: &str) -> Result<Option<()>> {
         validate_schedule_name(name)?;
-        let r = schedules::pause(&mut self.client().conn(), self.keys(), name, true, &[]).await?;
+        let r =
+            schedules::pause(&mut self.client().conn(), self.keys(), name, true, 0, &[]).await?;
         Ok(r.map(|_| ()))
     }
 
@@ -181,14 +193,22 @@ impl Queue {
     pub async fn resume_schedule(&self, name: &str) -> Result<Option<Option<u64>>> {
         validate_schedule_name(name)?;
         let mut conn = self.client().conn();
-        let Some(raw) = schedules::get(&mut conn, self.keys(), name).await? else {
+        let (_, Some(raw)) = schedules::get(&mut conn, self.keys(), name).await? else {
             return Ok(None);
         };
         let (spec, _) = decode(&raw)?;
         let grid = spec.grid()?;
         let now = schedules::redis_time_ms(&mut conn).await?;
         let offered = grid.upcoming(now, OFFERED);
-        let r = schedules::pause(&mut conn, self.keys(), name, false, &offered).await?;
+        let r = schedules::pause(
+            &mut conn,
+            self.keys(),
+            name,
+            false,
+            spec.lead_ms(),
+            &offered,
+        )
+        .await?;
         Ok(r.map(|n| u64::try_from(n).ok()))
     }
 
@@ -248,6 +268,7 @@ struct Planned {
     fire: Option<(u64, Vec<u8>)>,
     overlap_skip: bool,
     group: Option<String>,
+    lead_ms: u64,
 }
 
 impl Planned {
@@ -261,6 +282,7 @@ impl Planned {
             next: self.step.next,
             overlap_skip: self.overlap_skip,
             group: self.group.as_deref().unwrap_or(""),
+            lead_ms: self.lead_ms,
         }
     }
 }
@@ -271,13 +293,19 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
     let Some(next) = st.next else {
         return Ok(None);
     };
+    // at most one tick fired ahead: the next only once the last one has come
+    let ahead_until = match st.last {
+        Some(last) if last > now_ms => now_ms,
+        _ => now_ms + spec.lead_ms(),
+    };
     let Some(step) = timing::plan(
         &grid,
         next,
         now_ms,
         spec.misfire_grace_ms,
         spec.misfire == Misfire::FireOnce,
-    ) else {
+    )
+    .or_else(|| timing::plan_ahead(&grid, next, now_ms, ahead_until)) else {
         return Ok(None);
     };
     let task = |at: u64| {
@@ -301,5 +329,6 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
         step,
         overlap_skip: spec.overlap == Overlap::Skip,
         group: spec.group.clone(),
+        lead_ms: spec.lead_ms(),
     }))
 }

@@ -528,3 +528,56 @@ local function expire_due(K, now, to_dead)
   end
   return gone, n == EXPIRE_BATCH
 end
+
+-- Removes task `id` (record `rec`) if it is scheduled, waiting in its priority's set or in
+-- its group, as a cancel: record, error, key and expiry entry gone, counted in
+-- `cancelled_total`. `T` names tasks, keys, errors, stats. Whether it was removed.
+local function unschedule(T, G, O, id, rec)
+  local p = rec and rec_ok(rec) and rec_prio(rec) or 0
+  if redis.call('ZREM', O.s[p], id) == 0 then
+    local gdue = redis.call('ZSCORE', G.gdue, id)
+    if not gdue then return false end
+    local g = redis.call('HGET', G.groups, id)
+    if g then
+      gunschedule(G, g, id, tonumber(gdue), p)
+      if not ghead(G, g) then redis.call('ZREM', G.gready, g) end
+    else
+      redis.call('ZREM', G.gdue, id)
+    end
+    redis.call('HDEL', G.groups, id)
+  end
+  redis.call('ZREM', O.expiry, id)
+  redis.call('HDEL', T.tasks, id)
+  redis.call('HDEL', T.errors, id)
+  if rec then release_key(T.keys, rec, id) end
+  redis.call('HINCRBY', T.stats, 'cancelled_total', 1)
+  return true
+end
+
+-- A schedule's state text: "next last skipped paused fired fingerprint prev" (next -1 when
+-- none, last -1 before the first fire; prev, the tick fired before `last`, is absent in
+-- states written before ticks fired ahead and then reads as -1). Returns the seven fields as
+-- strings, or nil when unreadable.
+local function sched_state(st)
+  local next_at, last, skipped, paused, fired, fp, prev =
+    string.match(st, '^(%-?%d+) (%-?%d+) (%d+) (%d) (%d+) (%S*) ?(%-?%d*)$')
+  if prev == '' then prev = '-1' end
+  return next_at, last, skipped, paused, fired, fp, prev
+end
+
+-- The score of a schedule in `schedule_next`: when a firer should act on it, `lead` ms before
+-- its next tick (so the tick's task waits, due at the tick, when it comes), but not before its
+-- last fired tick has come (at most one tick is fired ahead).
+local function sched_act_at(next_at, last, lead)
+  return math.max(tonumber(next_at) - lead, tonumber(last))
+end
+
+-- Takes back the task of a tick fired ahead (`last`, still after `now`) of schedule `name`
+-- while it waits for its due time: removed as a cancel (unschedule). Whether it was taken back
+-- (the tick counts as not fired again).
+local function sched_withdraw(T, G, O, name, last, now)
+  if tonumber(last) <= now then return false end
+  local id = redis.call('HGET', T.keys, 'schedule:' .. name .. ':' .. last)
+  if not id then return false end
+  return unschedule(T, G, O, id, redis.call('HGET', T.tasks, id))
+end

@@ -65,9 +65,9 @@ scripts! {
     SETTINGS_SET => "queues/settings_set.lua", 11;
     WEBHOOK_SET => "webhook/webhook_set.lua", 1;
     WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1;
-    SCHEDULE_SET => "schedules/schedule_set.lua", 3;
-    SCHEDULE_DELETE => "schedules/schedule_delete.lua", 3;
-    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 2;
+    SCHEDULE_SET => "schedules/schedule_set.lua", 28;
+    SCHEDULE_DELETE => "schedules/schedule_delete.lua", 28;
+    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 27;
     SCHEDULE_GET => "schedules/schedule_get.lua", 2;
     SCHEDULE_LIST => "schedules/schedule_list.lua", 2;
     SCHEDULE_DUE => "schedules/schedule_due.lua", 3;
@@ -190,7 +190,9 @@ mod tests {
                 used.extend(a..a + 9);
             }
             for a in ranges(&body, "option_keys(", ")") {
+                // the priority-0 set is the script's KEYS[1] (lib.lua)
                 used.extend(a..a + 10);
+                used.push(1);
             }
             used.sort_unstable();
             used.dedup();

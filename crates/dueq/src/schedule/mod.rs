@@ -31,6 +31,15 @@ pub const DEFAULT_MISFIRE_GRACE_MS: u64 = 1_000;
 pub const MAX_MISFIRE_GRACE_MS: u64 = 86_400_000;
 /// How many fire times [`Schedule::upcoming_ms`] lists.
 pub const UPCOMING: usize = 5;
+/// How long before its fire time a tick fires, ms: its task is enqueued then, due at the
+/// fire time, so when the tick comes the task is handed out on the millisecond by the claim
+/// path like any task (however many schedules share the tick), instead of being created
+/// after it. At most one tick of a schedule is fired ahead, so a schedule every 200 ms fires
+/// each tick when the one before it has come. A pause, a changed definition or a delete
+/// before the tick takes its task back (counted as cancelled). Schedules with
+/// [`Overlap::Skip`] fire at the tick itself: whether the previous task is still live can
+/// only be judged then.
+pub const FIRE_AHEAD_MS: u64 = 1_000;
 
 /// What happens to ticks missed while no process ran (more than `misfire_grace_ms` late).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,6 +258,14 @@ impl ScheduleSpec {
     }
 
     /// What identifies the timing: a replace with the same one keeps the next fire time.
+    /// How far ahead of its tick this schedule's tick fires, ms ([`FIRE_AHEAD_MS`]).
+    pub(crate) fn lead_ms(&self) -> u64 {
+        match self.overlap {
+            Overlap::Skip => 0,
+            Overlap::Allow => FIRE_AHEAD_MS,
+        }
+    }
+
     pub(crate) fn fingerprint(&self) -> String {
         // FNV-1a 64 over the timing fields: stable across builds (std's hasher is not)
         let text = format!(
@@ -369,15 +386,16 @@ pub struct Schedule {
     /// The definition.
     pub spec: ScheduleSpec,
     /// Next fire time, epoch ms (Redis clock); `None` while paused or when the grid has no
-    /// further tick.
+    /// further tick. A tick fired ahead ([`FIRE_AHEAD_MS`]) is next until its time comes.
     pub next_fire_at_ms: Option<u64>,
     /// The next [`UPCOMING`] fire times from `next_fire_at_ms` on (empty while paused).
     pub upcoming_ms: Vec<u64>,
-    /// Fire time of the last tick that enqueued a task (or found its key live), epoch ms.
+    /// Fire time of the last tick that came and enqueued a task (or found its key live),
+    /// epoch ms.
     pub last_fire_at_ms: Option<u64>,
     /// Ticks not fired: missed (misfire `skip`) or skipped for overlap.
     pub skipped_total: u64,
-    /// Tasks enqueued by ticks.
+    /// Tasks enqueued by ticks (a tick fired ahead included; one taken back is not).
     pub fired_total: u64,
     /// Whether it is paused (no tick fires nor counts while paused).
     pub paused: bool,
@@ -398,10 +416,13 @@ pub struct SetReport {
 pub(crate) struct State {
     pub next: Option<u64>,
     pub next_raw: i64,
+    /// The latest fired tick; after now while a tick fired ahead waits.
     pub last: Option<u64>,
     pub skipped: u64,
     pub paused: bool,
     pub fired: u64,
+    /// The tick fired before `last` (`None` when unknown).
+    pub prev: Option<u64>,
 }
 
 impl State {
@@ -414,6 +435,8 @@ impl State {
         let skipped = num()?;
         let paused = num()?;
         let fired = num()?;
+        // the fingerprint, then `prev` (absent in states written before ticks fired ahead)
+        let prev: i64 = it.nth(1).map_or(Ok(-1), |s| s.parse().map_err(|_| bad()))?;
         Ok(Self {
             next: u64::try_from(next_raw).ok(),
             next_raw,
@@ -421,6 +444,7 @@ impl State {
             skipped: skipped.max(0) as u64,
             paused: paused == 1,
             fired: fired.max(0) as u64,
+            prev: u64::try_from(prev).ok(),
         })
     }
 }
@@ -428,6 +452,27 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_reads_with_and_without_the_tick_fired_before_last() {
+        let st = State::parse("a", "1796191389000 1796191388000 0 0 2 da61 1796191387000").unwrap();
+        assert_eq!(
+            (st.next, st.last, st.fired, st.prev),
+            (
+                Some(1_796_191_389_000),
+                Some(1_796_191_388_000),
+                2,
+                Some(1_796_191_387_000)
+            )
+        );
+        // written before ticks fired ahead: no `prev`
+        let st = State::parse("a", "1796191389000 -1 3 1 0 da61").unwrap();
+        assert_eq!(
+            (st.last, st.skipped, st.paused, st.prev),
+            (None, 3, true, None)
+        );
+        assert!(State::parse("a", "1 2 3 0 0 fp x").is_err());
+    }
 
     #[test]
     fn c34_bad_specs_name_their_field() {

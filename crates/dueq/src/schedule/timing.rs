@@ -214,6 +214,18 @@ pub(crate) fn plan(
     })
 }
 
+/// Plans firing the tick `next` ahead of its time: `Some` when it is after `now_ms` but not
+/// after `ahead_until` (the caller's look-ahead, `now_ms` when none is allowed), with the
+/// grid's following tick as the next fire time. Nothing is missed: the tick has not come.
+pub(crate) fn plan_ahead(grid: &Grid, next: u64, now_ms: u64, ahead_until: u64) -> Option<Step> {
+    (next > now_ms && next <= ahead_until).then(|| Step {
+        skipped: 0,
+        once_at: None,
+        fire_at: Some(next),
+        next: grid.next_after(next),
+    })
+}
+
 /// A wall-clock time for croner (no zone: every time exists once).
 #[derive(Clone, Copy, Debug)]
 struct Civil(DateTime);

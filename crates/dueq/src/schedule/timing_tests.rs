@@ -166,6 +166,27 @@ fn plan_waits_for_the_tick() {
 }
 
 #[test]
+fn plan_ahead_fires_a_tick_inside_the_look_ahead_only() {
+    let g = cron("0 0 2 * * *", Some("Europe/Berlin"));
+    let tick = g.next_after(B).unwrap();
+    // not yet inside the look-ahead, and not when none is allowed
+    assert_eq!(plan_ahead(&g, tick, tick - 1001, tick - 1), None);
+    assert_eq!(plan_ahead(&g, tick, tick - 500, tick - 500), None);
+    // a tick that has come is `plan`'s, never fired "ahead"
+    assert_eq!(plan_ahead(&g, tick, tick, tick + 1000), None);
+    let s = plan_ahead(&g, tick, tick - 1000, tick).unwrap();
+    assert_eq!(
+        s,
+        Step {
+            skipped: 0,
+            once_at: None,
+            fire_at: Some(tick),
+            next: Some(tick + 86_400_000)
+        }
+    );
+}
+
+#[test]
 fn plan_fires_a_due_tick_within_the_grace() {
     let s = plan(&Grid::Every(1000), B, B + 999, 1000, false).unwrap();
     assert_eq!(

@@ -31,6 +31,24 @@ fn raws(r: &mut Reply) -> Result<Vec<Raw>> {
     Ok(out)
 }
 
+/// The keys of the scripts that change a schedule: they fire ticks or take back a tick fired
+/// ahead, so they touch the queue's tasks too. KEYS[1..8] sched, tasks, keys, meta, stats,
+/// `sixth`, schedule_state, schedule_next; then the group and option keys (KEYS[9..27]);
+/// `sixth` is `leases` for the fire script (is a task live?) and `errors` for the scripts that
+/// take a task back.
+fn schedule_keys<'a>(k: &'a QueueKeys, sixth: &'a String) -> Vec<&'a str> {
+    k.with_lane_keys(&[
+        &k.sched,
+        &k.tasks,
+        &k.keys,
+        &k.meta,
+        &k.stats,
+        sixth,
+        &k.schedule_state,
+        &k.schedule_next,
+    ])
+}
+
 /// The Redis server's time, epoch ms (to compute the fire times a set or resume offers).
 pub(crate) async fn redis_time_ms(conn: &mut Conn) -> Result<u64> {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
@@ -45,6 +63,7 @@ pub(crate) async fn set(
     name: &str,
     def: &[u8],
     fingerprint: &str,
+    lead_ms: u64,
     upcoming: &[u64],
 ) -> Result<(String, i64)> {
     let joined: i64 = redis::cmd("SADD")
@@ -53,11 +72,16 @@ pub(crate) async fn set(
         .query_async(conn)
         .await?;
     let mut a = Args::default();
-    a.s(name).s(def).s(fingerprint).s(&k.schedule_wake);
+    a.s(name)
+        .s(def)
+        .s(fingerprint)
+        .s(&k.schedule_wake)
+        .n(lead_ms);
     for t in upcoming {
         a.n(t);
     }
-    let keys = [&k.schedules, &k.schedule_state, &k.schedule_next].map(String::as_str);
+    let mut keys = schedule_keys(k, &k.errors);
+    keys.push(&k.schedules);
     let mut r = run(
         conn,
         "schedule_set",
@@ -83,7 +107,8 @@ pub(crate) async fn set(
 pub(crate) async fn delete(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<bool> {
     let mut a = Args::default();
     a.s(name);
-    let keys = [&k.schedules, &k.schedule_state, &k.schedule_next].map(String::as_str);
+    let mut keys = schedule_keys(k, &k.errors);
+    keys.push(&k.schedules);
     let mut r = run(
         conn,
         "schedule_delete",
@@ -102,14 +127,15 @@ pub(crate) async fn pause(
     k: &QueueKeys,
     name: &str,
     paused: bool,
+    lead_ms: u64,
     upcoming: &[u64],
 ) -> Result<Option<i64>> {
     let mut a = Args::default();
-    a.s(name).n(u8::from(paused)).s(&k.schedule_wake);
+    a.s(name).n(u8::from(paused)).s(&k.schedule_wake).n(lead_ms);
     for t in upcoming {
         a.n(t);
     }
-    let keys = [&k.schedule_state, &k.schedule_next].map(String::as_str);
+    let keys = schedule_keys(k, &k.errors);
     let mut r = run(
         conn,
         "schedule_pause",
@@ -125,7 +151,7 @@ pub(crate) async fn pause(
 }
 
 /// One schedule, with the Redis time.
-pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<Option<Raw>> {
+pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<(u64, Option<Raw>)> {
     let mut a = Args::default();
     a.s(name);
     let keys = [&k.schedules, &k.schedule_state].map(String::as_str);
@@ -137,24 +163,27 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<Op
         a.take(),
     )
     .await?;
-    r.u64()?;
+    let now = r.u64()?;
     if r.remaining() == 0 {
-        return Ok(None);
+        return Ok((now, None));
     }
-    Ok(Some(Raw {
-        name: name.to_owned(),
-        def: r.bytes()?,
-        state: r.string()?,
-    }))
+    Ok((
+        now,
+        Some(Raw {
+            name: name.to_owned(),
+            def: r.bytes()?,
+            state: r.string()?,
+        }),
+    ))
 }
 
-/// One page of schedules: (next cursor, "0" at the end; schedules).
+/// One page of schedules: (Redis time, next cursor ("0" at the end), schedules).
 pub(crate) async fn list_page(
     conn: &mut Conn,
     k: &QueueKeys,
     cursor: &str,
     count: usize,
-) -> Result<(String, Vec<Raw>)> {
+) -> Result<(u64, String, Vec<Raw>)> {
     let mut a = Args::default();
     a.s(cursor).n(count);
     let keys = [&k.schedules, &k.schedule_state].map(String::as_str);
@@ -166,15 +195,16 @@ pub(crate) async fn list_page(
         a.take(),
     )
     .await?;
-    r.u64()?;
+    let now = r.u64()?;
     let next = r.string()?;
-    Ok((next, raws(&mut r)?))
+    Ok((now, next, raws(&mut r)?))
 }
 
 /// What `schedule_due` answered.
 pub(crate) struct Due {
     pub now_ms: u64,
-    /// Earliest next fire time of the queue's unpaused schedules.
+    /// When a firer should next act on the queue's unpaused schedules (a tick due, or one
+    /// that may fire ahead).
     pub earliest_ms: Option<u64>,
     pub due: Vec<Raw>,
 }
@@ -212,6 +242,8 @@ pub(crate) struct FireItem<'a> {
     pub overlap_skip: bool,
     /// The tasks' group, '' for none.
     pub group: &'a str,
+    /// How far ahead of its tick a tick may fire, ms.
+    pub lead_ms: u64,
 }
 
 /// What `schedule_fire` did with one item.
@@ -238,18 +270,10 @@ pub(crate) async fn fire(
         a.0.push(it.fire.as_ref().map(|(_, s)| s.clone()).unwrap_or_default());
         a.n(it.next.map_or(-1, |n| n as i64))
             .s(if it.overlap_skip { "s" } else { "a" })
-            .s(it.group);
+            .s(it.group)
+            .n(it.lead_ms);
     }
-    let keys = k.with_lane_keys(&[
-        &k.sched,
-        &k.tasks,
-        &k.keys,
-        &k.meta,
-        &k.stats,
-        &k.leases,
-        &k.schedule_state,
-        &k.schedule_next,
-    ]);
+    let keys = schedule_keys(k, &k.leases);
     let mut r = run(
         conn,
         "schedule_fire",

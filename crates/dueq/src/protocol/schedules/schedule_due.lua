@@ -1,7 +1,10 @@
--- schedule_due: the schedules whose next fire time has come, with what firing them needs.
+-- schedule_due: the schedules a firer should act on now (their score in `schedule_next`,
+--   sched_act_at in lib.lua, has come: a tick is due or may fire ahead), with what firing
+--   them needs.
 -- KEYS[1] schedule_next  KEYS[2] schedules  KEYS[3] schedule_state
 -- ARGV[1] most schedules to return (at most 1000)  ARGV[2] spread (a random number, 0 = none)
--- Returns: {now_ms, earliest next fire ms or -1, then name, definition, state per due schedule}
+-- Returns: {now_ms, earliest score (when to act next) or -1, then name, definition, state per
+--   schedule to act on}
 -- An index entry without a definition or state (left by hand) is dropped.
 -- With more schedules due than one batch, `spread` picks which batch: the due entries are the
 -- index's lowest ranks, so a slice of them at a random rank is as cheap as the first one, and
@@ -21,15 +24,17 @@ if spread > 0 and #due == max then
   end
 end
 local out, n = {now, -1}, 2
+local defs_of, states_of = hmget_chunked(defs, due), hmget_chunked(state, due)
+local gone = {}
 for i = 1, #due do
-  local def = redis.call('HGET', defs, due[i])
-  local st = redis.call('HGET', state, due[i])
+  local def, st = defs_of[i], states_of[i]
   if def and st then
     out[n + 1] = due[i]; out[n + 2] = def; out[n + 3] = st; n = n + 3
   else
-    redis.call('ZREM', index, due[i])
+    gone[#gone + 1] = due[i]
   end
 end
+chunked('ZREM', index, gone)
 local first = earliest(index)
 if first then out[2] = first end
 return out

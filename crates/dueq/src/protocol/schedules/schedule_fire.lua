@@ -1,21 +1,24 @@
 -- schedule_fire: fires planned schedule ticks, each at most once however many processes try.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
--- KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
+--   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
 --   option keys (see lib.lua)
--- ARGV[1] task wake channel, ARGV[2] n (schedules in this batch), then 10 values per schedule:
+-- ARGV[1] task wake channel, ARGV[2] n (schedules in this batch), then 11 values per schedule:
 --   name; expected next fire ms (the state's, as read when planning); missed ticks to count
 --   as skipped; fire_once tick ms (-1 none) and its task spec; on-time tick ms (-1 none) and
 --   its task spec; next fire ms after this step (-1 none); overlap ('a' allow | 's' skip);
---   the tasks' group ('' none)
+--   the tasks' group ('' none); lead ms (how far ahead of its tick a tick may fire: 0 or
+--   FIRE_AHEAD_MS, see sched_act_at)
 --   A spec is the task record without its tail (lib.lua), business key
 --   'schedule:<name>:<tick ms>' and priority inside it.
 -- Returns: {now_ms, then per schedule: code, tasks created, ticks skipped (overlap + missed)}
 --   code 1 applied; 0 stale (the state's next fire time is not the expected one: another
 --   process fired it, or it was replaced, paused or resumed meanwhile; nothing written);
---   -1 gone (deleted); -2 paused; -3 not due yet by this script's clock (nothing written)
+--   -1 gone (deleted); -2 paused; -3 not due yet by this script's clock, or a tick fired
+--   ahead still waits (nothing written)
 -- A tick is claimed atomically by comparing the stored next fire time (and requiring it to
 -- be after the last fired tick), so a tick fires exactly once. The task's due time is the
--- tick, so it is handed out by the normal claim path, never early.
+-- tick, so it is handed out by the normal claim path, never early, also when it was fired
+-- up to `lead` ms ahead of it.
 local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local state, index = KEYS[7], KEYS[8]
 local G = group_keys(9)
@@ -25,10 +28,8 @@ local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local created_at = struct.pack('<I6', now)
-local out, no = {now}, 1
 local before = earliest_due(sched, G)
 local soonest = nil
-local created_total = 0
 
 -- whether the task under business key `key` is live (scheduled, in its priority's set or its
 -- group, or active)
@@ -42,74 +43,137 @@ local function live(key)
     or redis.call('ZSCORE', G.gdue, id) ~= false
 end
 
-local function create(key, at, spec, group)
-  if live(key) then return false end
-  local id = string.format('%012x', redis.call('HINCRBY', meta, 'seq', 1))
-  local p = rec_prio(spec)
-  redis.call('HSET', tasks, id, spec .. struct.pack('<I6', at) .. created_at)
-  if group ~= '' then
-    if p > 0 then
-      prios_mark(meta, {[p] = true}, 'gprio')
-      G.pl = nil
-    end
-    gschedule(G, group, id, at, now, p)
-  else
-    if p > 0 then prios_mark(meta, {[p] = true}) end
-    redis.call('ZADD', O.s[p], at, id)
-  end
-  redis.call('HSET', keys, key, id)
-  if soonest == nil or at < soonest then soonest = at end
-  return true
-end
+-- The work is batched: one HMGET of the states, one of the ticks' keys, then one write per
+-- hash or set for all ticks. Per schedule it stays with plain locals and ARGV strings (a
+-- table or a number formatted per tick costs about as much as a Redis command).
+local names = {}
+for i = 1, n do names[i] = ARGV[2 + (i - 1) * 11 + 1] end
 
+-- 1. claim each schedule's step against its state; plan the ticks to create
+local states = hmget_chunked(state, names)
+local code, made, skipped, rest = {}, {}, {}, {}
+local todo_i, todo_key, todo_at, todo_tick, todo_spec, nt = {}, {}, {}, {}, {}, 0
 for i = 1, n do
-  local b = 2 + (i - 1) * 10
-  local name, expect = ARGV[b + 1], ARGV[b + 2]
-  local missed = tonumber(ARGV[b + 3])
-  local once_at, once_spec = tonumber(ARGV[b + 4]), ARGV[b + 5]
-  local fire_at, fire_spec = tonumber(ARGV[b + 6]), ARGV[b + 7]
-  local new_next, overlap_skip = ARGV[b + 8], ARGV[b + 9] == 's'
-  local group = ARGV[b + 10]
-  local code, made, skipped = 1, 0, 0
-  local st = redis.call('HGET', state, name)
-  local next_at, last, skipped_total, paused, fired, fp
-  if st then
-    next_at, last, skipped_total, paused, fired, fp =
-      string.match(st, '^(%-?%d+) (%-?%d+) (%d+) (%d) (%d+) (%S*)$')
-  end
+  local b = 2 + (i - 1) * 11
+  local name, expect = names[i], ARGV[b + 2]
+  local once_at, fire_at, lead = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 11])
+  local next_at, last, skipped_total, paused, fired, fp, prev
+  if states[i] then next_at, last, skipped_total, paused, fired, fp, prev = sched_state(states[i]) end
+  code[i], made[i], skipped[i] = 1, 0, 0
   if not next_at then
-    code = -1
+    code[i] = -1
   elseif paused == '1' then
-    code = -2
+    code[i] = -2
   elseif next_at ~= expect or tonumber(expect) <= tonumber(last) then
-    code = 0
-  elseif once_at > now or fire_at > now then
-    code = -3
+    code[i] = 0
+  elseif once_at > now or fire_at > now + lead or (fire_at > now and tonumber(last) > now) then
+    code[i] = -3
   else
-    last = tonumber(last)
-    skipped = missed
-    for _, t in ipairs({{once_at, once_spec}, {fire_at, fire_spec}}) do
-      local at, spec = t[1], t[2]
-      if at >= 0 and at > last then
-        if overlap_skip and last >= 0 and live('schedule:' .. name .. ':' .. int(last)) then
-          skipped = skipped + 1
+    local overlap_skip = ARGV[b + 9] == 's'
+    local sk, planned, last_n = tonumber(ARGV[b + 3]), false, tonumber(last)
+    -- the once tick (ARGV b+4, spec b+5), then the on-time tick (b+6, spec b+7)
+    for at_i = b + 4, b + 6, 2 do
+      local at = tonumber(ARGV[at_i])
+      if at >= 0 and at > last_n then
+        -- the previous tick's task: live if planned just now, else looked up
+        if overlap_skip and last_n >= 0
+            and (planned or live('schedule:' .. name .. ':' .. last)) then
+          sk = sk + 1
         else
-          if create('schedule:' .. name .. ':' .. int(at), at, spec, group) then made = made + 1 end
-          last = at
+          local key = 'schedule:' .. name .. ':' .. ARGV[at_i]
+          nt = nt + 1
+          todo_i[nt], todo_key[nt], todo_at[nt], todo_spec[nt] = i, key, at, ARGV[at_i + 1]
+          todo_tick[nt] = ARGV[at_i]
+          prev, last, last_n, planned = last, ARGV[at_i], at, true
         end
       end
     end
-    redis.call('HSET', state, name, table.concat({new_next, int(last),
-      int(tonumber(skipped_total) + skipped), paused, int(tonumber(fired) + made), fp}, ' '))
-    if tonumber(new_next) >= 0 then
-      redis.call('ZADD', index, new_next, name)
-    else
-      redis.call('ZREM', index, name)
-    end
-    created_total = created_total + made
+    skipped[i] = sk
+    if sk > 0 then skipped_total = int(tonumber(skipped_total) + sk) end
+    -- the state without its `fired` count, which step 3 may still raise
+    -- the index score (sched_act_at), as a string: the last tick's when that is the later
+    local act = tonumber(ARGV[b + 8]) - lead
+    if act <= last_n then act = last else act = int(act) end
+    rest[i] = {ARGV[b + 8] .. ' ' .. last .. ' ' .. skipped_total .. ' ' .. paused .. ' ',
+      fired, ' ' .. fp .. ' ' .. prev, act}
   end
-  out[no + 1] = code; out[no + 2] = made; out[no + 3] = skipped; no = no + 3
 end
-if created_total > 0 then redis.call('HINCRBY', stats, 'enqueued_total', created_total) end
+
+-- 2. a tick whose key already has a live task keeps that task
+local found = hmget_chunked(keys, todo_key)
+local count = 0
+for j = 1, nt do
+  if found[j] and live(todo_key[j]) then todo_i[j] = false else count = count + 1 end
+end
+
+-- 3. create the tasks
+if count > 0 then
+  local seq = redis.call('HINCRBY', meta, 'seq', count) - count
+  local recs, kargs, byprio, used, grouped, gused = {}, {}, {}, {}, {}, {}
+  local nr, tails = 0, {}
+  for j = 1, nt do
+    local i = todo_i[j]
+    if i then
+      seq = seq + 1
+      local id = string.format('%012x', seq)
+      local spec, at = todo_spec[j], todo_at[j]
+      local p = rec_prio(spec)
+      recs[nr + 1] = id
+      local tail = tails[at]
+      if not tail then tail = struct.pack('<I6', at) .. created_at tails[at] = tail end
+      recs[nr + 2] = spec .. tail
+      kargs[nr + 1] = todo_key[j]
+      kargs[nr + 2] = id
+      nr = nr + 2
+      local group = ARGV[2 + (i - 1) * 11 + 10]
+      if group ~= '' then
+        grouped[#grouped + 1] = {group, id, at, p}
+        if p > 0 then gused[p] = true end
+      else
+        local z = byprio[p]
+        if not z then z = {} byprio[p] = z end
+        z[#z + 1] = todo_tick[j]
+        z[#z + 1] = id
+        if p > 0 then used[p] = true end
+      end
+      made[i] = made[i] + 1
+      if soonest == nil or at < soonest then soonest = at end
+    end
+  end
+  chunked('HSET', tasks, recs)
+  for p, z in pairs(byprio) do chunked('ZADD', O.s[p], z) end
+  prios_mark(meta, used)
+  if #grouped > 0 then
+    prios_mark(meta, gused, 'gprio')
+    G.pl = nil
+    for _, g in ipairs(grouped) do gschedule(G, g[1], g[2], g[3], now, g[4]) end
+  end
+  chunked('HSET', keys, kargs)
+  redis.call('HINCRBY', stats, 'enqueued_total', count)
+end
+
+-- 4. the new states and index scores
+local out, sargs, zargs, zrem = {now}, {}, {}, {}
+for i = 1, n do
+  local r = rest[i]
+  if code[i] == 1 then
+    local fired = r[2]
+    if made[i] > 0 then fired = int(tonumber(fired) + made[i]) end
+    sargs[#sargs + 1] = names[i]
+    sargs[#sargs + 1] = r[1] .. fired .. r[3]
+    if tonumber(ARGV[2 + (i - 1) * 11 + 8]) >= 0 then
+      zargs[#zargs + 1] = r[4]
+      zargs[#zargs + 1] = names[i]
+    else
+      zrem[#zrem + 1] = names[i]
+    end
+  end
+  out[#out + 1] = code[i]
+  out[#out + 1] = made[i]
+  out[#out + 1] = skipped[i]
+end
+chunked('HSET', state, sargs)
+chunked('ZADD', index, zargs)
+chunked('ZREM', index, zrem)
 if soonest ~= nil then wake(channel, soonest, before) end
 return out

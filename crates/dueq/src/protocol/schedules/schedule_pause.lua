@@ -1,31 +1,44 @@
 -- schedule_pause: pauses or resumes a schedule. Ticks while paused are neither fired nor
---   counted as skipped; a resume continues at the schedule's first tick after now.
--- KEYS[1] schedule_state  KEYS[2] schedule_next
--- ARGV[1] name, ARGV[2] paused (0|1), ARGV[3] schedule wake channel, ARGV[4..] for a resume,
---   the next fire times after the client's reading of the Redis time, ascending
+--   counted as skipped; a resume continues at the schedule's first tick after now. A pause
+--   takes back a tick fired ahead whose task still waits (sched_withdraw).
+-- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] errors
+--   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
+--   option keys (see lib.lua)
+-- ARGV[1] name, ARGV[2] paused (0|1), ARGV[3] schedule wake channel, ARGV[4] lead ms (see
+--   schedule_fire.lua), ARGV[5..] for a resume, the next fire times after the client's reading
+--   of the Redis time, ascending
 -- Returns: {now_ms, 1 if the schedule exists else 0, next fire ms or -1}
-local state, index = KEYS[1], KEYS[2]
-local name, flag = ARGV[1], ARGV[2]
+local T = {tasks = KEYS[2], keys = KEYS[3], stats = KEYS[5], errors = KEYS[6]}
+local G = group_keys(9)
+G.meta = KEYS[4]
+local O = option_keys(18)
+local state, index = KEYS[7], KEYS[8]
+local name, flag, lead = ARGV[1], ARGV[2], tonumber(ARGV[4])
 local now = now_ms()
 local st = redis.call('HGET', state, name)
 if not st then return {now, 0, -1} end
-local next_at, last, skipped, paused, fired, fp =
-  string.match(st, '^(%-?%d+) (%-?%d+) (%d+) (%d) (%d+) (%S*)$')
+local next_at, last, skipped, paused, fired, fp, prev = sched_state(st)
 if not next_at then return redis.error_reply('dueq: unreadable schedule state of ' .. name) end
 if paused == flag then
   if flag == '1' then return {now, 1, -1} end
+  if tonumber(last) > now then return {now, 1, tonumber(last)} end
   return {now, 1, tonumber(next_at)}
 end
 if flag == '1' then
+  if sched_withdraw(T, G, O, name, last, now) then
+    last, prev, fired = prev, '-1', int(tonumber(fired) - 1)
+  end
   redis.call('ZREM', index, name)
 else
   next_at = '-1'
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     if tonumber(ARGV[i]) > now then next_at = ARGV[i] break end
   end
-  if tonumber(next_at) >= 0 then redis.call('ZADD', index, next_at, name) end
+  if tonumber(next_at) >= 0 then
+    redis.call('ZADD', index, sched_act_at(next_at, last, lead), name)
+  end
   redis.call('PUBLISH', ARGV[3], next_at)
 end
-redis.call('HSET', state, name, table.concat({next_at, last, skipped, flag, fired, fp}, ' '))
+redis.call('HSET', state, name, table.concat({next_at, last, skipped, flag, fired, fp, prev}, ' '))
 if flag == '1' then return {now, 1, -1} end
 return {now, 1, tonumber(next_at)}

@@ -3,39 +3,15 @@
 -- KEYS[7] errors  KEYS[8..16] group keys, KEYS[17..26] option keys (see lib.lua)  KEYS[27] meta
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key
 -- Returns: {now_ms, outcome, id}: outcome 'cancelled' | 'in_progress' | 'not_found'
-local sched, active, leases, tasks, keys, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local active, leases, tasks, keys, stats = KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local G = group_keys(8)
 G.meta = KEYS[27]
 local O = option_keys(17)
 local now = now_ms()
 local id = resolve(keys, ARGV[1], ARGV[2])
 if not id then return {now, 'not_found', ''} end
-local rec = redis.call('HGET', tasks, id)
-local set = O.s[rec and rec_ok(rec) and rec_prio(rec) or 0]
-if redis.call('ZSCORE', set, id) then
-  redis.call('ZREM', set, id)
-  redis.call('ZREM', O.expiry, id)
-  redis.call('HDEL', tasks, id)
-  redis.call('HDEL', KEYS[7], id)
-  if rec then release_key(keys, rec, id) end
-  redis.call('HINCRBY', stats, 'cancelled_total', 1)
-  return {now, 'cancelled', id}
-end
-local gdue = redis.call('ZSCORE', G.gdue, id)
-if gdue then
-  redis.call('ZREM', O.expiry, id)
-  local g = redis.call('HGET', G.groups, id)
-  if g then
-    gunschedule(G, g, id, tonumber(gdue), rec and rec_ok(rec) and rec_prio(rec) or 0)
-    if not ghead(G, g) then redis.call('ZREM', G.gready, g) end
-  else
-    redis.call('ZREM', G.gdue, id)
-  end
-  redis.call('HDEL', tasks, id)
-  redis.call('HDEL', KEYS[7], id)
-  redis.call('HDEL', G.groups, id)
-  if rec then release_key(keys, rec, id) end
-  redis.call('HINCRBY', stats, 'cancelled_total', 1)
+if unschedule({tasks = tasks, keys = keys, errors = KEYS[7], stats = stats}, G, O, id,
+    redis.call('HGET', tasks, id)) then
   return {now, 'cancelled', id}
 end
 if redis.call('HEXISTS', leases, id) == 1 or redis.call('ZSCORE', active, id) then
