@@ -30,6 +30,9 @@ pub(crate) struct FireReport {
     pub next_fire_at_ms: Option<u64>,
     /// Schedules due were found (look again at once: more may be due).
     pub busy: bool,
+    /// Schedules were due but the fire script applied none of them (another process was
+    /// first, or a state it cannot move on): look again after a pause, not at once.
+    pub stalled: bool,
     pub fired: u64,
     pub skipped: u64,
 }
@@ -242,6 +245,7 @@ impl Queue {
         }
         let items: Vec<FireItem<'_>> = planned.iter().map(|p| p.item()).collect();
         let (_, fired) = schedules::fire(&mut conn, self.keys(), &items).await?;
+        report.stalled = fired.iter().all(|f| f.code != 1);
         for (item, f) in items.iter().zip(&fired) {
             if f.code == 1 {
                 report.fired += f.created;

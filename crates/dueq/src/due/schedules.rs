@@ -151,14 +151,23 @@ async fn fire_loop(q: Queue, poll: Duration, mut stop: watch::Receiver<bool>) {
     let mut rx: Option<broadcast::Receiver<u64>> = None;
     let mut subscribed = false;
     let mut pause = FIRST_ERROR_PAUSE;
+    // while steps find due schedules but apply none, look again after a growing pause
+    let mut stall = FIRST_ERROR_PAUSE;
     loop {
         if *stop.borrow() {
             break;
         }
         let look_at = match q.fire_due_schedules().await {
+            Ok(r) if r.stalled => {
+                clock.update(r.now_ms, Instant::now());
+                let at = Instant::now() + crate::backoff::jittered(stall);
+                stall = (stall * 2).min(MAX_ERROR_PAUSE);
+                at
+            }
             Ok(r) => {
                 clock.update(r.now_ms, Instant::now());
                 pause = FIRST_ERROR_PAUSE;
+                stall = FIRST_ERROR_PAUSE;
                 if r.busy {
                     continue;
                 }

@@ -554,15 +554,21 @@ local function unschedule(T, G, O, id, rec)
   return true
 end
 
--- A schedule's state text: "next last skipped paused fired fingerprint prev" (next -1 when
--- none, last -1 before the first fire; prev, the tick fired before `last`, is absent in
--- states written before ticks fired ahead and then reads as -1). Returns the seven fields as
--- strings, or nil when unreadable.
+-- A schedule's state text: "next last skipped paused fired fingerprint/prev" (next -1 when
+-- none, last -1 before the first fire; prev, the tick fired before `last`, rides on the
+-- fingerprint after a '/' so that scripts from before it still read the state; absent, it
+-- reads as -1). Returns the seven fields as strings, or nil when unreadable.
 local function sched_state(st)
   local next_at, last, skipped, paused, fired, fp, prev =
-    string.match(st, '^(%-?%d+) (%-?%d+) (%d+) (%d) (%d+) (%S*) ?(%-?%d*)$')
+    string.match(st, '^(%-?%d+) (%-?%d+) (%d+) (%d) (%d+) ([^%s/]*)/?(%-?%d*)$')
   if prev == '' then prev = '-1' end
   return next_at, last, skipped, paused, fired, fp, prev
+end
+
+-- The state text of the seven fields (see sched_state).
+local function sched_state_text(next_at, last, skipped, paused, fired, fp, prev)
+  return next_at .. ' ' .. last .. ' ' .. skipped .. ' ' .. paused .. ' ' .. fired .. ' '
+    .. fp .. '/' .. prev
 end
 
 -- The score of a schedule in `schedule_next`: when a firer should act on it, `lead` ms before
@@ -572,12 +578,15 @@ local function sched_act_at(next_at, last, lead)
   return math.max(tonumber(next_at) - lead, tonumber(last))
 end
 
--- Takes back the task of a tick fired ahead (`last`, still after `now`) of schedule `name`
--- while it waits for its due time: removed as a cancel (unschedule). Whether it was taken back
--- (the tick counts as not fired again).
-local function sched_withdraw(T, G, O, name, last, now)
-  if tonumber(last) <= now then return false end
+-- Undoes a tick fired ahead (`last`, still after `now`) of schedule `name` before a change
+-- (replace, pause, delete): its task is taken back if it still waits for its due time
+-- (unschedule, counted as cancelled), and the tick counts as not fired whatever became of
+-- its task (cancelled by hand, say), so the schedule's next tick is never at or before its
+-- last. Returns whether there was such a tick, and the state's `last`, `prev` and `fired`
+-- after it.
+local function sched_withdraw(T, G, O, name, last, prev, fired, now)
+  if tonumber(last) <= now then return false, last, prev, fired end
   local id = redis.call('HGET', T.keys, 'schedule:' .. name .. ':' .. last)
-  if not id then return false end
-  return unschedule(T, G, O, id, redis.call('HGET', T.tasks, id))
+  if id then unschedule(T, G, O, id, redis.call('HGET', T.tasks, id)) end
+  return true, prev, '-1', int(math.max(tonumber(fired) - 1, 0))
 end

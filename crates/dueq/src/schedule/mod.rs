@@ -435,8 +435,12 @@ impl State {
         let skipped = num()?;
         let paused = num()?;
         let fired = num()?;
-        // the fingerprint, then `prev` (absent in states written before ticks fired ahead)
-        let prev: i64 = it.nth(1).map_or(Ok(-1), |s| s.parse().map_err(|_| bad()))?;
+        // the fingerprint, then after a '/' `prev` (absent in states written before ticks
+        // fired ahead)
+        let prev: i64 = match it.next().and_then(|fp| fp.split_once('/')) {
+            Some((_, prev)) => prev.parse().map_err(|_| bad())?,
+            None => -1,
+        };
         Ok(Self {
             next: u64::try_from(next_raw).ok(),
             next_raw,
@@ -455,7 +459,7 @@ mod tests {
 
     #[test]
     fn state_reads_with_and_without_the_tick_fired_before_last() {
-        let st = State::parse("a", "1796191389000 1796191388000 0 0 2 da61 1796191387000").unwrap();
+        let st = State::parse("a", "1796191389000 1796191388000 0 0 2 da61/1796191387000").unwrap();
         assert_eq!(
             (st.next, st.last, st.fired, st.prev),
             (
@@ -471,7 +475,7 @@ mod tests {
             (st.last, st.skipped, st.paused, st.prev),
             (None, 3, true, None)
         );
-        assert!(State::parse("a", "1 2 3 0 0 fp x").is_err());
+        assert!(State::parse("a", "1 2 3 0 0 fp/x").is_err());
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod flow_found;
 mod flow_model;
 mod options;
 mod partitions;
+mod schedules_ahead;
 // the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
 #[cfg(debug_assertions)]
 mod protocol_model;

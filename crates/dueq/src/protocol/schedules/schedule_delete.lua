@@ -14,8 +14,8 @@ local name = ARGV[1]
 local now = now_ms()
 local st = redis.call('HGET', state, name)
 if st then
-  local _, last = sched_state(st)
-  if last then sched_withdraw(T, G, O, name, last, now) end
+  local _, last, _, _, fired, _, prev = sched_state(st)
+  if last then sched_withdraw(T, G, O, name, last, prev, fired, now) end
 end
 local n = redis.call('HDEL', defs, name)
 n = n + redis.call('HDEL', state, name)

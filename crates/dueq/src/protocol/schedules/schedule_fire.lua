@@ -95,7 +95,7 @@ for i = 1, n do
     local act = tonumber(ARGV[b + 8]) - lead
     if act <= last_n then act = last else act = int(act) end
     rest[i] = {ARGV[b + 8] .. ' ' .. last .. ' ' .. skipped_total .. ' ' .. paused .. ' ',
-      fired, ' ' .. fp .. ' ' .. prev, act}
+      fired, ' ' .. fp .. '/' .. prev, act}
   end
 end
 

@@ -25,9 +25,8 @@ if paused == flag then
   return {now, 1, tonumber(next_at)}
 end
 if flag == '1' then
-  if sched_withdraw(T, G, O, name, last, now) then
-    last, prev, fired = prev, '-1', int(tonumber(fired) - 1)
-  end
+  local _
+  _, last, prev, fired = sched_withdraw(T, G, O, name, last, prev, fired, now)
   redis.call('ZREM', index, name)
 else
   next_at = '-1'
@@ -39,6 +38,6 @@ else
   end
   redis.call('PUBLISH', ARGV[3], next_at)
 end
-redis.call('HSET', state, name, table.concat({next_at, last, skipped, flag, fired, fp, prev}, ' '))
+redis.call('HSET', state, name, sched_state_text(next_at, last, skipped, flag, fired, fp, prev))
 if flag == '1' then return {now, 1, -1} end
 return {now, 1, tonumber(next_at)}

@@ -44,15 +44,16 @@ if not next_at then
   outcome = 'created'
   next_at, last, skipped, paused, fired, prev = int(pick), '-1', '0', '0', '0', '-1'
 else
-  local back = last
-  if sched_withdraw(T, G, O, name, last, now) then
-    last, prev, fired = prev, '-1', int(tonumber(fired) - 1)
-    if old_fp == fp then next_at = back end
+  local back, undone = last, false
+  undone, last, prev, fired = sched_withdraw(T, G, O, name, last, prev, fired, now)
+  if old_fp ~= fp then
+    next_at = int(pick)
+  elseif undone then
+    next_at = back
   end
-  if old_fp ~= fp then next_at = int(pick) end
 end
 redis.call('HSET', defs, name, def)
-redis.call('HSET', state, name, table.concat({next_at, last, skipped, paused, fired, fp, prev}, ' '))
+redis.call('HSET', state, name, sched_state_text(next_at, last, skipped, paused, fired, fp, prev))
 if paused == '0' and tonumber(next_at) >= 0 then
   redis.call('ZADD', index, sched_act_at(next_at, last, lead), name)
 else
