@@ -34,7 +34,7 @@ fn fig(metric: &'static str, value: f64) -> Figure {
 /// Keys seen, handler start lateness and firing lateness per tick task (ms).
 type Seen = Arc<Mutex<(HashSet<String>, Vec<i64>, Vec<i64>)>>;
 
-/// Seconds of the scheduling-only measurement.
+/// Most seconds of the scheduling-only measurement (fewer when the run itself is shorter).
 const FIRE_ONLY_SECS: u64 = 10;
 
 /// Runs W8: `n` schedules every 1 000 ms, measured over `secs` seconds.
@@ -126,7 +126,8 @@ pub async fn run(
     }
     fired.sort_unstable();
     let p = |v: &[i64], q: f64| super::workloads::pct(v, q);
-    let fire_cpu = fire_only(&clients, probe, &format!("{queue_name}-fire"), n).await?;
+    let fire_secs = secs.min(FIRE_ONLY_SECS);
+    let fire_cpu = fire_only(&clients, probe, &format!("{queue_name}-fire"), n, fire_secs).await?;
     Ok(vec![
         fig("tasks", keys as f64),
         fig("expected", expected as f64),
@@ -151,8 +152,14 @@ pub async fn run(
 }
 
 /// Redis CPU per tick of the firing alone: `n` schedules every second on queue `name`,
-/// fired by one [`ScheduleFirer`] per client and run by no worker, over [`FIRE_ONLY_SECS`].
-async fn fire_only(clients: &[Client], probe: &Probe, name: &str, n: usize) -> Result<f64> {
+/// fired by one [`ScheduleFirer`] per client and run by no worker, over `secs` seconds.
+async fn fire_only(
+    clients: &[Client],
+    probe: &Probe,
+    name: &str,
+    n: usize,
+    secs: u64,
+) -> Result<f64> {
     let q = clients[0].queue(name)?;
     set_every_second(&q, n).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -174,7 +181,7 @@ async fn fire_only(clients: &[Client], probe: &Probe, name: &str, n: usize) -> R
     let now = q.stats().await?.now_ms;
     wait_redis(&q, (now / 1000 + 2) * 1000).await?;
     let (cpu0, fired0) = (probe.cpu_s().await?, q.stats().await?.enqueued_total);
-    wait_redis(&q, (now / 1000 + 2 + FIRE_ONLY_SECS) * 1000).await?;
+    wait_redis(&q, (now / 1000 + 2 + secs) * 1000).await?;
     let (cpu1, fired1) = (probe.cpu_s().await?, q.stats().await?.enqueued_total);
     let _ = stop.send(true);
     for f in firers {

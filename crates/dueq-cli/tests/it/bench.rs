@@ -44,6 +44,41 @@ fn bench_smoke_reports_every_metric() {
     assert!(get("W5", "bytes_per_task") > 100.0);
 }
 
+/// W8 at smoke sizes (100 schedules every second for 2 s): every tick ran once, none early,
+/// and every figure is there.
+#[test]
+fn bench_w8_runs_every_tick_once() {
+    let stdout = crate::dueq_embedded(&[
+        "bench",
+        "--smoke",
+        "--workload",
+        "W8",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let fig = |m: &str| {
+        stdout
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v.get("median_of").is_some() && v["metric"] == m)
+            .unwrap_or_else(|| panic!("no W8 {m} in {stdout}"))["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(fig("tasks"), fig("expected"), "{stdout}");
+    assert!(fig("fired_ahead_pct") > 0.0, "{stdout}");
+    for m in [
+        "fire_late_p99_ms",
+        "start_p50_ms",
+        "start_p99_ms",
+        "redis_cpu_us_per_tick",
+        "fire_redis_cpu_us_per_tick",
+    ] {
+        assert!(fig(m) >= 0.0, "{m}: {stdout}");
+    }
+}
+
 /// IDLE over a queue whose schedules all fire later: the worker's schedule firer sleeps to
 /// their next fire time, so the idle cost stays that of IDLE (DESIGN: 10 000 schedules cost no
 /// more at idle than one).
