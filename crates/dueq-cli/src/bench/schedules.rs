@@ -37,15 +37,23 @@ type Seen = Arc<Mutex<(HashSet<String>, Vec<i64>, Vec<i64>)>>;
 /// Most seconds of the scheduling-only measurement (fewer when the run itself is shorter).
 const FIRE_ONLY_SECS: u64 = 10;
 
-/// Runs W8: `n` schedules every 1 000 ms, measured over `secs` seconds.
 /// Sets `n` daily schedules that all fire about 45 minutes from now (UTC), so that none fires
 /// while an idle run measures them.
 pub async fn far_schedules(q: &dueq::Queue, n: usize) -> Result<()> {
     let now = q.stats().await?.now_ms;
     let at_min = (now / 60_000 + 45) % (24 * 60);
     let cron = format!("{} {} * * *", at_min % 60, at_min / 60);
+    set_many(q, n, |s| s.cron(cron.clone())).await
+}
+
+/// Sets `n` schedules `s0..` on `q`, each with its timing from `timing`, 32 at a time.
+async fn set_many(
+    q: &dueq::Queue,
+    n: usize,
+    timing: impl Fn(ScheduleSpec) -> ScheduleSpec,
+) -> Result<()> {
     let specs: Vec<_> = (0..n)
-        .map(|i| ScheduleSpec::new(format!("s{i}"), b"{}".to_vec()).cron(cron.clone()))
+        .map(|i| timing(ScheduleSpec::new(format!("s{i}"), b"{}".to_vec())))
         .collect();
     let results: Vec<_> = futures_util::stream::iter(&specs)
         .map(|s| q.set_schedule(s))
@@ -58,6 +66,7 @@ pub async fn far_schedules(q: &dueq::Queue, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Runs W8: `n` schedules every 1 000 ms, measured over `secs` seconds.
 pub async fn run(
     url: &str,
     probe: &Probe,
@@ -195,18 +204,7 @@ async fn fire_only(
 
 /// Sets `n` schedules `s0..` every 1 000 ms on `q`.
 async fn set_every_second(q: &dueq::Queue, n: usize) -> Result<()> {
-    let specs: Vec<_> = (0..n)
-        .map(|i| ScheduleSpec::new(format!("s{i}"), b"{}".to_vec()).every_ms(1000))
-        .collect();
-    let results: Vec<_> = futures_util::stream::iter(&specs)
-        .map(|s| q.set_schedule(s))
-        .buffer_unordered(32)
-        .collect()
-        .await;
-    for r in results {
-        r?;
-    }
-    Ok(())
+    set_many(q, n, |s| s.every_ms(1000)).await
 }
 
 /// Waits until the Redis clock reaches `at` (epoch ms).
