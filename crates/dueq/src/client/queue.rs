@@ -423,8 +423,9 @@ impl Queue {
                 paused |= s.paused;
             }
             if held > 0 {
+                let tasks = if held == 1 { "task" } else { "tasks" };
                 return Err(Error::invalid(format!(
-                    "partitions: the queue holds {held} tasks (scheduled, active, dead or \
+                    "partitions: the queue holds {held} {tasks} (scheduled, active, dead or \
                      kept); change its partitions only while it is empty"
                 )));
             }
