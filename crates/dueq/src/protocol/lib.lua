@@ -573,9 +573,12 @@ end
 
 -- The score of a schedule in `schedule_next`: when a firer should act on it, `lead` ms before
 -- its next tick (so the tick's task waits, due at the tick, when it comes), but not before its
--- last fired tick has come (at most one tick is fired ahead).
+-- last fired tick has come (at most one tick is fired ahead). `next_at` and `last` are
+-- state strings; the score comes back as one too (no number formatting per tick).
 local function sched_act_at(next_at, last, lead)
-  return math.max(tonumber(next_at) - lead, tonumber(last))
+  local act = tonumber(next_at) - lead
+  if act <= tonumber(last) then return last end
+  return int(act)
 end
 
 -- Undoes a tick fired ahead (`last`, still after `now`) of schedule `name` before a change

@@ -91,9 +91,7 @@ for i = 1, n do
     skipped[i] = sk
     if sk > 0 then skipped_total = int(tonumber(skipped_total) + sk) end
     -- the state without its `fired` count, which step 3 may still raise
-    -- the index score (sched_act_at), as a string: the last tick's when that is the later
-    local act = tonumber(ARGV[b + 8]) - lead
-    if act <= last_n then act = last else act = int(act) end
+    local act = sched_act_at(ARGV[b + 8], last, lead)
     rest[i] = {ARGV[b + 8] .. ' ' .. last .. ' ' .. skipped_total .. ' ' .. paused .. ' ',
       fired, ' ' .. fp .. '/' .. prev, act}
   end
