@@ -22,6 +22,21 @@ fn firer(client: &Client, q: &dueq::Queue) -> (oneshot::Sender<()>, tokio::task:
     )
 }
 
+/// Sets schedule `s` every `every` ms on `q`, starts a firer and waits for a tick fired ahead
+/// (see [`wait_fired_ahead`]); returns the firer's stop and join handles and that tick.
+async fn fire_ahead_every(
+    ctx: &Ctx,
+    q: &dueq::Queue,
+    every: u64,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>, u64) {
+    q.set_schedule(&ScheduleSpec::new("s", b"a".to_vec()).every_ms(every))
+        .await
+        .unwrap();
+    let (stop, join) = firer(&ctx.client, q);
+    let t = wait_fired_ahead(ctx, q, "s", every).await;
+    (stop, join, t)
+}
+
 /// Waits for the tick fired ahead (a task under a `schedule:{name}:` key whose fire time is
 /// still after Redis now); returns that fire time.
 async fn wait_fired_ahead(ctx: &Ctx, q: &dueq::Queue, name: &str, every: u64) -> u64 {
@@ -84,11 +99,7 @@ async fn cancelled_ahead_task_then_pause_resume_before_tick() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rv1");
     let every = 3_000;
-    q.set_schedule(&ScheduleSpec::new("s", b"a".to_vec()).every_ms(every))
-        .await
-        .unwrap();
-    let (stop, join) = firer(&ctx.client, &q);
-    let t = wait_fired_ahead(&ctx, &q, "s", every).await;
+    let (stop, join, t) = fire_ahead_every(&ctx, &q, every).await;
     let k = TaskRef::key(format!("schedule:s:{t}")).unwrap();
     assert_eq!(q.cancel(&k).await.unwrap(), CancelOutcome::Cancelled);
     q.pause_schedule("s").await.unwrap().unwrap();
@@ -106,11 +117,7 @@ async fn cancelled_ahead_task_then_new_timing_before_tick() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rv2");
     let every = 3_000;
-    q.set_schedule(&ScheduleSpec::new("s", b"a".to_vec()).every_ms(every))
-        .await
-        .unwrap();
-    let (stop, join) = firer(&ctx.client, &q);
-    let t = wait_fired_ahead(&ctx, &q, "s", every).await;
+    let (stop, join, t) = fire_ahead_every(&ctx, &q, every).await;
     let k = TaskRef::key(format!("schedule:s:{t}")).unwrap();
     assert_eq!(q.cancel(&k).await.unwrap(), CancelOutcome::Cancelled);
     let r = q
@@ -238,11 +245,7 @@ async fn a_state_with_a_tick_fired_ahead_reads_by_the_older_pattern() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("compat");
     let every = 2_000;
-    q.set_schedule(&ScheduleSpec::new("s", b"a".to_vec()).every_ms(every))
-        .await
-        .unwrap();
-    let (stop, join) = firer(&ctx.client, &q);
-    let t = wait_fired_ahead(&ctx, &q, "s", every).await;
+    let (stop, join, t) = fire_ahead_every(&ctx, &q, every).await;
     let _ = stop.send(());
     join.await.unwrap();
     let raw: String = redis::cmd("HGET")
