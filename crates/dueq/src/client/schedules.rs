@@ -196,12 +196,12 @@ impl Queue {
     pub async fn resume_schedule(&self, name: &str) -> Result<Option<Option<u64>>> {
         validate_schedule_name(name)?;
         let mut conn = self.client().conn();
-        let (_, Some(raw)) = schedules::get(&mut conn, self.keys(), name).await? else {
+        // the read's Redis time serves for the offered fire times (no TIME call of its own)
+        let (now, Some(raw)) = schedules::get(&mut conn, self.keys(), name).await? else {
             return Ok(None);
         };
         let (spec, _) = decode(&raw)?;
         let grid = spec.grid()?;
-        let now = schedules::redis_time_ms(&mut conn).await?;
         let offered = grid.upcoming(now, OFFERED);
         let r = schedules::pause(
             &mut conn,
