@@ -8,7 +8,7 @@
 use super::Queue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::record;
-use crate::protocol::schedules::{self, FireItem, Raw};
+use crate::protocol::schedules::{self, FireItem, Paused, Raw};
 use crate::schedule::timing::{self, Grid};
 use crate::schedule::{
     Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, SetReport, State, UPCOMING,
@@ -17,6 +17,9 @@ use crate::schedule::{
 
 /// Fire times offered to a set or resume script (it takes the first after its own now).
 const OFFERED: usize = 4;
+/// How often a set or resume is offered newer fire times when all offered ones had passed
+/// by the script's clock (a schedule of a few ms), before it gives up.
+const STALE_TRIES: usize = 5;
 /// Schedules one firing step looks at and fires in one script call.
 pub(crate) const FIRE_BATCH: usize = 200;
 
@@ -94,8 +97,7 @@ impl Queue {
             ));
         }
         let mut conn = self.client().conn();
-        let now = schedules::redis_time_ms(&mut conn).await?;
-        let offered = grid.upcoming(now, OFFERED);
+        let mut offered = grid.upcoming(schedules::redis_time_ms(&mut conn).await?, OFFERED);
         if offered.is_empty() {
             return Err(Error::invalid(format!(
                 "cron: {:?} never fires again",
@@ -103,20 +105,41 @@ impl Queue {
             )));
         }
         self.client().register(self.name()).await?;
-        let (outcome, next) = schedules::set(
-            &mut conn,
-            self.keys(),
-            &spec.name,
-            &spec.encode(),
-            &spec.fingerprint(),
-            spec.lead_ms(),
-            &offered,
-        )
-        .await?;
+        // the script takes the first offered time after its own now; a schedule so short
+        // that all of them passed on the way is offered newer ones
+        let mut tries = 0;
+        let (outcome, next) = loop {
+            if tries > 0 {
+                offered = grid.upcoming(schedules::redis_time_ms(&mut conn).await?, OFFERED);
+            }
+            let answer = schedules::set(
+                &mut conn,
+                self.keys(),
+                &spec.name,
+                &spec.encode(),
+                &spec.fingerprint(),
+                spec.lead_ms(),
+                &offered,
+            )
+            .await?;
+            tries += 1;
+            if answer.0 != "stale" || tries >= STALE_TRIES {
+                break answer;
+            }
+        };
         let outcome = match outcome.as_str() {
             "created" => SetOutcome::Created,
             "replaced" => SetOutcome::Replaced,
             "unchanged" => SetOutcome::Unchanged,
+            "stale" => {
+                return Err(Error::new(
+                    ErrorKind::Redis,
+                    format!(
+                        "schedule {}: every offered fire time had passed; try again",
+                        spec.name
+                    ),
+                ));
+            }
             o => {
                 return Err(Error::protocol(format!(
                     "schedule_set: unknown outcome {o}"
@@ -185,7 +208,10 @@ impl Queue {
         validate_schedule_name(name)?;
         let r =
             schedules::pause(&mut self.client().conn(), self.keys(), name, true, 0, &[]).await?;
-        Ok(r.map(|_| ()))
+        Ok(match r {
+            Paused::Missing => None,
+            Paused::Done(_) | Paused::Stale => Some(()),
+        })
     }
 
     /// Resumes the schedule `name` at its first tick after now (ticks during the pause are
@@ -196,23 +222,33 @@ impl Queue {
     pub async fn resume_schedule(&self, name: &str) -> Result<Option<Option<u64>>> {
         validate_schedule_name(name)?;
         let mut conn = self.client().conn();
-        // the read's Redis time serves for the offered fire times (no TIME call of its own)
-        let (now, Some(raw)) = schedules::get(&mut conn, self.keys(), name).await? else {
+        // the read's Redis time serves for the first offered fire times
+        let (mut now, Some(raw)) = schedules::get(&mut conn, self.keys(), name).await? else {
             return Ok(None);
         };
         let (spec, _) = decode(&raw)?;
         let grid = spec.grid()?;
-        let offered = grid.upcoming(now, OFFERED);
-        let r = schedules::pause(
-            &mut conn,
-            self.keys(),
-            name,
-            false,
-            spec.lead_ms(),
-            &offered,
-        )
-        .await?;
-        Ok(r.map(|n| u64::try_from(n).ok()))
+        for _ in 0..STALE_TRIES {
+            let offered = grid.upcoming(now, OFFERED);
+            match schedules::pause(
+                &mut conn,
+                self.keys(),
+                name,
+                false,
+                spec.lead_ms(),
+                &offered,
+            )
+            .await?
+            {
+                Paused::Missing => return Ok(None),
+                Paused::Done(n) => return Ok(Some(u64::try_from(n).ok())),
+                Paused::Stale => now = schedules::redis_time_ms(&mut conn).await?,
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Redis,
+            format!("schedule {name}: every offered fire time had passed; try again"),
+        ))
     }
 
     /// One firing step: fires (or counts as skipped) every tick of this queue's schedules

@@ -717,3 +717,26 @@ async fn ticks_fire_ahead_and_never_start_early() {
         "no tick fired ahead: {seen:?}"
     );
 }
+
+/// A schedule of 1 ms: every offered fire time may pass before the set or resume script
+/// runs; the client then offers newer ones, so the schedule never ends up unpaused with no
+/// next fire time (found by the review: 2 of 18 HTTP sets did).
+#[tokio::test]
+async fn a_one_ms_schedule_always_gets_a_next_fire_time() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("tiny");
+    for i in 0..40 {
+        let name = format!("t{i}");
+        let r = q
+            .set_schedule(&ScheduleSpec::new(&name, b"x".to_vec()).every_ms(1))
+            .await
+            .unwrap();
+        assert!(r.next_fire_at_ms.is_some(), "{name}: {r:?}");
+        q.pause_schedule(&name).await.unwrap().unwrap();
+        let resumed = q.resume_schedule(&name).await.unwrap().unwrap();
+        assert!(
+            resumed.is_some(),
+            "{name}: resumed without a next fire time"
+        );
+    }
+}

@@ -121,7 +121,18 @@ pub(crate) async fn delete(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result
     Ok(r.i64()? == 1)
 }
 
-/// Pauses or resumes; `None` when there is no such schedule, else the next fire ms (-1 none).
+/// What a pause or resume found.
+pub(crate) enum Paused {
+    /// No such schedule.
+    Missing,
+    /// Done; the next fire ms (-1 none).
+    Done(i64),
+    /// A resume whose offered fire times were all past by the script's clock: nothing
+    /// written, offer newer ones.
+    Stale,
+}
+
+/// Pauses or resumes.
 pub(crate) async fn pause(
     conn: &mut Conn,
     k: &QueueKeys,
@@ -129,7 +140,7 @@ pub(crate) async fn pause(
     paused: bool,
     lead_ms: u64,
     upcoming: &[u64],
-) -> Result<Option<i64>> {
+) -> Result<Paused> {
     let mut a = Args::default();
     a.s(name).n(u8::from(paused)).s(&k.schedule_wake).n(lead_ms);
     for t in upcoming {
@@ -145,9 +156,13 @@ pub(crate) async fn pause(
     )
     .await?;
     r.u64()?;
-    let found = r.i64()? == 1;
+    let code = r.i64()?;
     let next = r.i64()?;
-    Ok(found.then_some(next))
+    Ok(match code {
+        0 => Paused::Missing,
+        2 => Paused::Stale,
+        _ => Paused::Done(next),
+    })
 }
 
 /// One schedule, with the Redis time.

@@ -7,7 +7,9 @@
 -- ARGV[1] name, ARGV[2] paused (0|1), ARGV[3] schedule wake channel, ARGV[4] lead ms (see
 --   schedule_fire.lua), ARGV[5..] for a resume, the next fire times after the client's reading
 --   of the Redis time, ascending
--- Returns: {now_ms, 1 if the schedule exists else 0, next fire ms or -1}
+-- Returns: {now_ms, 1 if the schedule exists else 0, next fire ms or -1}; for a resume
+--   whose offered times were all past by the script's now, {now_ms, 2, -1} (stale, nothing
+--   written: offer newer ones)
 local T = {tasks = KEYS[2], keys = KEYS[3], stats = KEYS[5], errors = KEYS[6]}
 local G = group_keys(9)
 G.meta = KEYS[4]
@@ -33,6 +35,7 @@ else
   for i = 5, #ARGV do
     if tonumber(ARGV[i]) > now then next_at = ARGV[i] break end
   end
+  if next_at == '-1' and #ARGV >= 5 then return {now, 2, -1} end
   if tonumber(next_at) >= 0 then
     redis.call('ZADD', index, sched_act_at(next_at, last, lead), name)
   end

@@ -8,8 +8,9 @@
 -- ARGV[1] name, ARGV[2] definition, ARGV[3] timing fingerprint, ARGV[4] schedule wake channel,
 --   ARGV[5] lead ms (see schedule_fire.lua), ARGV[6..] the next fire times after the client's
 --   reading of the Redis time, ascending
--- Returns: {now_ms, outcome ('created' | 'replaced' | 'unchanged'), next fire ms or -1 (none,
---   or paused)}
+-- Returns: {now_ms, outcome ('created' | 'replaced' | 'unchanged' | 'stale'), next fire ms
+--   or -1 (none, or paused)}; 'stale' (nothing written) when the offered times were all
+--   past by the script's now although the grid goes on: offer newer ones
 -- State: see sched_state (lib.lua). A replace that keeps the timing (same fingerprint) keeps
 -- the next fire time and every counter; a replace keeps the paused flag (registering at
 -- start-up must not resume a schedule an operator paused). A changed definition takes back a
@@ -39,6 +40,8 @@ if old == def and next_at then
   if tonumber(last) > now then return {now, 'unchanged', tonumber(last)} end
   return {now, 'unchanged', tonumber(next_at)}
 end
+local stale = pick < 0 and #ARGV >= 6
+if stale and (not next_at or old_fp ~= fp) then return {now, 'stale', -1} end
 local outcome = 'replaced'
 if not next_at then
   outcome = 'created'
