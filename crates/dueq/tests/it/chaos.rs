@@ -421,11 +421,13 @@ fn inject_oom(
 /// refusal of kind `Redis`, retryable, naming `OOM`; no task whose enqueue was refused ever
 /// ran (the script wrote nothing); and after each free the next ack and the next confirmed
 /// enqueue come within the claimers' backoff cap (1 s) plus a margin.
-/// `DUEQ_CHAOS_OOM_MS` (default 4 000) and `DUEQ_CHAOS_OOM_TASKS` (default 1 000) set its
+/// `DUEQ_CHAOS_OOM_MS` (default 8 000) and `DUEQ_CHAOS_OOM_TASKS` (default 1 000) set its
 /// length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_run_through_redis_out_of_memory() {
-    let fault_ms = env_u64("DUEQ_CHAOS_OOM_MS", 4_000);
+    // an episode takes up to about 2.4 s (a 0.8 s gap, filling, a 1.5 s hold), so 8 s of
+    // faults hold at least three of them (4 s made two in some runs: too few faults)
+    let fault_ms = env_u64("DUEQ_CHAOS_OOM_MS", 8_000);
     let total = env_u64("DUEQ_CHAOS_OOM_TASKS", 1_000);
     let server = RedisServer::builder()
         .appendonly(true)
