@@ -174,6 +174,11 @@ pub struct OutboxArgs {
     /// Most PostgreSQL connections.
     #[arg(long, default_value_t = 4, requires = "postgres")]
     pub max_connections: u32,
+    /// A queue written only through the outbox (repeatable): the reconciler also removes its
+    /// Redis tasks that have no live row and no tombstone (e.g. after restoring the database
+    /// from a backup). Never name a queue that also gets tasks enqueued directly.
+    #[arg(long = "owned-queue", value_name = "QUEUE", requires = "postgres")]
+    pub owned_queues: Vec<String>,
 }
 
 /// A queue name.

@@ -14,6 +14,7 @@ pub struct RelayConfig {
     pub(crate) horizon_ms: u64,
     pub(crate) max_rows_per_pass: usize,
     pub(crate) max_restores: i32,
+    pub(crate) owned_queues: Vec<String>,
 }
 
 impl Default for RelayConfig {
@@ -27,6 +28,7 @@ impl Default for RelayConfig {
             horizon_ms: 3_600_000,
             max_rows_per_pass: 100_000,
             max_restores: 3,
+            owned_queues: Vec::new(),
         }
     }
 }
@@ -89,6 +91,28 @@ impl RelayConfig {
     pub fn max_restores(mut self, n: u32) -> Self {
         self.max_restores = i32::try_from(n).unwrap_or(i32::MAX);
         self
+    }
+
+    /// Declares a queue written only through the outbox, so the reconciler may also remove
+    /// its Redis tasks that have **no live row and no tombstone** (the database restored from
+    /// an older backup, rows deleted by `TRUNCATE` or in the relay's mode). Each pass pages
+    /// through the queue's scheduled tasks from where the last one stopped (within
+    /// `max_rows_per_pass`), and cancels each task whose key no `pending`, `relayed` or
+    /// `cancelling` row holds, and each task without a key; tasks of the queue's schedules
+    /// (keys `schedule:...`) and running tasks are left alone. Off for every queue by
+    /// default: a task enqueued into the queue directly, not through the outbox, would be
+    /// removed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error) naming `owned_queue` for a name dueq refuses.
+    pub fn owned_queue(mut self, name: impl Into<String>) -> crate::Result<Self> {
+        let name = name.into();
+        dueq::validate_queue_name(&name)
+            .map_err(|e| crate::Error::invalid("owned_queue", e.to_string()))?;
+        if !self.owned_queues.contains(&name) {
+            self.owned_queues.push(name);
+        }
+        Ok(self)
     }
 }
 

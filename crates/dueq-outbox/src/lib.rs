@@ -7,7 +7,8 @@
 //! moves committed rows into Redis (woken by `LISTEN/NOTIFY`, polling as a fallback), writes
 //! outcomes back (succeeded, dead, cancelled), and its reconciler ([`Relay::reconcile`])
 //! repairs either side when they disagree: tasks Redis lost are re-added with their original
-//! due time and key, Redis tasks whose row was deleted or finished by hand are removed.
+//! due time and key, Redis tasks whose row was deleted or finished by hand are removed (and,
+//! in queues declared owned by the outbox, Redis tasks with no live row at all).
 //! Redis stays the fast, precise scheduling index; PostgreSQL is the record.
 //!
 //! ```no_run
@@ -52,6 +53,7 @@
 
 mod config;
 mod error;
+mod orphans;
 mod reconciler;
 mod relay;
 mod rows;

@@ -8,9 +8,9 @@
 //!   task went missing `max_restores` times is given up (`dead`, with a `last_error`).
 //! * **Redis → database.** Redis tasks whose row was deleted, or set to a finished state by
 //!   anyone but the relay, are cancelled by id: the table's trigger leaves a tombstone for
-//!   each, so no scan of Redis is needed. (A Redis task with *no* row and no tombstone, e.g.
-//!   after restoring the database from an older backup, is not found: that needs task
-//!   browsing in the library.)
+//!   each, so no scan of Redis is needed. A Redis task with *no* live row and no tombstone
+//!   (the database restored from an older backup) is found only in the queues declared
+//!   owned by the outbox, by paging through their scheduled tasks (`orphans.rs`).
 //!
 //! A pass walks the rows in `(due_at_ms, id)` order, `batch` rows per PostgreSQL transaction
 //! and one Redis lookup per row (pipelined), at most `max_rows_per_pass` rows; the next pass
@@ -42,9 +42,14 @@ pub struct ReconcileReport {
     pub gave_up: u64,
     /// Redis tasks removed because their row was deleted or finished (tombstones).
     pub removed: u64,
+    /// Scheduled Redis tasks of the owned queues looked at for a live row.
+    pub swept: u64,
+    /// Of those, tasks removed because no live row held their key (orphans).
+    pub orphans_removed: u64,
     /// Rows still waiting for the relay (committed, not yet in Redis) at the end.
     pub pending: u64,
-    /// Whether the pass reached the end of the horizon (else the next pass goes on).
+    /// Whether the pass reached the end of the horizon, and every owned queue's sweep the end
+    /// of its scheduled tasks (else the next pass goes on soon).
     pub complete: bool,
     /// How long the pass took, ms.
     pub took_ms: u64,
@@ -81,6 +86,10 @@ impl Relay {
                 _ => break true,
             }
         };
+        rep.swept = self
+            .sweep_orphans(self.cfg.max_rows_per_pass, &mut rep)
+            .await? as u64;
+        rep.complete &= lock(&self.orphan_cursors).is_empty();
         loop {
             let r = self.sweep_tombstones().await?;
             rep.removed += r.removed;

@@ -27,6 +27,7 @@ use sqlx::postgres::PgListener;
 
 use crate::config::{RelayConfig, RelayReport};
 use crate::error::Result;
+use crate::orphans::OrphanCursors;
 use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
 use crate::task::{to_i64, to_u64};
 
@@ -42,6 +43,7 @@ pub struct Relay {
     pub(crate) cfg: RelayConfig,
     queues: Arc<Mutex<HashMap<String, Queue>>>,
     pub(crate) cursor: Arc<Mutex<Option<(i64, i64)>>>,
+    pub(crate) orphan_cursors: Arc<Mutex<OrphanCursors>>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -60,6 +62,7 @@ impl Relay {
             cfg,
             queues: Arc::default(),
             cursor: Arc::default(),
+            orphan_cursors: Arc::default(),
         }
     }
 
@@ -346,7 +349,7 @@ impl Relay {
             if tokio::time::Instant::now() >= next_reconcile {
                 match self.reconcile().await {
                     Ok(rep) => {
-                        if rep.restored + rep.removed + rep.gave_up > 0 {
+                        if rep.restored + rep.removed + rep.orphans_removed + rep.gave_up > 0 {
                             tracing::warn!(?rep, "reconciler repaired Redis");
                         } else {
                             tracing::info!(?rep, "reconciler pass");

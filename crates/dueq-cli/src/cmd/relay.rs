@@ -64,13 +64,18 @@ impl Outbox {
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_lazy(url)
             .context("--postgres: not a usable PostgreSQL URL")?;
-        let cfg = RelayConfig::default()
+        let mut cfg = RelayConfig::default()
             .batch(a.batch)
             .poll_ms(a.poll_ms)
             .reconcile_interval_ms(a.reconcile_interval_ms)
             .horizon_ms(a.horizon_ms)
             .max_rows_per_pass(a.max_rows_per_pass)
             .succeeded_retention(a.succeeded_retention);
+        for q in &a.owned_queues {
+            cfg = cfg
+                .owned_queue(q)
+                .map_err(|e| anyhow::anyhow!("--owned-queue {q:?}: {e}"))?;
+        }
         Ok(Self {
             pool,
             cfg,
@@ -125,6 +130,8 @@ fn report_json(r: &ReconcileReport) -> serde_json::Value {
         "finished": r.finished,
         "gave_up": r.gave_up,
         "removed": r.removed,
+        "swept": r.swept,
+        "orphans_removed": r.orphans_removed,
         "pending": r.pending,
         "complete": r.complete,
         "took_ms": r.took_ms,
@@ -153,14 +160,16 @@ pub async fn run(client: dueq::Client, a: &RelayArgs, json_out: bool) -> Result<
         print_json(&report_json(&r));
     } else {
         outln!(
-            "examined {} in_sync {} restored {} finished {} gave_up {} removed {} pending {} \
-             complete {} took_ms {}",
+            "examined {} in_sync {} restored {} finished {} gave_up {} removed {} swept {} \
+             orphans_removed {} pending {} complete {} took_ms {}",
             r.examined,
             r.in_sync,
             r.restored,
             r.finished,
             r.gave_up,
             r.removed,
+            r.swept,
+            r.orphans_removed,
             r.pending,
             r.complete,
             r.took_ms

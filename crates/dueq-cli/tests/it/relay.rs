@@ -165,6 +165,50 @@ fn relay_carries_a_plain_sql_row_and_reconcile_once_restores_it_after_flushall()
         "restored with its original due time"
     );
 
+    // a task enqueued behind the outbox's back is removed only where the queue is owned
+    let out = dueq(
+        &url,
+        &[
+            "enqueue",
+            "orders",
+            "--key",
+            "stray",
+            "--delay-ms",
+            "600000",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let (ok, r) = dueq_json(&url, &["relay", "--postgres", &pg, "--reconcile-once"]);
+    assert!(ok, "{r}");
+    assert_eq!(r["orphans_removed"], 0, "{r}");
+    let (ok, r) = dueq_json(
+        &url,
+        &[
+            "relay",
+            "--postgres",
+            &pg,
+            "--reconcile-once",
+            "--owned-queue",
+            "orders",
+        ],
+    );
+    assert!(ok, "{r}");
+    assert_eq!(
+        (&r["swept"], &r["orphans_removed"]),
+        (&2.into(), &1.into()),
+        "{r}"
+    );
+    assert!(
+        !dueq(&url, &["get", "orders", "--key", "stray"])
+            .status
+            .success()
+    );
+    assert!(
+        dueq(&url, &["get", "orders", "--key", "order:7:cancel"])
+            .status
+            .success()
+    );
+
     let status = relay.sigterm();
     assert!(
         status.success(),
@@ -338,6 +382,10 @@ fn serve_refuses_bad_outbox_flags() {
     assert!(err.contains("--reconcile-interval-ms"), "{err}");
     let err = run(&["--postgres", &pg, "--batch", "0"]);
     assert!(err.contains("--batch"), "{err}");
+    let err = run(&["--postgres", &pg, "--owned-queue", "no spaces"]);
+    assert!(err.contains("--owned-queue"), "{err}");
+    let err = run(&["--owned-queue", "orders"]);
+    assert!(err.contains("--postgres"), "{err}");
 }
 
 /// `dueq replay --postgres URL --flush-midway` on a slice of the trace (65 orders, as

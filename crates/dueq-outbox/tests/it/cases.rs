@@ -298,3 +298,100 @@ async fn c39_redis_ahead_of_the_database() {
     assert_eq!(left, 0);
     w.shutdown().await.unwrap();
 }
+
+/// Case C39, the part tombstones cannot see: Redis tasks with no row at all (here rows deleted
+/// in the relay's mode, as after restoring the database from an older backup, and tasks
+/// enqueued behind the outbox's back). In a queue declared owned by the outbox the reconciler
+/// removes them, a few per pass, going on from where the last pass stopped; it keeps the
+/// tasks of live rows and of the queue's schedules, and never touches a queue it does not own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c39_orphans_of_an_owned_queue_are_removed() {
+    let env = Env::new().await;
+    let cfg = RelayConfig::default()
+        .batch(2)
+        .max_rows_per_pass(3)
+        .owned_queue("orders")
+        .unwrap();
+    let relay = env.relay(cfg);
+    let mut tx = env.db.pool.begin().await.unwrap();
+    for k in ["live-1", "live-2", "restored-away-1", "restored-away-2"] {
+        let t = OutboxTask::new(k, k.as_bytes().to_vec()).delay_ms(60_000);
+        enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    env.relay_all(&relay).await;
+
+    // the database "restored" without two rows: no trigger, so no tombstone
+    let mut tx = env.db.pool.begin().await.unwrap();
+    sqlx::query("SELECT set_config('dueq.relay', 'on', true)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM dueq_outbox WHERE key LIKE 'restored-away-%'")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let orders = env.client.queue("orders").unwrap();
+    let other = env.client.queue("other").unwrap();
+    let direct = |key: Option<&str>| {
+        let t = dueq::TaskSpec::new(b"x".to_vec()).delay_ms(60_000);
+        match key {
+            Some(k) => t.key(k),
+            None => t,
+        }
+    };
+    orders.enqueue(direct(Some("foreign"))).await.unwrap();
+    let keyless = orders.enqueue(direct(None)).await.unwrap().id;
+    orders
+        .enqueue(direct(Some("schedule:nightly:1767225600000")))
+        .await
+        .unwrap();
+    other.enqueue(direct(Some("foreign"))).await.unwrap();
+
+    // 7 scheduled tasks in `orders`, at most 3 looked at per pass
+    let mut passes = 0;
+    let mut removed = 0;
+    let mut swept = 0;
+    loop {
+        let rep = relay.reconcile().await.unwrap();
+        assert!(rep.swept <= 3, "{rep:?}");
+        assert_eq!(rep.removed, 0, "no tombstones: {rep:?}");
+        passes += 1;
+        removed += rep.orphans_removed;
+        swept += rep.swept;
+        if rep.complete {
+            break;
+        }
+        assert!(passes < 10, "the sweep never completed");
+    }
+    assert!(
+        passes >= 3,
+        "7 tasks need at least 3 passes of 3, took {passes}"
+    );
+    assert_eq!(swept, 7);
+    assert_eq!(
+        removed, 4,
+        "two rows restored away, a foreign and a keyless task"
+    );
+    for k in ["restored-away-1", "restored-away-2", "foreign"] {
+        assert!(in_redis(&env, k).await.is_none(), "{k} removed");
+    }
+    assert!(orders.get(&TaskRef::Id(keyless)).await.unwrap().is_none());
+    for k in ["live-1", "live-2", "schedule:nightly:1767225600000"] {
+        assert!(in_redis(&env, k).await.is_some(), "{k} kept");
+    }
+    let not_owned = other.get(&TaskRef::key("foreign").unwrap()).await.unwrap();
+    assert!(not_owned.is_some(), "a queue not owned is never swept");
+    assert_eq!(env.state("live-1").await.as_deref(), Some("relayed"));
+
+    // a full sweep later finds nothing more to remove
+    let rep = relay.reconcile().await.unwrap();
+    assert_eq!(rep.orphans_removed, 0, "{rep:?}");
+}
+
+#[test]
+fn an_owned_queue_name_is_checked() {
+    let err = RelayConfig::default().owned_queue("no spaces").unwrap_err();
+    assert_eq!(err.field(), Some("owned_queue"), "{err}");
+}
