@@ -257,7 +257,6 @@ impl ScheduleSpec {
         Ok(grid)
     }
 
-    /// What identifies the timing: a replace with the same one keeps the next fire time.
     /// How far ahead of its tick this schedule's tick fires, ms ([`FIRE_AHEAD_MS`]).
     pub(crate) fn lead_ms(&self) -> u64 {
         match self.overlap {
@@ -266,6 +265,7 @@ impl ScheduleSpec {
         }
     }
 
+    /// What identifies the timing: a replace with the same one keeps the next fire time.
     pub(crate) fn fingerprint(&self) -> String {
         // FNV-1a 64 over the timing fields: stable across builds (std's hasher is not)
         let text = format!(
