@@ -57,18 +57,43 @@ impl std::fmt::Debug for Grid {
     }
 }
 
-/// Parses a cron pattern: 5 fields (minute first) or 6 (seconds first); no year field.
-pub(crate) fn parse_cron(pattern: &str) -> Result<Cron, String> {
-    let fields = pattern.split_whitespace().count();
-    if !(5..=6).contains(&fields) {
-        return Err(format!("expected 5 or 6 fields, got {fields}"));
-    }
+/// Names of a 6-field pattern's fields (a 5-field one starts at the minute).
+const CRON_FIELDS: [(&str, &str); 6] = [
+    ("second", "0 to 59"),
+    ("minute", "0 to 59"),
+    ("hour", "0 to 23"),
+    ("day of month", "1 to 31"),
+    ("month", "1 to 12 or JAN to DEC"),
+    ("day of week", "0 to 7 or SUN to SAT"),
+];
+
+fn cron_parser() -> CronParser {
     CronParser::builder()
         .seconds(Seconds::Optional)
         .year(Year::Disallowed)
         .build()
-        .parse(pattern)
-        .map_err(|e| e.to_string())
+}
+
+/// Parses a cron pattern: 5 fields (minute first) or 6 (seconds first); no year field. A
+/// refused pattern's message names the first field croner refuses on its own (every other
+/// field `*`), with that field's range, and croner's own words.
+pub(crate) fn parse_cron(pattern: &str) -> Result<Cron, String> {
+    let fields: Vec<&str> = pattern.split_whitespace().collect();
+    if !(5..=6).contains(&fields.len()) {
+        return Err(format!("expected 5 or 6 fields, got {}", fields.len()));
+    }
+    cron_parser().parse(pattern).map_err(|e| {
+        let names = &CRON_FIELDS[6 - fields.len()..];
+        for (i, (field, (name, range))) in fields.iter().zip(names).enumerate() {
+            let alone: Vec<&str> = (0..fields.len())
+                .map(|j| if j == i { *field } else { "*" })
+                .collect();
+            if let Err(e) = cron_parser().parse(&alone.join(" ")) {
+                return format!("{name} field {field:?} (values {range}): {e}");
+            }
+        }
+        e.to_string()
+    })
 }
 
 /// The zone named `tz` (IANA name), or UTC for `None`.

@@ -158,6 +158,32 @@ fn patterns_need_five_or_six_fields() {
     assert!(zone(Some("Mars/Olympus")).is_err());
 }
 
+#[test]
+fn a_refused_pattern_names_its_field() {
+    let cases = [
+        ("61 2 * * *", "minute field \"61\" (values 0 to 59)"),
+        ("0 24 * * *", "hour field \"24\""),
+        ("0 2 32 * *", "day of month field \"32\""),
+        ("0 2 * 13 *", "month field \"13\""),
+        ("0 2 * * mon-xx", "day of week field \"mon-xx\""),
+        ("60 0 2 * * *", "second field \"60\""),
+        ("0 61 2 * * *", "minute field \"61\""),
+    ];
+    for (pattern, want) in cases {
+        let err = parse_cron(pattern).unwrap_err();
+        assert!(err.starts_with(want), "{pattern:?}: {err}");
+    }
+    // the ranges the message gives are what croner takes
+    for ok in [
+        "59 23 31 12 7",
+        "0 0 1 1 0",
+        "0 0 * JAN-DEC SUN-SAT",
+        "59 59 23 * * *",
+    ] {
+        assert!(parse_cron(ok).is_ok(), "{ok:?}");
+    }
+}
+
 const B: u64 = 1_800_000_000_000; // a whole second, minute and hour
 
 #[test]
