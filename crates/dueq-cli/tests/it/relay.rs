@@ -31,6 +31,28 @@ pub(crate) fn psql(db: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// Runs an SQL file of `crates/dueq-outbox/examples/sql` with psql, `order` set.
+fn psql_example(db: &str, file: &str, order: i64) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../dueq-outbox/examples/sql/");
+    let out = Command::new("psql")
+        .arg(format!("{}/{db}", base()))
+        .args([
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-v",
+            &format!("order={order}"),
+            "-f",
+        ])
+        .arg(format!("{path}{file}"))
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "{file}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub(crate) struct Db(pub(crate) String);
 
 impl Db {
@@ -215,6 +237,61 @@ fn relay_carries_a_plain_sql_row_and_reconcile_once_restores_it_after_flushall()
         "SIGTERM stops the relay cleanly: {status:?}\n{}",
         relay.log()
     );
+}
+
+/// The plain-SQL order flow of `crates/dueq-outbox/examples/sql`, as another language would
+/// send it: the committed order's timer reaches Redis, the rolled-back one never exists, and
+/// the payment's transaction cancels the timer in Redis through the relay.
+#[test]
+fn the_plain_sql_order_flow_example_works() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let db = Db::create("sqlflow");
+    let pg = db.url();
+    let mut relay = RelayProc::start(&url, &["--postgres", &pg, "--poll-ms", "100"]);
+    wait_until(
+        Duration::from_secs(20),
+        "the relay migrated the table",
+        || {
+            psql(
+                &db.0,
+                "SELECT count(*) FROM pg_tables WHERE tablename = 'dueq_outbox'",
+            ) == "1"
+        },
+    );
+    psql_example(&db.0, "order_created.sql", 43);
+    let key = "order:43:cancel";
+    wait_until(Duration::from_secs(10), "the timer is in Redis", || {
+        dueq(&url, &["get", "orders", "--key", key])
+            .status
+            .success()
+    });
+    let (_, t) = dueq_json(&url, &["get", "orders", "--key", key]);
+    assert_eq!(t["payload"]["order"], 43);
+    assert_eq!(
+        psql(&db.0, "SELECT count(*) FROM orders WHERE id = 44"),
+        "0"
+    );
+    assert_eq!(psql(&db.0, "SELECT count(*) FROM dueq_outbox"), "1");
+    assert!(
+        !dueq(&url, &["get", "orders", "--key", "order:44:cancel"])
+            .status
+            .success()
+    );
+
+    psql_example(&db.0, "order_paid.sql", 43);
+    wait_until(
+        Duration::from_secs(10),
+        "the relay cancelled the timer",
+        || psql(&db.0, "SELECT state FROM dueq_outbox") == "cancelled",
+    );
+    assert!(
+        !dueq(&url, &["get", "orders", "--key", key])
+            .status
+            .success()
+    );
+    assert_eq!(psql(&db.0, "SELECT paid FROM orders WHERE id = 43"), "t");
+    assert!(relay.sigterm().success(), "{}", relay.log());
 }
 
 /// `dueq relay` started while its database is unusable keeps running, logging its retries
