@@ -10,4 +10,5 @@
 mod support;
 
 mod cases;
+mod orphans;
 mod outbox;
