@@ -49,3 +49,27 @@ async fn an_orphan_under_a_new_rows_key_does_not_keep_its_own_due_time() {
         "the key's Redis task is the old orphan, not the row's (reconciler: {rep:?})"
     );
 }
+
+/// dueq keys may hold any UTF-8, NUL included; PostgreSQL text cannot. A foreign task with
+/// such a key in an owned queue is an orphan like any other (no row can hold its key), and
+/// must not make the reconciler pass fail: it would fail at the same page on every pass, so
+/// no orphan after it is ever removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_key_with_a_nul_byte_does_not_wedge_the_sweep() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default().owned_queue("orders").unwrap());
+    let orders = env.client.queue("orders").unwrap();
+    for k in ["foreign\0key", "foreign-plain"] {
+        orders
+            .enqueue(TaskSpec::new(b"x".to_vec()).key(k).delay_ms(60_000))
+            .await
+            .unwrap();
+    }
+
+    let rep = relay
+        .reconcile()
+        .await
+        .expect("a reconciler pass over an owned queue with a NUL in a task's key");
+    assert_eq!(rep.orphans_removed, 2, "{rep:?}");
+    assert!(key_task(&env, "foreign-plain").await.is_none());
+}
