@@ -1,8 +1,10 @@
 //! The orphan sweep of owned queues (`RelayConfig::owned_queue`) against what a restored
 //! database and foreign tasks leave in Redis.
 
+use std::time::{Duration, Instant};
+
 use dueq::{TaskRef, TaskSpec};
-use dueq_outbox::{OutboxTask, RelayConfig, enqueue_in_tx};
+use dueq_outbox::{OutboxTask, RelayConfig, cancel_in_tx, enqueue_in_tx};
 
 use crate::support::Env;
 
@@ -72,4 +74,84 @@ async fn a_foreign_key_with_a_nul_byte_does_not_wedge_the_sweep() {
         .expect("a reconciler pass over an owned queue with a NUL in a task's key");
     assert_eq!(rep.orphans_removed, 2, "{rep:?}");
     assert!(key_task(&env, "foreign-plain").await.is_none());
+}
+
+/// The sweep's repair of its race with a row committed meanwhile enqueues the live rows it
+/// finds for the keys it cancelled, `pending` ones included, straight into Redis, leaving the
+/// row `pending`. A `pending` row is cancelled in the table alone (`cancel_in_tx` answers
+/// `Cancelled`: "will never run"), so the task the sweep put into Redis stays, and runs if it
+/// is due before the next sweep. Here the window is opened on purpose: 1 000 orphans in one
+/// page, and the rows for their keys commit while the sweep is cancelling them (watched from
+/// a second connection). Up to 5 rounds, until one hits the window (the sweep reports
+/// restored rows); every round's timers are then cancelled and must leave no Redis task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_row_restored_by_the_sweep_and_then_cancelled_leaves_no_task() {
+    const N: usize = 1_000;
+    let env = Env::new().await;
+    let relay = env.relay(
+        RelayConfig::default()
+            .batch(N)
+            .owned_queue("orders")
+            .unwrap(),
+    );
+    let orders = env.client.queue("orders").unwrap();
+    // a second connection, so the watch does not queue behind the sweep's cancels
+    let watch = dueq::Client::connect(&env.redis.url()).await.unwrap();
+    let watched = watch.queue("orders").unwrap();
+    for round in 1..=5 {
+        let keys: Vec<String> = (0..N).map(|i| format!("r{round}:k{i}")).collect();
+        let specs: Vec<TaskSpec> = keys
+            .iter()
+            .map(|k| {
+                TaskSpec::new(b"old".to_vec())
+                    .key(k.clone())
+                    .delay_ms(60_000)
+            })
+            .collect();
+        orders.enqueue_batch(&specs).await.unwrap();
+        let mut tx = env.db.pool.begin().await.unwrap();
+        for k in &keys {
+            let t = OutboxTask::new(k.clone(), b"new".to_vec()).delay_ms(60_000);
+            enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
+        }
+        let pass = {
+            let relay = relay.clone();
+            tokio::spawn(async move { relay.reconcile().await.unwrap() })
+        };
+        // commit once the sweep has started cancelling this round's orphans
+        let t0 = Instant::now();
+        while watched.stats().await.unwrap().scheduled >= N as u64 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the sweep never cancelled"
+            );
+        }
+        tx.commit().await.unwrap();
+        let rep = pass.await.unwrap();
+
+        // the application cancels every timer of the round, and the relay catches up
+        let mut tx = env.db.pool.begin().await.unwrap();
+        for k in &keys {
+            cancel_in_tx(&mut tx, "orders", k).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+        env.relay_all(&relay).await;
+        let mut left = Vec::new();
+        for k in &keys {
+            if let Some(t) = key_task(&env, k).await {
+                let state = env.state(k).await;
+                left.push(format!("{k} (row {state:?}, task due {})", t.due_at_ms));
+            }
+        }
+        assert!(
+            left.is_empty(),
+            "{} timers cancelled in the table still have a Redis task (round {round}, \
+             sweep {rep:?}), e.g. {:?}",
+            left.len(),
+            &left[..left.len().min(3)]
+        );
+        if rep.restored > 0 {
+            break;
+        }
+    }
 }
