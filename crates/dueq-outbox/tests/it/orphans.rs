@@ -302,3 +302,47 @@ async fn a_row_whose_orphan_the_sweep_replaced_runs_once() {
         &twice[..twice.len().min(3)]
     );
 }
+
+/// EVALSHA calls Redis has served so far.
+fn evalsha_calls(env: &Env) -> u64 {
+    let mut c = env.redis.conn();
+    dueq_testkit::info_field(&mut c, "commandstats", "cmdstat_evalsha")
+        .and_then(|v| {
+            v.split(',')
+                .find_map(|f| f.strip_prefix("calls=").map(str::to_owned))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A reconciler pass that fails is retried "with backoff (100 ms doubling to 10 s)" (README),
+/// but `run_until` takes the delay from the relay's failure count, which a healthy relay
+/// round resets to 0: a pass that fails every time (here: the NUL key above) is run again
+/// every 100 ms for ever, the whole pass each time (every relayed row within the horizon
+/// looked up in Redis, each queue's settings written). Measured over 3 s of a relay with no
+/// rows: with the documented backoff, passes start at 0, 0.1, 0.3, 0.7, 1.5 s (5); the
+/// pass here makes 2 Redis script calls (the queue's retention, one browse page).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_reconciler_pass_is_retried_with_backoff() {
+    let env = Env::new().await;
+    let orders = env.client.queue("orders").unwrap();
+    orders
+        .enqueue(
+            TaskSpec::new(b"x".to_vec())
+                .key("foreign\0key")
+                .delay_ms(60_000),
+        )
+        .await
+        .unwrap();
+    let before = evalsha_calls(&env);
+    let relay = env.spawn_relay(RelayConfig::default().owned_queue("orders").unwrap());
+    let window = Duration::from_secs(3);
+    tokio::time::sleep(window).await;
+    relay.stop().await;
+    let calls = evalsha_calls(&env) - before;
+    assert!(
+        calls <= 2 * 6,
+        "{calls} Redis script calls in {window:?}: about {} reconciler passes, not backing off",
+        calls / 2
+    );
+}
