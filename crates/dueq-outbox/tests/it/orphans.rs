@@ -346,3 +346,91 @@ async fn a_failing_reconciler_pass_is_retried_with_backoff() {
         calls / 2
     );
 }
+
+/// The sweep cancels the orphans of a page by **id**, but after a `FLUSHALL` Redis hands out
+/// the same ids again (`tombstones.rs` and `OutRow::key_ref` say so): a wipe while the sweep
+/// is cancelling, and rows relayed right after it, and the sweep's remaining cancels remove
+/// the new rows' tasks, which took the orphans' ids. Its re-read looks up the orphans' keys,
+/// so nothing puts them back before the next reconciler pass (5 min later by default); a row
+/// due sooner runs late. 5 rounds, each from a clean slate; most hit the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushall_during_the_sweep_does_not_remove_live_rows_tasks() {
+    const N: usize = 1_000;
+    let env = Env::new().await;
+    let sweeper = env.relay(
+        RelayConfig::default()
+            .batch(N)
+            .owned_queue("orders")
+            .unwrap(),
+    );
+    let other = dueq::Client::connect(&env.redis.url()).await.unwrap();
+    let relay = Relay::new(
+        env.db.pool.clone(),
+        other.clone(),
+        RelayConfig::default().batch(N),
+    );
+    let watched = other.queue("orders").unwrap();
+    for round in 1..=5 {
+        // a clean slate (no rows, an empty Redis), then the orphans first, so that after
+        // the wipe the rows' tasks get their ids
+        let mut tx = env.db.pool.begin().await.unwrap();
+        sqlx::query("SELECT set_config('dueq.relay', 'on', true)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM dueq_outbox")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let mut c = env.redis.conn();
+        let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+        let orphans: Vec<TaskSpec> = (0..N)
+            .map(|i| {
+                TaskSpec::new(b"old".to_vec())
+                    .key(format!("r{round}:orphan{i}"))
+                    .delay_ms(60_000)
+            })
+            .collect();
+        env.client
+            .queue("orders")
+            .unwrap()
+            .enqueue_batch(&orphans)
+            .await
+            .unwrap();
+        let keys: Vec<String> = (0..N).map(|i| format!("r{round}:live{i}")).collect();
+        let mut tx = env.db.pool.begin().await.unwrap();
+        for k in &keys {
+            let t = OutboxTask::new(k.clone(), b"new".to_vec()).delay_ms(120_000);
+            enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+        let pass = {
+            let sweeper = sweeper.clone();
+            tokio::spawn(async move { sweeper.reconcile().await.unwrap() })
+        };
+        let t0 = Instant::now();
+        while watched.stats().await.unwrap().scheduled >= N as u64 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the sweep never cancelled"
+            );
+        }
+        let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+        env.relay_all(&relay).await;
+        let rep = pass.await.unwrap();
+        let mut lost = Vec::new();
+        for k in &keys {
+            if key_task(&env, k).await.is_none() {
+                lost.push(k.clone());
+            }
+        }
+        assert!(
+            lost.is_empty(),
+            "{} of {N} relayed rows have no Redis task after the sweep (round {round}, \
+             {rep:?}), e.g. {:?}",
+            lost.len(),
+            &lost[..lost.len().min(3)]
+        );
+    }
+}
