@@ -434,3 +434,61 @@ async fn a_flushall_during_the_sweep_does_not_remove_live_rows_tasks() {
         );
     }
 }
+
+/// A partitioned queue loses its `partitions` setting in a `FLUSHALL` like everything else,
+/// but the relay's client keeps its cached layout (3 partitions) for up to `LAYOUT_TTL`
+/// (5 s; `forget_queues` drops the queue handles, not the client's layout cache): rows
+/// relayed in that time, and the reconciler's own restores of the wiped rows, go to
+/// partitions 1 and 2, which every client that reads the layout afresh (workers, the relay
+/// itself 5 s later) no longer knows, so those tasks are neither claimed nor found by key
+/// (a later pass then enqueues them again, and the first copies stay stranded in Redis).
+/// Here: rows relayed right after the wipe, looked up by a fresh client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_relayed_right_after_a_flushall_of_a_partitioned_queue_are_found() {
+    const N: usize = 30;
+    let env = Env::new().await;
+    let orders = env.client.queue("orders").unwrap();
+    orders
+        .update_settings(&dueq::SettingsPatch::default().partitions(Some(3)))
+        .await
+        .unwrap();
+    let relay = env.relay(RelayConfig::default());
+    commit(&env, "before-", N).await;
+    env.relay_all(&relay).await;
+    let mut c = env.redis.conn();
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    commit(&env, "after-", N).await;
+    env.relay_all(&relay).await;
+
+    let fresh = dueq::Client::connect(&env.redis.url()).await.unwrap();
+    let q = fresh.queue("orders").unwrap();
+    let mut missing = Vec::new();
+    for i in 0..N {
+        let k = format!("after-{i}");
+        if q.get(&TaskRef::key(k.clone()).unwrap())
+            .await
+            .unwrap()
+            .is_none()
+        {
+            missing.push(k);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {N} rows relayed after the wipe are in Redis where no fresh client looks \
+         (partitions now {:?}), e.g. {:?}",
+        missing.len(),
+        q.settings().await.unwrap().partitions,
+        &missing[..missing.len().min(3)]
+    );
+}
+
+/// Commits `n` rows `{prefix}{i}`, due in 60 s.
+async fn commit(env: &Env, prefix: &str, n: usize) {
+    let mut tx = env.db.pool.begin().await.unwrap();
+    for i in 0..n {
+        let t = OutboxTask::new(format!("{prefix}{i}"), b"x".to_vec()).delay_ms(60_000);
+        enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
