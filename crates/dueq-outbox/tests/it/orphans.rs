@@ -1,5 +1,7 @@
-//! The orphan sweep of owned queues (`RelayConfig::owned_queue`) against what a restored
-//! database and foreign tasks leave in Redis.
+//! Attempts to break the outbox (review of the orphan sweep): the sweep of owned queues
+//! (`RelayConfig::owned_queue`) against what a restored database, foreign tasks, concurrent
+//! relays and a `FLUSHALL` leave in Redis; and two gaps met on the way (a partitioned queue
+//! wiped, a key enqueued again right after its timer ran).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -491,4 +493,64 @@ async fn commit(env: &Env, prefix: &str, n: usize) {
         enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
     }
     tx.commit().await.unwrap();
+}
+
+/// A timer that has run and been acknowledged is finished in Redis (its key free again for
+/// dueq), but its row stays `relayed` until the relay looks it up (at most once per
+/// `recheck_ms`, 1 s, after its due time; later behind a backlog). An `enqueue_in_tx` of the
+/// same key in that gap (the handler's follow-up: the next reminder, a retry of the business
+/// step) hits the live-key index and is dropped (`created: false`, the finished row
+/// returned): the new timer never runs. With dueq alone, the same enqueue after the ack
+/// creates the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_enqueued_again_right_after_its_run_is_not_dropped() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default());
+    let runs = Arc::new(Mutex::new(0usize));
+    let worker = {
+        let runs = runs.clone();
+        Worker::builder(env.client.clone())
+            .handle("orders", move |_| {
+                let runs = runs.clone();
+                async move {
+                    *runs.lock().unwrap() += 1;
+                    Outcome::Success
+                }
+            })
+            .build()
+            .unwrap()
+            .start()
+    };
+    let pool = env.db.pool.clone();
+    let enqueue = |delay_ms: u64| {
+        let pool = pool.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            let t = OutboxTask::new("customer:7:remind", b"x".to_vec()).delay_ms(delay_ms);
+            let e = enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
+            tx.commit().await.unwrap();
+            e
+        }
+    };
+    // due once the relay round is over, so the relay has not looked it up yet
+    assert!(enqueue(1_000).await.created);
+    env.relay_all(&relay).await;
+    let orders = env.client.queue("orders").unwrap();
+    wait_until_async(
+        Duration::from_secs(10),
+        "the first timer ran and was acknowledged",
+        || async { orders.stats().await.unwrap().succeeded_total == 1 },
+    )
+    .await;
+
+    // the follow-up timer, before the relay has looked the first one up
+    let second = enqueue(0).await;
+    let what = format!("the follow-up timer ran (enqueue_in_tx answered {second:?})");
+    wait_until_async(Duration::from_secs(10), &what, || async {
+        relay.relay_once().await.unwrap();
+        *runs.lock().unwrap() >= 2
+    })
+    .await;
+    worker.shutdown().await.unwrap();
+    assert!(second.created, "{second:?}");
 }
