@@ -554,3 +554,61 @@ async fn a_timer_enqueued_again_right_after_its_run_is_not_dropped() {
     worker.shutdown().await.unwrap();
     assert!(second.created, "{second:?}");
 }
+
+/// "A relay that dies after Redis answered and before its commit leaves the rows pending; the
+/// next one enqueues them again and gets the same tasks back" (README): unless the
+/// application cancels such a row first. `cancel_in_tx` cancels a `pending` row in the table
+/// alone (`Cancelled`: "had not reached Redis yet ... will never run"), but its task is in
+/// Redis, with no `task_id` on the row and so no tombstone: it runs (in a queue not owned,
+/// nothing ever removes it). The relay's failure between its Redis call and its commit is a
+/// PostgreSQL error in its `UPDATE` (a test trigger), which the relay rolls back and retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_row_cancelled_after_a_failed_relay_commit_never_runs() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default());
+    for sql in [
+        "CREATE TABLE fail_relay (on_ boolean NOT NULL)",
+        "INSERT INTO fail_relay VALUES (true)",
+        "CREATE FUNCTION fail_relay() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF OLD.state = 'pending' AND NEW.state = 'relayed'
+                AND (SELECT on_ FROM fail_relay) THEN
+                 RAISE EXCEPTION 'PostgreSQL fails after Redis answered';
+             END IF;
+             RETURN NEW;
+         END $$",
+        "CREATE TRIGGER fail_relay BEFORE UPDATE ON dueq_outbox
+         FOR EACH ROW EXECUTE FUNCTION fail_relay()",
+    ] {
+        sqlx::query(sql).execute(&env.db.pool).await.unwrap();
+    }
+    let mut tx = env.db.pool.begin().await.unwrap();
+    let t = OutboxTask::new("order:9:cancel", b"9".to_vec()).delay_ms(30 * 60_000);
+    enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
+    tx.commit().await.unwrap();
+    let err = relay.relay_once().await.unwrap_err();
+    assert_eq!(
+        env.state("order:9:cancel").await.as_deref(),
+        Some("pending")
+    );
+    sqlx::query("UPDATE fail_relay SET on_ = false")
+        .execute(&env.db.pool)
+        .await
+        .unwrap();
+
+    // payment arrives before the relay's retry
+    let mut tx = env.db.pool.begin().await.unwrap();
+    let c = cancel_in_tx(&mut tx, "orders", "order:9:cancel")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    env.relay_all(&relay).await;
+    let rep = relay.reconcile().await.unwrap();
+    let left = key_task(&env, "order:9:cancel").await;
+    assert!(
+        left.is_none(),
+        "cancel_in_tx answered {c:?}, the row is {:?}, yet its task is in Redis (relay error: \
+         {err}; reconciler: {rep:?})",
+        env.state("order:9:cancel").await
+    );
+}
