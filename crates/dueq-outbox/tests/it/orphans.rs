@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dueq::{Outcome, TaskRef, TaskSpec, Worker};
-use dueq_outbox::{OutboxTask, Relay, RelayConfig, cancel_in_tx, enqueue_in_tx};
+use dueq_outbox::{
+    OutboxDue, OutboxTask, Relay, RelayConfig, cancel_in_tx, enqueue_in_tx, reschedule_in_tx,
+};
 use dueq_testkit::wait_until_async;
 
 use crate::support::Env;
@@ -566,22 +568,7 @@ async fn a_timer_enqueued_again_right_after_its_run_is_not_dropped() {
 async fn a_pending_row_cancelled_after_a_failed_relay_commit_never_runs() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());
-    for sql in [
-        "CREATE TABLE fail_relay (on_ boolean NOT NULL)",
-        "INSERT INTO fail_relay VALUES (true)",
-        "CREATE FUNCTION fail_relay() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-             IF OLD.state = 'pending' AND NEW.state = 'relayed'
-                AND (SELECT on_ FROM fail_relay) THEN
-                 RAISE EXCEPTION 'PostgreSQL fails after Redis answered';
-             END IF;
-             RETURN NEW;
-         END $$",
-        "CREATE TRIGGER fail_relay BEFORE UPDATE ON dueq_outbox
-         FOR EACH ROW EXECUTE FUNCTION fail_relay()",
-    ] {
-        sqlx::query(sql).execute(&env.db.pool).await.unwrap();
-    }
+    fail_relay_commits(&env).await;
     let mut tx = env.db.pool.begin().await.unwrap();
     let t = OutboxTask::new("order:9:cancel", b"9".to_vec()).delay_ms(30 * 60_000);
     enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
@@ -610,5 +597,68 @@ async fn a_pending_row_cancelled_after_a_failed_relay_commit_never_runs() {
         "cancel_in_tx answered {c:?}, the row is {:?}, yet its task is in Redis (relay error: \
          {err}; reconciler: {rep:?})",
         env.state("order:9:cancel").await
+    );
+}
+
+/// Makes the relay's write-back of enqueued rows fail (a PostgreSQL error after Redis
+/// answered) until `fail_relay` is set off.
+async fn fail_relay_commits(env: &Env) {
+    for sql in [
+        "CREATE TABLE fail_relay (on_ boolean NOT NULL)",
+        "INSERT INTO fail_relay VALUES (true)",
+        "CREATE FUNCTION fail_relay() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF OLD.state = 'pending' AND NEW.state = 'relayed'
+                AND (SELECT on_ FROM fail_relay) THEN
+                 RAISE EXCEPTION 'PostgreSQL fails after Redis answered';
+             END IF;
+             RETURN NEW;
+         END $$",
+        "CREATE TRIGGER fail_relay BEFORE UPDATE ON dueq_outbox
+         FOR EACH ROW EXECUTE FUNCTION fail_relay()",
+    ] {
+        sqlx::query(sql).execute(&env.db.pool).await.unwrap();
+    }
+}
+
+/// The same failed relay commit, then a `reschedule_in_tx` of the still `pending` row to a
+/// later time: the row is due 30 min from now and goes to the relay as an `enqueue`, which,
+/// idempotent by key, finds the task the failed round left (due in 60 s) and keeps it. The
+/// timer runs 29 minutes before the time the application set, and nothing corrects it (the
+/// reconciler finds the key live, in sync).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_row_rescheduled_after_a_failed_relay_commit_is_not_early() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default());
+    fail_relay_commits(&env).await;
+    let mut tx = env.db.pool.begin().await.unwrap();
+    let t = OutboxTask::new("order:9:cancel", b"9".to_vec()).delay_ms(60_000);
+    enqueue_in_tx(&mut tx, "orders", &t).await.unwrap();
+    tx.commit().await.unwrap();
+    relay.relay_once().await.unwrap_err();
+    sqlx::query("UPDATE fail_relay SET on_ = false")
+        .execute(&env.db.pool)
+        .await
+        .unwrap();
+
+    let mut tx = env.db.pool.begin().await.unwrap();
+    let due = reschedule_in_tx(
+        &mut tx,
+        "orders",
+        "order:9:cancel",
+        OutboxDue::DelayMs(30 * 60_000),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    tx.commit().await.unwrap();
+    env.relay_all(&relay).await;
+    let rep = relay.reconcile().await.unwrap();
+    let t = key_task(&env, "order:9:cancel").await.unwrap();
+    assert_eq!(
+        t.due_at_ms,
+        due,
+        "the Redis task is due {} ms before the row (reconciler: {rep:?})",
+        due.saturating_sub(t.due_at_ms)
     );
 }
