@@ -10,10 +10,13 @@
 //! no key (the outbox never writes one). Tasks of the queue's own schedules (keys
 //! `schedule:...`) are kept; running tasks are not browsed (a cancel cannot stop them).
 //!
-//! Race with a row committed for the same key while the sweep decides: the relay's enqueue
-//! finds the orphan (idempotent by key) and takes it for its row's task; the sweep then
-//! cancels it. So after cancelling, the sweep looks the cancelled keys up again and enqueues
-//! the live rows it now finds (idempotent by key), counted as restored.
+//! A keyed orphan is cancelled by its key, not its id: after a wipe Redis hands the same ids
+//! out again, so an id may name a newer task by the time the cancel lands. Race with a row
+//! committed for the same key while the sweep decides: the relay's enqueue finds the orphan
+//! (idempotent by key) and takes it for its row's task, and the sweep then cancels it. So
+//! after cancelling, the sweep restores the `relayed` rows whose task is one it cancelled,
+//! as the reconciler restores a lost task (a new task, written to the row, under the row
+//! lock, waiting for a relay that still holds the row to commit first).
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,7 +27,7 @@ use sqlx::Row;
 use crate::error::Result;
 use crate::reconciler::ReconcileReport;
 use crate::relay::Relay;
-use crate::rows::{OutRow, ROW_COLUMNS, lock};
+use crate::rows::{OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
 
 /// Keys the tasks of a queue's schedules carry (`schedule:{name}:{fire_at_ms}`).
 const SCHEDULE_KEY_PREFIX: &str = "schedule:";
@@ -65,15 +68,20 @@ impl Relay {
         Ok(seen)
     }
 
-    /// Cancels the tasks of one page that no live row owns, then restores rows committed for
-    /// their keys meanwhile.
+    /// Cancels the tasks of one page that no live row owns, then restores the relayed rows
+    /// that took one of them for their task meanwhile.
     async fn remove_orphans(
         &self,
         queue: &str,
         tasks: &[dueq::Task],
         rep: &mut ReconcileReport,
     ) -> Result<()> {
-        let keys: Vec<&str> = tasks.iter().filter_map(|t| t.key.as_deref()).collect();
+        // PostgreSQL text cannot hold a NUL: no row holds such a key
+        let keys: Vec<&str> = tasks
+            .iter()
+            .filter_map(|t| t.key.as_deref())
+            .filter(|k| !k.contains('\0'))
+            .collect();
         let owned = self.live_keys(queue, &keys).await?;
         let orphans: Vec<&dueq::Task> = tasks
             .iter()
@@ -86,19 +94,19 @@ impl Relay {
             return Ok(());
         }
         let q = self.queue(queue).await?;
-        let targets: Vec<TaskRef> = orphans.iter().map(|t| TaskRef::Id(t.id.clone())).collect();
-        let outcomes = join_all(targets.iter().map(|t| q.cancel(t))).await;
+        let outcomes = join_all(orphans.iter().map(|t| cancel_orphan(&q, t))).await;
         let mut removed = Vec::new();
-        let mut n = 0u64;
+        let mut ids = Vec::new();
         for (t, o) in orphans.iter().zip(outcomes) {
-            // a task claimed since the page was read is left to run: the next sweep sees it
-            // again if it is retried
-            if o? == CancelOutcome::Cancelled {
-                tracing::info!(queue, task = %t.id, key = ?t.key, "removed a Redis task with no live row");
-                removed.extend(t.key.as_deref());
-                n += 1;
+            // a task claimed since the page was read is left to run (the next sweep sees it
+            // again if it is retried)
+            if let Some(id) = o? {
+                tracing::info!(queue, task = %id, key = ?t.key, "removed a Redis task with no live row");
+                removed.extend(t.key.as_deref().filter(|k| !k.contains('\0')));
+                ids.push(id);
             }
         }
+        let n = ids.len() as u64;
         rep.orphans_removed += n;
         self.record(|| {
             metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
@@ -108,25 +116,53 @@ impl Relay {
         if removed.is_empty() {
             return Ok(());
         }
-        // rows committed for those keys after the lookup above
+        // A row committed for one of those keys after the lookup above may have taken the
+        // orphan for its task (the relay's enqueue is idempotent by key): give it a task of
+        // its own, as the reconciler restores a lost one. A relay may still hold such a row
+        // (its batch not yet committed): wait for it (a batch takes well under a second;
+        // `lock_timeout` bounds the wait), then read the row as the relay left it.
+        let mut tx = self.pool.begin().await?;
+        relay_mode(&mut tx).await?;
+        sqlx::query("SET LOCAL lock_timeout = '10s'")
+            .execute(&mut *tx)
+            .await?;
         let rows = sqlx::query(&format!(
             "SELECT {ROW_COLUMNS} FROM dueq_outbox
-             WHERE queue = $1 AND key = ANY($2) AND {LIVE} AND relay_op IS DISTINCT FROM 'cancel'"
+             WHERE queue = $1 AND key = ANY($2) AND state IN ('pending', 'relayed')
+             FOR UPDATE"
         ))
         .bind(queue)
         .bind(&removed)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
-        if rows.is_empty() {
-            return Ok(());
-        }
         let rows = rows
             .iter()
             .map(OutRow::from_row)
+            .filter(|r| {
+                r.as_ref().map_or(true, |r| {
+                    r.relay_op.is_none() && r.task_id.as_ref().is_some_and(|id| ids.contains(id))
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
-        let specs: Vec<_> = rows.iter().map(OutRow::spec).collect();
-        q.enqueue_batch(&specs).await?;
-        rep.restored += specs.len() as u64;
+        if !rows.is_empty() {
+            let specs: Vec<_> = rows.iter().map(OutRow::spec).collect();
+            let done = q.enqueue_batch(&specs).await?;
+            let mut updates = Vec::with_capacity(rows.len());
+            for (r, e) in rows.iter().zip(done) {
+                let mut u = Update::new(r.id, "relayed");
+                u.task_id = Some(e.id.to_string());
+                u.restored = true;
+                updates.push(u);
+            }
+            apply(&mut tx, &updates).await?;
+            rep.restored += rows.len() as u64;
+            self.record(|| {
+                metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
+                    "direction" => "restored_to_redis")
+                .increment(rows.len() as u64);
+            });
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -146,6 +182,28 @@ impl Relay {
             .map(|r| Ok(r.try_get::<String, _>(0)?))
             .collect()
     }
+}
+
+/// Cancels orphan `t`; returns the id of the task it removed. A keyed one is cancelled by
+/// its key, which no wipe hands out again (the id it finds is the one to restore a row for,
+/// below); a keyless one by id, if the id still names the task the page showed (same
+/// creation time and no key): after a wipe Redis hands the same ids out again. That check
+/// and the cancel are two calls, so a wipe between them may still let the cancel hit a new
+/// task with a reused id; keyless tasks are never the outbox's own.
+async fn cancel_orphan(q: &dueq::Queue, t: &dueq::Task) -> dueq::Result<Option<String>> {
+    let report = match &t.key {
+        Some(k) => q.cancel_report(&TaskRef::key(k.clone())?).await?,
+        None => match q.get(&TaskRef::Id(t.id.clone())).await? {
+            Some(now) if now.key.is_none() && now.created_at_ms == t.created_at_ms => {
+                q.cancel_report(&TaskRef::Id(t.id.clone())).await?
+            }
+            _ => return Ok(None),
+        },
+    };
+    Ok(match (report.outcome, report.id) {
+        (CancelOutcome::Cancelled, Some(id)) => Some(id.to_string()),
+        _ => None,
+    })
 }
 
 /// Each owned queue's browse cursor between sweeps.

@@ -58,7 +58,8 @@ pub struct ReconcileReport {
 impl Relay {
     /// Runs one reconciler pass now (the on-demand form; [`Relay::run_until`] runs one every
     /// `reconcile_interval_ms`). Safe to run beside relays and other reconcilers: rows are
-    /// taken with `FOR UPDATE SKIP LOCKED`.
+    /// taken with `FOR UPDATE SKIP LOCKED`, and the owned queues' sweep cancels orphans by
+    /// key and waits for a relay that holds a row it must repair (see `orphans.rs`).
     ///
     /// # Errors
     /// [`crate::Error::Postgres`] or [`crate::Error::Dueq`]; batches already committed stay

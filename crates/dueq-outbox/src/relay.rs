@@ -20,7 +20,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dueq::{CancelOutcome, Queue, RescheduleOutcome, TaskId, TaskRef, TaskSpec, TaskState};
+use dueq::{
+    CancelOutcome, OnConflict, Queue, RescheduleOutcome, TaskId, TaskRef, TaskSpec, TaskState,
+};
 use futures_util::future::join_all;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
@@ -164,7 +166,13 @@ impl Relay {
         }
         for (queue, group) in by_queue {
             let q = self.queue(queue).await?;
-            let specs: Vec<TaskSpec> = group.iter().map(|r| r.spec()).collect();
+            // Replace, not keep: a task already under the key (this row's own, from a round
+            // whose commit failed, or one the database no longer knows) takes the row's due
+            // time and payload, since the row is the truth; the same task id comes back.
+            let specs: Vec<TaskSpec> = group
+                .iter()
+                .map(|r| r.spec().on_conflict(OnConflict::Replace))
+                .collect();
             match q.enqueue_batch(&specs).await {
                 Ok(done) => {
                     for (r, e) in group.iter().zip(done) {
@@ -332,6 +340,8 @@ impl Relay {
         tokio::pin!(shutdown);
         let backoff = dueq::Backoff::new(100, 2.0, 10_000);
         let mut failures = 0u32;
+        // the reconciler's own count: a healthy relay round must not reset its backoff
+        let mut reconcile_failures = 0u32;
         let mut listener: Option<PgListener> = None;
         let interval = Duration::from_millis(self.cfg.reconcile_interval_ms);
         let mut next_reconcile = tokio::time::Instant::now();
@@ -349,6 +359,7 @@ impl Relay {
             if tokio::time::Instant::now() >= next_reconcile {
                 match self.reconcile().await {
                     Ok(rep) => {
+                        reconcile_failures = 0;
                         if rep.restored + rep.removed + rep.orphans_removed + rep.gave_up > 0 {
                             tracing::warn!(?rep, "reconciler repaired Redis");
                         } else {
@@ -363,9 +374,10 @@ impl Relay {
                             };
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "reconciler pass failed; retrying");
-                        next_reconcile = tokio::time::Instant::now()
-                            + Duration::from_millis(backoff.delay_ms(failures + 1));
+                        reconcile_failures = reconcile_failures.saturating_add(1);
+                        let wait = backoff.delay_ms(reconcile_failures);
+                        tracing::warn!(error = %e, retry_in_ms = wait, "reconciler pass failed");
+                        next_reconcile = tokio::time::Instant::now() + Duration::from_millis(wait);
                     }
                 }
             }

@@ -203,7 +203,9 @@ pub async fn enqueue_in_tx(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OutboxCancel {
-    /// The row had not reached Redis yet: it is `cancelled` and will never run.
+    /// The row had not reached Redis yet: it is `cancelled` and will never run (one known
+    /// exception: a relay round that enqueued it and then failed to commit leaves its Redis
+    /// task behind; see the crate README).
     Cancelled,
     /// The row is in Redis: it is now `cancelling`, and the relay cancels the Redis task after
     /// commit. If a worker is already running it, the row goes back to `relayed` and ends as
