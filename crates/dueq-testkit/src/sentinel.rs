@@ -146,19 +146,37 @@ impl RedisSentinels {
     /// `SENTINEL FAILOVER` on the first sentinel, then waits until it names another primary
     /// and that server says `ROLE master`. Returns the new primary's index.
     ///
+    /// Sentinel accepts the command and may then abort the failover on its own
+    /// (`-failover-abort-no-good-slave`: the replica, the primary demoted by the failover
+    /// before, has not yet shown a healthy link to the new primary), and does not retry a
+    /// requested failover. So the command is sent again whenever no new primary shows within
+    /// 5 s of it (a refusal, such as `-INPROG` while one is running, is sent again too).
+    ///
     /// # Panics
-    /// If the failover does not happen within 20 s.
+    /// If the failover does not happen within 60 s.
     pub fn failover(&self) -> usize {
         let before = self.primary_port();
         let mut c = self.sentinel_conn(0).expect("connect to the sentinel");
-        crate::wait_until(DEADLINE, "SENTINEL FAILOVER is accepted", || {
-            redis::cmd("SENTINEL")
+        let deadline = std::time::Instant::now() + 3 * DEADLINE;
+        loop {
+            // refused while a failover is in progress (`-INPROG`): that one may still end
+            let _ = redis::cmd("SENTINEL")
                 .arg("FAILOVER")
                 .arg(MASTER_NAME)
-                .query::<()>(&mut c)
-                .is_ok()
-        });
-        self.wait_for_new_primary(before)
+                .query::<()>(&mut c);
+            let tried = std::time::Instant::now();
+            while tried.elapsed() < Duration::from_secs(5) {
+                if let Some(i) = self.new_primary(before) {
+                    return i;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "SENTINEL FAILOVER named no new primary within {:?}",
+                3 * DEADLINE
+            );
+        }
     }
 
     /// Waits until the first sentinel names a primary other than `before` that answers
@@ -169,24 +187,21 @@ impl RedisSentinels {
     pub fn wait_for_new_primary(&self, before: Option<u16>) -> usize {
         let mut found = None;
         crate::wait_until(DEADLINE, "the sentinels name a new primary", || {
-            let Some(port) = self.primary_port().filter(|p| Some(*p) != before) else {
-                return false;
-            };
-            let Some(i) = self.servers.iter().position(|s| s.port() == Some(port)) else {
-                return false;
-            };
-            let Ok(mut conn) = self.servers[i].client().get_connection() else {
-                return false;
-            };
-            let role: redis::RedisResult<Vec<redis::Value>> = redis::cmd("ROLE").query(&mut conn);
-            let master =
-                matches!(role.as_deref(), Ok([redis::Value::BulkString(b), ..]) if b == b"master");
-            if master {
-                found = Some(i);
-            }
-            master
+            found = self.new_primary(before);
+            found.is_some()
         });
         found.expect("set when the wait succeeded")
+    }
+
+    /// The index of the primary the first sentinel names, if it is not `before` and that
+    /// server answers `ROLE master`.
+    fn new_primary(&self, before: Option<u16>) -> Option<usize> {
+        let port = self.primary_port().filter(|p| Some(*p) != before)?;
+        let i = self.servers.iter().position(|s| s.port() == Some(port))?;
+        let mut conn = self.servers[i].client().get_connection().ok()?;
+        let role: redis::RedisResult<Vec<redis::Value>> = redis::cmd("ROLE").query(&mut conn);
+        matches!(role.as_deref(), Ok([redis::Value::BulkString(b), ..]) if b == b"master")
+            .then_some(i)
     }
 }
 
