@@ -138,7 +138,42 @@ async fn main() {
         )
         .init();
     if let Err(e) = run(cli).await {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", error_text(&e));
         std::process::exit(1);
+    }
+}
+
+/// An error and its causes joined by ": ", as `{:#}` does, leaving out a cause whose text the
+/// message before it already ends with (many errors print their source themselves).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.ends_with(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[test]
+    fn an_error_that_prints_its_source_shows_it_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot open x: {source}")]
+        struct Open {
+            source: std::io::Error,
+        }
+        let e = anyhow::Error::new(Open { source: io }).context("replay");
+        assert_eq!(error_text(&e), "replay: cannot open x: no such file");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_text(&plain), "outer: inner");
     }
 }

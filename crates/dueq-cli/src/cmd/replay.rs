@@ -117,7 +117,7 @@ fn print_report(r: &Report) {
     );
     outln!(
         "  explained mismatches: {} ({} ran after a late cancel, {} cancelled while due, {} \
-         ran before the FLUSHALL and were cancelled once restored)",
+         ran and were cancelled once the reconciler restored them)",
         r.explained_mismatches,
         r.explained_ran_after_late_cancel,
         r.explained_cancelled_while_due,

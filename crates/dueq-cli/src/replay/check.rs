@@ -7,7 +7,7 @@
 //! due: after its claim, or before a worker got to it; or, after a `FLUSHALL`, it removed the
 //! restored copy of a task that had already run) and *unexplained* otherwise.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use dueq::CancelOutcome;
@@ -109,9 +109,9 @@ pub struct Report {
     pub explained_ran_after_late_cancel: u64,
     /// Of those, tasks cancelled although the trace's approval came after the due time.
     pub explained_cancelled_while_due: u64,
-    /// Of those, tasks that ran before the `FLUSHALL` (their success not yet recorded by the
-    /// relay), were restored by the reconciler, and whose restored copy the cancel then
-    /// removed (`--flush-midway` only).
+    /// Of those, tasks that ran (before the `FLUSHALL`, or before the reconciler restored
+    /// their row because it did not find their success in Redis), were restored by the
+    /// reconciler, and whose restored copy the cancel then removed (`--postgres` only).
     pub explained_cancelled_after_restore: u64,
     /// Handler start minus due time.
     pub lateness_ms: Lateness,
@@ -156,6 +156,7 @@ pub fn check(
     duration: Duration,
     driver_lag_max_ms: u64,
     flushed_at_ms: Option<u64>,
+    restored: &HashSet<usize>,
 ) -> Report {
     let mut r = Report {
         orders: plan.orders,
@@ -205,11 +206,16 @@ pub fn check(
         }
         match (t.expected_run, ran, cancel) {
             (_, true, Some(c)) if c.outcome == CancelOutcome::Cancelled => {
-                // cancelled and run: allowed only for a run before a FLUSHALL whose restored
-                // copy the cancel removed (the wipe lost the run's record, not the run)
+                // cancelled and run: allowed only when the cancel removed a restored copy of
+                // a task that had run: a run before a FLUSHALL (the wipe lost the run's
+                // record, not the run), or one whose row the reconciler restored (its
+                // success was not found in Redis, e.g. acknowledged after the wipe before the
+                // relay set the queue's retention again) before the cancel
                 let before_wipe = flushed_at_ms
                     .is_some_and(|f| c.at_ms >= f && task_runs.iter().all(|x| x.claimed_at_ms < f));
-                if before_wipe {
+                let restored_copy =
+                    restored.contains(&idx) && task_runs.iter().all(|x| x.claimed_at_ms < c.at_ms);
+                if before_wipe || restored_copy {
                     r.explained_mismatches += 1;
                     r.explained_cancelled_after_restore += 1;
                 } else {
@@ -265,6 +271,14 @@ mod tests {
     /// One cancel-unpaid task the trace says runs (approval after its due time), which ran
     /// (claimed at 100) and whose cancel was applied at 300 and removed a live copy.
     fn ran_then_cancelled(flushed_at_ms: Option<u64>, claimed_at_ms: u64) -> Report {
+        ran_then_cancelled_restored(flushed_at_ms, claimed_at_ms, false)
+    }
+
+    fn ran_then_cancelled_restored(
+        flushed_at_ms: Option<u64>,
+        claimed_at_ms: u64,
+        restored: bool,
+    ) -> Report {
         let plan = Plan {
             tasks: vec![PlannedTask {
                 kind: TaskKind::CancelUnpaid,
@@ -311,6 +325,11 @@ mod tests {
             Duration::from_secs(1),
             0,
             flushed_at_ms,
+            &if restored {
+                HashSet::from([0])
+            } else {
+                HashSet::new()
+            },
         )
     }
 
@@ -341,6 +360,26 @@ mod tests {
         assert_eq!(r.unexplained_mismatches, 1);
         // the cancel came before the wipe: nothing explains it either
         let r = ran_then_cancelled(Some(400), 100);
+        assert_eq!(r.unexplained_mismatches, 1);
+    }
+
+    #[test]
+    fn a_cancelled_task_that_ran_is_explained_by_a_restore_of_its_row_after_the_run() {
+        // the run came after the wipe, but the reconciler restored its row (its success was
+        // not found) and the cancel at 300 removed that copy
+        let r = ran_then_cancelled_restored(Some(200), 250, true);
+        assert_eq!(
+            (
+                r.unexplained_mismatches,
+                r.explained_cancelled_after_restore
+            ),
+            (0, 1)
+        );
+        // also without a wipe (a success pushed out of the retention)
+        let r = ran_then_cancelled_restored(None, 100, true);
+        assert_eq!(r.unexplained_mismatches, 0);
+        // a run after the cancel is not the restored copy's
+        let r = ran_then_cancelled_restored(Some(200), 350, true);
         assert_eq!(r.unexplained_mismatches, 1);
     }
 }

@@ -54,6 +54,9 @@ pub struct OutboxReport {
     pub restored_total: u64,
     /// Commit to in-Redis of the rows the relay enqueued, ms (database clock).
     pub relay_lag_ms: super::check::Lateness,
+    /// Keys of the rows the reconciler restored at least once (for the checks).
+    #[serde(skip)]
+    pub restored_keys: std::collections::HashSet<String>,
 }
 
 /// One cancel as the driver committed it.
@@ -284,6 +287,13 @@ impl OutboxSink {
             p99: ms(2)?,
             max: ms(3)?,
         };
+        self.report.restored_keys =
+            sqlx::query_scalar("SELECT key FROM dueq_outbox WHERE queue = $1 AND restores > 0")
+                .bind(&self.queue)
+                .fetch_all(&self.pool)
+                .await?
+                .into_iter()
+                .collect();
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT set_config('dueq.relay', 'on', true)")
             .execute(&mut *tx)

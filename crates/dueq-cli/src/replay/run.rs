@@ -14,7 +14,7 @@
 //! cancel records its outcome and the Redis time it was applied; `check.rs` compares them with
 //! the trace.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -248,6 +248,11 @@ pub async fn replay(url: &str, plan: &Plan, cfg: &ReplayConfig) -> Result<Report
     };
     let runs = lock(&runs).clone();
     let due_ms: Vec<u64> = plan.tasks.iter().map(|t| mapped(t.due_at_s)).collect();
+    let restored: HashSet<usize> = outbox.as_ref().map_or_else(HashSet::new, |o| {
+        (0..plan.tasks.len())
+            .filter(|&i| o.restored_keys.contains(&plan.tasks[i].key))
+            .collect()
+    });
     let mut report = check(
         plan,
         cfg,
@@ -258,6 +263,7 @@ pub async fn replay(url: &str, plan: &Plan, cfg: &ReplayConfig) -> Result<Report
         duration,
         driver_lag_max_ms,
         flushed_at_ms,
+        &restored,
     );
     report.outbox = outbox;
     Ok(report)
