@@ -133,6 +133,24 @@ impl RelayProc {
     }
 }
 
+impl RelayProc {
+    /// `dueq relay --postgres` on `db` (fallback poll 100 ms), once it has migrated the table.
+    fn migrated(redis: &str, db: &Db) -> Self {
+        let relay = Self::start(redis, &["--postgres", &db.url(), "--poll-ms", "100"]);
+        wait_until(
+            Duration::from_secs(20),
+            "the relay migrated the table",
+            || {
+                psql(
+                    &db.0,
+                    "SELECT count(*) FROM pg_tables WHERE tablename = 'dueq_outbox'",
+                ) == "1"
+            },
+        );
+        relay
+    }
+}
+
 impl Drop for RelayProc {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -147,17 +165,7 @@ fn relay_carries_a_plain_sql_row_and_reconcile_once_restores_it_after_flushall()
     let db = Db::create("relay");
     let pg = db.url();
 
-    let mut relay = RelayProc::start(&url, &["--postgres", &pg, "--poll-ms", "100"]);
-    wait_until(
-        Duration::from_secs(20),
-        "the relay migrated the table",
-        || {
-            psql(
-                &db.0,
-                "SELECT count(*) FROM pg_tables WHERE tablename = 'dueq_outbox'",
-            ) == "1"
-        },
-    );
+    let mut relay = RelayProc::migrated(&url, &db);
     psql(
         &db.0,
         "BEGIN; INSERT INTO dueq_outbox (queue, key, payload, due_at_ms) VALUES ('orders', \
@@ -247,18 +255,7 @@ fn the_plain_sql_order_flow_example_works() {
     let server = RedisServer::start();
     let url = server.url();
     let db = Db::create("sqlflow");
-    let pg = db.url();
-    let mut relay = RelayProc::start(&url, &["--postgres", &pg, "--poll-ms", "100"]);
-    wait_until(
-        Duration::from_secs(20),
-        "the relay migrated the table",
-        || {
-            psql(
-                &db.0,
-                "SELECT count(*) FROM pg_tables WHERE tablename = 'dueq_outbox'",
-            ) == "1"
-        },
-    );
+    let mut relay = RelayProc::migrated(&url, &db);
     psql_example(&db.0, "order_created.sql", 43);
     let key = "order:43:cancel";
     wait_until(Duration::from_secs(10), "the timer is in Redis", || {

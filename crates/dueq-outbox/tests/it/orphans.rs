@@ -20,6 +20,32 @@ async fn key_task(env: &Env, key: &str) -> Option<dueq::Task> {
     q.get(&TaskRef::key(key).unwrap()).await.unwrap()
 }
 
+/// Enqueues one orphan (payload `old`) per key straight into Redis, due in `delay_ms`.
+async fn enqueue_orphans(orders: &dueq::Queue, keys: &[String], delay_ms: u64) {
+    let specs: Vec<TaskSpec> = keys
+        .iter()
+        .map(|k| {
+            TaskSpec::new(b"old".to_vec())
+                .key(k.clone())
+                .delay_ms(delay_ms)
+        })
+        .collect();
+    orders.enqueue_batch(&specs).await.unwrap();
+}
+
+/// Waits until the sweep has cancelled a first task: fewer than `above` scheduled.
+async fn sweep_started(watched: &dueq::Queue, above: u64) {
+    let t0 = Instant::now();
+    while watched.stats().await.unwrap().scheduled >= above {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the sweep never cancelled"
+        );
+        // a short pause: a tight loop of stats calls would compete with the sweep
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// The database restored from an older backup re-creates order 42 (its id sequence went back
 /// too), whose new cancel timer is due in 30 min; Redis still holds the old order 42's timer
 /// under the same key, due in 2 s with the old payload. In an owned queue the row is the
@@ -107,15 +133,7 @@ async fn a_pending_row_restored_by_the_sweep_and_then_cancelled_leaves_no_task()
     let watched = watch.queue("orders").unwrap();
     for round in 1..=5 {
         let keys: Vec<String> = (0..N).map(|i| format!("r{round}:k{i}")).collect();
-        let specs: Vec<TaskSpec> = keys
-            .iter()
-            .map(|k| {
-                TaskSpec::new(b"old".to_vec())
-                    .key(k.clone())
-                    .delay_ms(60_000)
-            })
-            .collect();
-        orders.enqueue_batch(&specs).await.unwrap();
+        enqueue_orphans(&orders, &keys, 60_000).await;
         let mut tx = env.db.pool.begin().await.unwrap();
         for k in &keys {
             let t = OutboxTask::new(k.clone(), b"new".to_vec()).delay_ms(60_000);
@@ -126,15 +144,7 @@ async fn a_pending_row_restored_by_the_sweep_and_then_cancelled_leaves_no_task()
             tokio::spawn(async move { relay.reconcile().await.unwrap() })
         };
         // commit once the sweep has started cancelling this round's orphans
-        let t0 = Instant::now();
-        while watched.stats().await.unwrap().scheduled >= N as u64 {
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "the sweep never cancelled"
-            );
-            // a short pause: a tight loop of stats calls would compete with the sweep
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        sweep_started(&watched, N as u64).await;
         tx.commit().await.unwrap();
         let rep = pass.await.unwrap();
 
@@ -199,15 +209,7 @@ async fn a_row_whose_orphan_the_sweep_replaced_runs_once() {
     for round in 1..=3 {
         let keys: Vec<String> = (0..N).map(|i| format!("r{round}:k{i}")).collect();
         let before = watched.stats().await.unwrap().scheduled;
-        let specs: Vec<TaskSpec> = keys
-            .iter()
-            .map(|k| {
-                TaskSpec::new(b"old".to_vec())
-                    .key(k.clone())
-                    .delay_ms(600_000)
-            })
-            .collect();
-        orders.enqueue_batch(&specs).await.unwrap();
+        enqueue_orphans(&orders, &keys, 600_000).await;
         let mut tx = env.db.pool.begin().await.unwrap();
         for k in &keys {
             let t = OutboxTask::new(k.clone(), b"new".to_vec()).delay_ms(5_000);
@@ -217,15 +219,7 @@ async fn a_row_whose_orphan_the_sweep_replaced_runs_once() {
             let sweeper = sweeper.clone();
             tokio::spawn(async move { sweeper.reconcile().await.unwrap() })
         };
-        let t0 = Instant::now();
-        while watched.stats().await.unwrap().scheduled >= before + N as u64 {
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "the sweep never cancelled"
-            );
-            // a short pause: a tight loop of stats calls would compete with the sweep
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        sweep_started(&watched, before + N as u64).await;
         tx.commit().await.unwrap();
         env.relay_all(&relay).await;
         let rep = pass.await.unwrap();
@@ -420,15 +414,7 @@ async fn a_flushall_during_the_sweep_does_not_remove_live_rows_tasks() {
             let sweeper = sweeper.clone();
             tokio::spawn(async move { sweeper.reconcile().await.unwrap() })
         };
-        let t0 = Instant::now();
-        while watched.stats().await.unwrap().scheduled >= N as u64 {
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "the sweep never cancelled"
-            );
-            // a short pause: a tight loop of stats calls would compete with the sweep
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        sweep_started(&watched, N as u64).await;
         let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
         env.relay_all(&relay).await;
         let rep = pass.await.unwrap();
