@@ -150,7 +150,8 @@ impl RedisSentinels {
     /// (`-failover-abort-no-good-slave`: the replica, the primary demoted by the failover
     /// before, has not yet shown a healthy link to the new primary), and does not retry a
     /// requested failover. So the command is sent again whenever no new primary shows within
-    /// 5 s of it (a refusal, such as `-INPROG` while one is running, is sent again too).
+    /// 5 s of it, while the sentinel still names the old primary and its flags show no
+    /// failover running (a second failover would move the primary back).
     ///
     /// # Panics
     /// If the failover does not happen within 60 s.
@@ -159,11 +160,22 @@ impl RedisSentinels {
         let mut c = self.sentinel_conn(0).expect("connect to the sentinel");
         let deadline = std::time::Instant::now() + 3 * DEADLINE;
         loop {
-            // refused while a failover is in progress (`-INPROG`): that one may still end
-            let _ = redis::cmd("SENTINEL")
-                .arg("FAILOVER")
-                .arg(MASTER_NAME)
-                .query::<()>(&mut c);
+            // never a second failover: not while one runs, nor once the sentinel names
+            // another primary (whether or not that one answers `ROLE master` yet)
+            if let Some(i) = self.new_primary(before) {
+                return i;
+            }
+            if self.primary_port() == before && !self.failover_in_progress() {
+                // refused at once while no replica qualifies (`-NOGOODSLAVE`): ask again
+                // until it is accepted
+                crate::wait_until(DEADLINE, "SENTINEL FAILOVER is accepted", || {
+                    redis::cmd("SENTINEL")
+                        .arg("FAILOVER")
+                        .arg(MASTER_NAME)
+                        .query::<()>(&mut c)
+                        .is_ok()
+                });
+            }
             let tried = std::time::Instant::now();
             while tried.elapsed() < Duration::from_secs(5) {
                 if let Some(i) = self.new_primary(before) {
@@ -191,6 +203,24 @@ impl RedisSentinels {
             found.is_some()
         });
         found.expect("set when the wait succeeded")
+    }
+
+    /// Whether the first sentinel's flags for the primary say a failover is running (an
+    /// unreadable answer counts as running, so no failover is sent on a guess).
+    fn failover_in_progress(&self) -> bool {
+        let Some(mut c) = self.sentinel_conn(0) else {
+            return true;
+        };
+        let fields: redis::RedisResult<Vec<String>> = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(MASTER_NAME)
+            .query(&mut c);
+        match fields {
+            Ok(f) => f
+                .chunks(2)
+                .any(|kv| kv[0] == "flags" && kv.get(1).is_some_and(|v| v.contains("failover"))),
+            Err(_) => true,
+        }
     }
 
     /// The index of the primary the first sentinel names, if it is not `before` and that
