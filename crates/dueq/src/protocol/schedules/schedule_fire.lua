@@ -49,51 +49,71 @@ end
 local names = {}
 for i = 1, n do names[i] = ARGV[2 + (i - 1) * 11 + 1] end
 
--- 1. claim each schedule's step against its state; plan the ticks to create
+-- 1. claim each schedule's step against its state; plan the ticks to create. A number is
+-- read from its text once, and only when it is not -1 or 0 (`tonumber` of a 13-digit time
+-- costs about as much as a Redis command's share per tick).
 local states = hmget_chunked(state, names)
-local code, made, skipped, rest = {}, {}, {}, {}
+local code, made, skipped = {}, {}, {}
+-- per applied schedule: its new state's text before and after the `fired` count (which step
+-- 3 may still raise), that count, and its index score (nil: it leaves the index)
+local head, fired_of, tail, act_of = {}, {}, {}, {}
 local todo_i, todo_key, todo_at, todo_tick, todo_spec, nt = {}, {}, {}, {}, {}, 0
+local lead_s, lead = nil, 0
 for i = 1, n do
   local b = 2 + (i - 1) * 11
   local name, expect = names[i], ARGV[b + 2]
-  local once_at, fire_at, lead = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 11])
   local next_at, last, skipped_total, paused, fired, fp, prev
   if states[i] then next_at, last, skipped_total, paused, fired, fp, prev = sched_state(states[i]) end
   code[i], made[i], skipped[i] = 1, 0, 0
+  -- one lead for every schedule as a rule
+  if ARGV[b + 11] ~= lead_s then lead_s = ARGV[b + 11] lead = tonumber(lead_s) end
+  local once_s, fire_s = ARGV[b + 4], ARGV[b + 6]
+  local once_at = once_s == '-1' and -1 or tonumber(once_s)
+  local fire_at = fire_s == '-1' and -1 or tonumber(fire_s)
+  local last_n = next_at and tonumber(last)
   if not next_at then
     code[i] = -1
   elseif paused == '1' then
     code[i] = -2
-  elseif next_at ~= expect or tonumber(expect) <= tonumber(last) then
+  elseif next_at ~= expect or tonumber(expect) <= last_n then
     code[i] = 0
-  elseif once_at > now or fire_at > now + lead or (fire_at > now and tonumber(last) > now) then
+  elseif once_at > now or fire_at > now + lead or (fire_at > now and last_n > now) then
     code[i] = -3
   else
     local overlap_skip = ARGV[b + 9] == 's'
-    local sk, planned, last_n = tonumber(ARGV[b + 3]), false, tonumber(last)
+    local sk = ARGV[b + 3]
+    sk = sk == '0' and 0 or tonumber(sk)
+    local planned = false
     -- the once tick (ARGV b+4, spec b+5), then the on-time tick (b+6, spec b+7)
-    for at_i = b + 4, b + 6, 2 do
-      local at = tonumber(ARGV[at_i])
+    for k = 0, 2, 2 do
+      local at, at_s = once_at, once_s
+      if k == 2 then at, at_s = fire_at, fire_s end
       if at >= 0 and at > last_n then
         -- the previous tick's task: live if planned just now, else looked up
         if overlap_skip and last_n >= 0
             and (planned or live('schedule:' .. name .. ':' .. last)) then
           sk = sk + 1
         else
-          local key = 'schedule:' .. name .. ':' .. ARGV[at_i]
           nt = nt + 1
-          todo_i[nt], todo_key[nt], todo_at[nt], todo_spec[nt] = i, key, at, ARGV[at_i + 1]
-          todo_tick[nt] = ARGV[at_i]
-          prev, last, last_n, planned = last, ARGV[at_i], at, true
+          todo_i[nt], todo_key[nt], todo_at[nt] = i, 'schedule:' .. name .. ':' .. at_s, at
+          todo_spec[nt], todo_tick[nt] = ARGV[b + 5 + k], at_s
+          prev, last, last_n, planned = last, at_s, at, true
         end
       end
     end
     skipped[i] = sk
     if sk > 0 then skipped_total = int(tonumber(skipped_total) + sk) end
-    -- the state without its `fired` count, which step 3 may still raise
-    local act = sched_act_at(ARGV[b + 8], last, lead)
-    rest[i] = {ARGV[b + 8] .. ' ' .. last .. ' ' .. skipped_total .. ' ' .. paused .. ' ',
-      fired, ' ' .. fp .. '/' .. prev, act}
+    -- the index score: sched_act_at's rule, with the numbers already read
+    local next_s = ARGV[b + 8]
+    if next_s ~= '-1' then
+      local act = tonumber(next_s) - lead
+      if act <= last_n then act_of[i] = last
+      elseif lead == 0 then act_of[i] = next_s
+      else act_of[i] = int(act) end
+    end
+    head[i] = next_s .. ' ' .. last .. ' ' .. skipped_total .. ' ' .. paused .. ' '
+    fired_of[i] = fired
+    tail[i] = ' ' .. fp .. '/' .. prev
   end
 end
 
@@ -107,7 +127,7 @@ end
 -- 3. create the tasks
 if count > 0 then
   local seq = redis.call('HINCRBY', meta, 'seq', count) - count
-  local recs, kargs, byprio, used, grouped, gused = {}, {}, {}, {}, {}, {}
+  local recs, kargs, byprio, nby, used, grouped, gused = {}, {}, {}, {}, {}, {}, {}
   local nr, tails = 0, {}
   for j = 1, nt do
     local i = todo_i[j]
@@ -128,10 +148,11 @@ if count > 0 then
         grouped[#grouped + 1] = {group, id, at, p}
         if p > 0 then gused[p] = true end
       else
-        local z = byprio[p]
+        local z, m = byprio[p], nby[p] or 0
         if not z then z = {} byprio[p] = z end
-        z[#z + 1] = todo_tick[j]
-        z[#z + 1] = id
+        z[m + 1] = todo_tick[j]
+        z[m + 2] = id
+        nby[p] = m + 2
         if p > 0 then used[p] = true end
       end
       made[i] = made[i] + 1
@@ -151,24 +172,25 @@ if count > 0 then
 end
 
 -- 4. the new states and index scores
-local out, sargs, zargs, zrem = {now}, {}, {}, {}
+local out, sargs, zargs, zrem, ns, nz = {now}, {}, {}, {}, 0, 0
 for i = 1, n do
-  local r = rest[i]
   if code[i] == 1 then
-    local fired = r[2]
+    local fired = fired_of[i]
     if made[i] > 0 then fired = int(tonumber(fired) + made[i]) end
-    sargs[#sargs + 1] = names[i]
-    sargs[#sargs + 1] = r[1] .. fired .. r[3]
-    if tonumber(ARGV[2 + (i - 1) * 11 + 8]) >= 0 then
-      zargs[#zargs + 1] = r[4]
-      zargs[#zargs + 1] = names[i]
+    sargs[ns + 1] = names[i]
+    sargs[ns + 2] = head[i] .. fired .. tail[i]
+    ns = ns + 2
+    if act_of[i] then
+      zargs[nz + 1] = act_of[i]
+      zargs[nz + 2] = names[i]
+      nz = nz + 2
     else
       zrem[#zrem + 1] = names[i]
     end
   end
-  out[#out + 1] = code[i]
-  out[#out + 1] = made[i]
-  out[#out + 1] = skipped[i]
+  out[3 * i - 1] = code[i]
+  out[3 * i] = made[i]
+  out[3 * i + 1] = skipped[i]
 end
 chunked('HSET', state, sargs)
 chunked('ZADD', index, zargs)
