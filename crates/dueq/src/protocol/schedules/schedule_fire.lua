@@ -54,9 +54,9 @@ for i = 1, n do names[i] = ARGV[2 + (i - 1) * 11 + 1] end
 -- costs about as much as a Redis command's share per tick).
 local states = hmget_chunked(state, names)
 local code, made, skipped = {}, {}, {}
--- per applied schedule: its new state's text before and after the `fired` count (which step
--- 3 may still raise), that count, and its index score (nil: it leaves the index)
-local head, fired_of, tail, act_of = {}, {}, {}, {}
+-- per applied schedule: the fields of its new state (`fired` may still rise in step 3) and its
+-- index score (nil: it leaves the index), joined into the state's text in step 4
+local last_of, sk_of, paused_of, fired_of, fp_of, prev_of, act_of = {}, {}, {}, {}, {}, {}, {}
 local todo_i, todo_key, todo_at, todo_tick, todo_spec, nt = {}, {}, {}, {}, {}, 0
 local lead_s, lead = nil, 0
 for i = 1, n do
@@ -111,9 +111,8 @@ for i = 1, n do
       elseif lead == 0 then act_of[i] = next_s
       else act_of[i] = int(act) end
     end
-    head[i] = next_s .. ' ' .. last .. ' ' .. skipped_total .. ' ' .. paused .. ' '
-    fired_of[i] = fired
-    tail[i] = ' ' .. fp .. '/' .. prev
+    last_of[i], sk_of[i], paused_of[i] = last, skipped_total, paused
+    fired_of[i], fp_of[i], prev_of[i] = fired, fp, prev
   end
 end
 
@@ -178,7 +177,8 @@ for i = 1, n do
     local fired = fired_of[i]
     if made[i] > 0 then fired = int(tonumber(fired) + made[i]) end
     sargs[ns + 1] = names[i]
-    sargs[ns + 2] = head[i] .. fired .. tail[i]
+    sargs[ns + 2] = ARGV[2 + (i - 1) * 11 + 8] .. ' ' .. last_of[i] .. ' ' .. sk_of[i] .. ' '
+      .. paused_of[i] .. ' ' .. fired .. ' ' .. fp_of[i] .. '/' .. prev_of[i]
     ns = ns + 2
     if act_of[i] then
       zargs[nz + 1] = act_of[i]

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Redis CPU per tick of schedule_fire.lua, step by step (docs/BENCHMARKS.md, W8).
+
+Runs against a redis-server of its own (it FLUSHALLs it: never point it at a shared one):
+
+    redis-server --port 16391 --save '' --daemonize yes
+    python3 docs/bench/schedule_fire_steps.py 16391 [rounds]
+
+It stores 10 000 every-second schedule states, then calls the script (lib.lua in front, as
+crates/dueq/src/protocol/scripts.rs loads it) 600 times with 166 schedules each, one tick
+per schedule and call, as a firer of W8 does; Redis CPU (INFO cpu) over the calls, per
+schedule handed in. Variants, interleaved round by round, median per variant:
+  noop     reads its ARGV count and returns (the cost of the call and its arguments)
+  to-2     the script up to its step 2 (states read, ticks planned), then returns
+  to-3     up to step 3 (and the lookup of the ticks' keys)
+  to-4     up to step 4 (tasks written)
+  full     the whole script
+  floor    only the writes a tick needs (the states read; task, key, due entry, new state and
+           index score written), with no checks
+"""
+import socket, statistics, struct, sys
+
+PROTO = 'crates/dueq/src/protocol/'
+NS, BATCH, CALLS = 10000, 166, 600
+
+
+class Redis:
+    def __init__(self, port):
+        self.s = socket.create_connection(('127.0.0.1', port))
+        self.buf = b''
+
+    def _line(self):
+        while b'\r\n' not in self.buf:
+            self.buf += self.s.recv(1 << 20)
+        line, self.buf = self.buf.split(b'\r\n', 1)
+        return line
+
+    def _read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b'+':
+            return rest.decode()
+        if kind == b'-':
+            raise RuntimeError(rest.decode())
+        if kind == b':':
+            return int(rest)
+        if kind == b'$':
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.s.recv(1 << 20)
+            value, self.buf = self.buf[:n], self.buf[n + 2:]
+            return value
+        if kind == b'*':
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise RuntimeError('unexpected reply %r' % line)
+
+    def __call__(self, *args):
+        out = [b'*%d\r\n' % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b'$%d\r\n%s\r\n' % (len(a), a))
+        self.s.sendall(b''.join(out))
+        return self._read()
+
+    def cpu(self):
+        info = self('INFO', 'cpu').decode().split('\r\n')
+        d = dict(line.split(':', 1) for line in info if ':' in line)
+        return float(d['used_cpu_sys']) + float(d['used_cpu_user'])
+
+
+EARLY = ('\ndo\n  local o = {now}\n  for i = 1, n do o[3 * i - 1] = 2 o[3 * i] = 0'
+         ' o[3 * i + 1] = 0 end\n  return o\nend\n')
+NOOP = ('local n = tonumber(ARGV[2])\nlocal o = {0}\n'
+        'for i = 1, n do o[3 * i - 1] = 2 o[3 * i] = 0 o[3 * i + 1] = 0 end\nreturn o\n')
+FLOOR = '''local sched, tasks, keys, state, index = KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[8]
+local n = tonumber(ARGV[2])
+local names, recs, kargs, zs, sargs, zi = {}, {}, {}, {}, {}, {}
+local seq = redis.call('HINCRBY', KEYS[4], 'seq', n) - n
+for i = 1, n do
+  local b = 2 + (i - 1) * 11
+  local name, tick = ARGV[b + 1], ARGV[b + 6]
+  local id = string.format('%012x', seq + i)
+  names[i] = name
+  recs[2 * i - 1], recs[2 * i] = id, ARGV[b + 7]
+  kargs[2 * i - 1], kargs[2 * i] = 'schedule:' .. name .. ':' .. tick, id
+  zs[2 * i - 1], zs[2 * i] = tick, id
+  sargs[2 * i - 1], sargs[2 * i] = name, ARGV[b + 8] .. ' ' .. tick .. ' 0 0 1 fp/' .. ARGV[b + 2]
+  zi[2 * i - 1], zi[2 * i] = ARGV[b + 8], name
+end
+redis.call('HMGET', state, unpack(names))
+redis.call('HSET', tasks, unpack(recs))
+redis.call('ZADD', sched, unpack(zs))
+redis.call('HSET', keys, unpack(kargs))
+redis.call('HSET', state, unpack(sargs))
+redis.call('ZADD', index, unpack(zi))
+local o = {0}
+for i = 1, n do o[3 * i - 1] = 1 o[3 * i] = 1 o[3 * i + 1] = 0 end
+return o
+'''
+
+
+def variants():
+    lib = open(PROTO + 'lib.lua').read()
+    fire = open(PROTO + 'schedules/schedule_fire.lua').read()
+
+    def upto(step):
+        at = fire.index('-- %d. ' % step)
+        return lib + fire[:at] + EARLY + fire[at:]
+
+    return {'noop': lib + NOOP, 'to-2': upto(2), 'to-3': upto(3), 'to-4': upto(4),
+            'full': lib + fire, 'floor': lib + FLOOR}
+
+
+def run(r, src):
+    r('FLUSHALL')
+    sha = r('SCRIPT', 'LOAD', src).decode()
+    q = 'dueq:{steps}:'
+    keys = [q + k for k in ('sched tasks keys meta stats leases schedule_state schedule_next '
+                            'gsched gdue groups gready gactive gparked rate rate_n rate_idle'
+                            ).split()]
+    keys += [q + 'psched%d' % p for p in range(1, 10)] + [q + 'expiry']
+    now = int(r('TIME')[0]) * 1000
+    start = now - 10**9  # every tick far in the past: always due
+    names = ['s%d' % i for i in range(NS)]
+    nxt = dict.fromkeys(names, start)
+    for i in range(0, NS, 1000):
+        args = []
+        for name in names[i:i + 1000]:
+            args += [name, '%d %d 0 0 0 fp/%d' % (start, start - 1000, start - 2000)]
+        r('HSET', keys[6], *args)
+    c0, handed = r.cpu(), 0
+    for c in range(CALLS):
+        off = (c * 7919) % (NS - BATCH)
+        batch = names[off:off + BATCH]
+        args = [q + 'wake', len(batch)]
+        for name in batch:
+            t = nxt[name]
+            key = ('schedule:%s:%d' % (name, t)).encode()
+            spec = struct.pack('<IHIH', 0, 5, 30000, len(key)) + key + b'{}'
+            args += [name, t, 0, -1, b'', t, spec, t + 1000, 'a', b'', 1000]
+        out = r('EVALSHA', sha, len(keys), *keys, *args)
+        for i, name in enumerate(batch):
+            if out[1 + 3 * i] == 1:
+                nxt[name] += 1000
+        handed += len(batch)
+    return (r.cpu() - c0) * 1e6 / handed
+
+
+def main():
+    port = int(sys.argv[1])
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    r = Redis(port)
+    vs = variants()
+    seen = {k: [] for k in vs}
+    for _ in range(rounds):
+        for name, src in vs.items():
+            seen[name].append(run(r, src))
+    for name, xs in seen.items():
+        print('%-6s %6.2f us per tick (median of %d: %s)' % (
+            name, statistics.median(xs), len(xs), ', '.join('%.2f' % x for x in xs)))
+
+
+if __name__ == '__main__':
+    main()
