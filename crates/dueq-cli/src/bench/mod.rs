@@ -5,7 +5,7 @@
 //!
 //! How figures are measured:
 //! * Redis CPU: `INFO cpu` `used_cpu_sys + used_cpu_user` before and after the timed part.
-//! * Redis commands (IDLE): commands clients send, counted with `MONITOR` (an `EVALSHA` is
+//! * Redis commands (IDLE): commands clients send, counted with `MONITOR` (an `FCALL` is
 //!   one command); `redis_calls_per_s` also counts the calls inside scripts (`INFO stats`
 //!   `total_commands_processed`, minus the probe's own `INFO`).
 //! * client CPU: this process's `utime + stime` from `/proc/self/stat` (Linux, 100 ticks/s).
@@ -141,7 +141,7 @@ fn info_field(text: &str, field: &str) -> Option<f64> {
 pub struct NodeReading {
     /// Redis CPU seconds so far (sys + user).
     pub cpu_s: f64,
-    /// Script calls so far (`EVALSHA` and `EVAL` in `INFO commandstats`).
+    /// Script calls so far (`FCALL`, `EVALSHA` and `EVAL` in `INFO commandstats`).
     pub scripts: f64,
 }
 
@@ -209,7 +209,9 @@ impl Probe {
                 .await?;
             per.push(NodeReading {
                 cpu_s: cpu_of(&text)?,
-                scripts: command_calls(&text, "evalsha") + command_calls(&text, "eval"),
+                scripts: command_calls(&text, "fcall")
+                    + command_calls(&text, "evalsha")
+                    + command_calls(&text, "eval"),
             });
         }
         let sum = per.iter().map(|r| r.cpu_s).sum();
@@ -288,7 +290,7 @@ async fn settle_on<C: redis::aio::ConnectionLike + Send>(
 }
 
 /// Commands that clients sent to the server during `span`, counted with `MONITOR` (commands
-/// run inside scripts, which `MONITOR` tags `lua`, are not counted: one `EVALSHA` is one
+/// run inside scripts, which `MONITOR` tags `lua`, are not counted: one `FCALL` is one
 /// command). The bench talks to Redis directly here, as a measuring instrument.
 pub async fn client_commands(url: &str, span: Duration) -> Result<u64> {
     use futures_util::StreamExt;

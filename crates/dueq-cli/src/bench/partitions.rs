@@ -6,7 +6,7 @@
 //!
 //! Figures, over the timed part of W1 and of W2:
 //! * `W9-P<N>-W1` / `W9-P<N>-W2`: W1's and W2's figures (`redis_cpu_us_per_task` summed over
-//!   the masters); `script_calls_per_1k_tasks` (`EVALSHA` calls on all masters);
+//!   the masters); `script_calls_per_1k_tasks` (`FCALL` calls of dueq operations on all masters);
 //!   `cpu_spread_pct`, (max - min) / mean of the masters' Redis CPU; `cpu_max_dev_pct`, the
 //!   largest distance of one master from the mean (the "within ±15 %" of DESIGN 6).
 //! * `W9-P<N>-W1-M<i>` / `W9-P<N>-W2-M<i>`: the i-th master's (in start order, so in slot

@@ -48,8 +48,8 @@ pub enum Kind {
     ClientKillNormal,
     /// `CLIENT KILL TYPE pubsub`: every wake-up subscription drops.
     ClientKillPubsub,
-    /// `SCRIPT FLUSH`: the next script call gets `NOSCRIPT`.
-    ScriptFlush,
+    /// `FUNCTION FLUSH`: the next call gets `Function not found` and loads the library.
+    FunctionFlush,
     /// `DEBUG SLEEP 0.3`: the server stops answering for 300 ms.
     DebugSleep,
     /// `CLIENT PAUSE 300`: commands of every client wait 300 ms.
@@ -63,7 +63,7 @@ impl Kind {
         Kind::RedisRestart,
         Kind::ClientKillNormal,
         Kind::ClientKillPubsub,
-        Kind::ScriptFlush,
+        Kind::FunctionFlush,
         Kind::DebugSleep,
         Kind::ClientPause,
     ];
@@ -75,7 +75,7 @@ impl Kind {
             Kind::RedisRestart => "redis_kill9_restart",
             Kind::ClientKillNormal => "client_kill_normal",
             Kind::ClientKillPubsub => "client_kill_pubsub",
-            Kind::ScriptFlush => "script_flush",
+            Kind::FunctionFlush => "function_flush",
             Kind::DebugSleep => "debug_sleep_300ms",
             Kind::ClientPause => "client_pause_300ms",
         }
@@ -147,7 +147,7 @@ pub async fn redis_fault(url: &str, kind: Kind) -> Result<()> {
     let mut cmd = match kind {
         Kind::ClientKillNormal => redis::cmd("CLIENT"),
         Kind::ClientKillPubsub => redis::cmd("CLIENT"),
-        Kind::ScriptFlush => redis::cmd("SCRIPT"),
+        Kind::FunctionFlush => redis::cmd("FUNCTION"),
         Kind::DebugSleep => redis::cmd("DEBUG"),
         Kind::ClientPause => redis::cmd("CLIENT"),
         Kind::WorkerKill | Kind::RedisRestart => {
@@ -157,7 +157,7 @@ pub async fn redis_fault(url: &str, kind: Kind) -> Result<()> {
     match kind {
         Kind::ClientKillNormal => cmd.arg("KILL").arg("TYPE").arg("normal"),
         Kind::ClientKillPubsub => cmd.arg("KILL").arg("TYPE").arg("pubsub"),
-        Kind::ScriptFlush => cmd.arg("FLUSH"),
+        Kind::FunctionFlush => cmd.arg("FLUSH"),
         Kind::DebugSleep => cmd.arg("SLEEP").arg("0.3"),
         _ => cmd.arg("PAUSE").arg(300),
     };

@@ -15,7 +15,7 @@ fn chaos(args: &[&str]) -> Output {
 }
 
 /// Issue 11 item 4: five seconds of faults on worker processes (SIGKILL), Redis (`kill -9` +
-/// restart on its AOF, `CLIENT KILL`, `SCRIPT FLUSH`, `DEBUG SLEEP`, `CLIENT PAUSE`); every
+/// restart on its AOF, `CLIENT KILL`, `FUNCTION FLUSH`, `DEBUG SLEEP`, `CLIENT PAUSE`); every
 /// kind comes at least once (the run cycles through them before going random).
 #[test]
 fn short_chaos_run_loses_nothing_and_injects_every_fault() {
@@ -47,7 +47,7 @@ fn short_chaos_run_loses_nothing_and_injects_every_fault() {
         "redis_kill9_restart",
         "client_kill_normal",
         "client_kill_pubsub",
-        "script_flush",
+        "function_flush",
         "debug_sleep_300ms",
         "client_pause_300ms",
     ] {

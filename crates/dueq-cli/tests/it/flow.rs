@@ -77,9 +77,9 @@ fn lines(path: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-/// Script calls Redis has served (`EVALSHA` and `EVAL`).
+/// Calls of dueq operations Redis has served (`FCALL`).
 fn script_calls(server: &RedisServer) -> u64 {
-    ["cmdstat_evalsha", "cmdstat_eval"]
+    ["cmdstat_fcall"]
         .iter()
         .filter_map(|f| info_field(&mut server.conn(), "commandstats", f))
         .filter_map(|v| {

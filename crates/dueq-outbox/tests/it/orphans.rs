@@ -308,10 +308,10 @@ async fn a_row_whose_orphan_the_sweep_replaced_runs_once() {
     );
 }
 
-/// EVALSHA calls Redis has served so far.
+/// FCALL calls (dueq operations) Redis has served so far.
 fn evalsha_calls(env: &Env) -> u64 {
     let mut c = env.redis.conn();
-    dueq_testkit::info_field(&mut c, "commandstats", "cmdstat_evalsha")
+    dueq_testkit::info_field(&mut c, "commandstats", "cmdstat_fcall")
         .and_then(|v| {
             v.split(',')
                 .find_map(|f| f.strip_prefix("calls=").map(str::to_owned))

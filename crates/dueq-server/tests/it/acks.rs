@@ -27,10 +27,10 @@ fn item(t: &Value) -> Value {
     json!({"id": t["id"], "lease_token": t["lease_token"]})
 }
 
-/// `EVALSHA` calls Redis has run so far.
+/// `FCALL` calls (dueq operations) Redis has run so far.
 fn script_calls(c: &Ctx) -> u64 {
     let mut conn = c.server.conn();
-    dueq_testkit::info_field(&mut conn, "commandstats", "cmdstat_evalsha")
+    dueq_testkit::info_field(&mut conn, "commandstats", "cmdstat_fcall")
         .unwrap_or_default()
         .split(',')
         .find_map(|f| f.strip_prefix("calls="))

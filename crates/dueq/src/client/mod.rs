@@ -333,7 +333,8 @@ impl Client {
         server::ping(&mut self.conn()).await
     }
 
-    /// Loads every script again (readiness checks; calls also reload on `NOSCRIPT` by themselves).
+    /// Loads the function library if the server lacks it (readiness checks; calls also load it
+    /// by themselves on `Function not found`).
     ///
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when a script cannot be loaded.

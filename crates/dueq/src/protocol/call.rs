@@ -4,34 +4,39 @@
 use redis::Value;
 
 use super::conn::{Conn, WaitFor};
+use super::scripts::{self, Function};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Most tasks one script call handles (DESIGN 3: bounded work per call).
 pub(crate) const MAX_BATCH: usize = 1000;
 
+/// Calls operation `name` (`FCALL`). A server without the library (`Function not found`:
+/// restart without persistence, `FUNCTION FLUSH`) gets it loaded and the call again; the
+/// refused call wrote nothing.
 pub(crate) async fn run(
     conn: &mut Conn,
     name: &'static str,
-    script: &redis::Script,
+    function: &Function,
     keys: &[&str],
     args: Vec<Vec<u8>>,
 ) -> Result<Reply> {
     if let Some(wait) = conn.wait()
         && DURABLE.contains(&name)
     {
-        let v = run_durable(conn, name, script, keys, &args, wait).await?;
+        let v = run_durable(conn, name, function, keys, &args, wait).await?;
         return Reply::new(name, v);
     }
-    let mut inv = script.prepare_invoke();
-    for k in keys {
-        inv.key(*k);
-    }
-    for a in args {
-        inv.arg(a);
-    }
+    let mut call = redis::cmd("FCALL");
+    call.arg(&function.name).arg(keys.len()).arg(keys).arg(args);
     #[cfg(all(feature = "test-clock", debug_assertions))]
-    inv.arg(conn.clock_arg());
-    let v: Value = inv.invoke_async(conn).await?;
+    call.arg(conn.clock_arg());
+    let v: Value = match call.query_async(conn).await {
+        Err(e) if scripts::is_missing_function(&e) => {
+            scripts::load_all(conn).await?;
+            call.query_async(conn).await?
+        }
+        other => other?,
+    };
     Reply::new(name, v)
 }
 
@@ -49,21 +54,21 @@ const DURABLE: &[&str] = &[
     "dead_delete",
 ];
 
-/// `EVALSHA` and `WAIT` in one pipeline: both go down the same socket back to back, so the
+/// `FCALL` and `WAIT` in one pipeline: both go down the same socket back to back, so the
 /// `WAIT` counts this write (a `WAIT` sent on another connection after a reconnect would
-/// count nothing and confirm at once). `NOSCRIPT` loads the script and sends both again
-/// (the refused call wrote nothing).
+/// count nothing and confirm at once). `Function not found` loads the library and sends
+/// both again (the refused call wrote nothing).
 async fn run_durable(
     conn: &mut Conn,
     name: &'static str,
-    script: &redis::Script,
+    function: &Function,
     keys: &[&str],
     args: &[Vec<u8>],
     wait: WaitFor,
 ) -> Result<Value> {
     let mut pipe = redis::pipe();
-    pipe.cmd("EVALSHA")
-        .arg(script.get_hash())
+    pipe.cmd("FCALL")
+        .arg(&function.name)
         .arg(keys.len())
         .arg(keys)
         .arg(args);
@@ -71,8 +76,8 @@ async fn run_durable(
     pipe.arg(conn.clock_arg());
     pipe.cmd("WAIT").arg(wait.replicas).arg(wait.timeout_ms);
     let answer: redis::RedisResult<(Value, u64)> = match pipe.query_async(conn).await {
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            script.load_async(conn).await?;
+        Err(e) if scripts::is_missing_function(&e) => {
+            scripts::load_all(conn).await?;
             pipe.query_async(conn).await
         }
         other => other,

@@ -1,5 +1,6 @@
--- lib: helpers shared by every dueq script; prepended to each script when it is registered.
--- KEYS: none of its own (functions take key names from the calling script)
+-- lib: helpers shared by every dueq operation; the head of the function library (scripts.rs),
+--   run once when the library loads.
+-- KEYS: none of its own (functions take key names from the calling operation)
 -- ARGV: none of its own
 -- Returns: nothing (defines locals only)
 --
@@ -14,8 +15,11 @@
 -- (only tasks that failed have one).
 -- `max_attempts` or `lease_ms` 0 means "the queue's setting" (meta fields of the same names;
 -- else 5 and 30 000, DEFAULT_MAX_ATTEMPTS and DEFAULT_LEASE_MS in task.rs), read where used.
--- per-task helpers read records through locals: a global is a table lookup per use in Lua 5.1
-local struct_unpack = struct.unpack
+-- Each operation's function starts by setting KEYS and ARGV (its call's keys and arguments:
+-- these helpers and the operations read them as in a script) and struct_unpack: the `struct`
+-- library is not there while a library loads. Per-task helpers read records through that
+-- local: a global is a table lookup per use in Lua 5.1.
+local KEYS, ARGV, struct_unpack
 local HDR = '<I4I2I4I2'
 local HDR_LEN = 12
 local TAIL = '<I6I6'

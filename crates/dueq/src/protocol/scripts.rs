@@ -1,109 +1,188 @@
-//! The registry of Lua scripts: one `Script` per operation file, which sits beside the Rust
-//! wrapper of its resource (`tasks/enqueue.lua` next to `tasks/mod.rs`), each with `lib.lua`
-//! (the shared helpers) in front.
+//! The registry of Lua operations: one file per operation, which sits beside the Rust
+//! wrapper of its resource (`tasks/enqueue.lua` next to `tasks/mod.rs`), and `lib.lua` (the
+//! shared helpers).
 //!
-//! `redis::Script` runs `EVALSHA` and, on `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`),
-//! loads the script and retries once, so a flushed script cache heals by itself.
-//! [`load_all`] loads every script at start-up so a broken script fails fast.
+//! All of them form one Redis function library (`FUNCTION LOAD`, Redis 7): `lib.lua` runs
+//! once when the library loads, and each operation is a function of it called with `FCALL`,
+//! so a call pays for its own work only (as an `EVALSHA` script, every call ran `lib.lua`'s
+//! definitions again; docs/BENCHMARKS.md has what that cost). The library's name and
+//! its functions' names carry a digest of the code (`dueq_<digest>_claim`), so processes of
+//! two dueq versions on one Redis each call their own. A function the server does not have
+//! (a restart without persistence, `FUNCTION FLUSH`, a node that never had it) answers
+//! `Function not found`; the call loads the library and is sent again (`call.rs`), so a
+//! flushed library heals by itself. [`load_all`] loads it at start-up so a broken script
+//! fails fast.
 //!
-//! In a debug build with the `test-clock` feature (dueq's own tests), `test_clock.lua` goes
-//! between `lib.lua` and the script: it takes the clock argument that `call.rs` adds off
-//! `ARGV` (see `crate::test_clock`). A release build never includes it.
+//! Redis refuses a function that may write while it is at `maxmemory` (OOM) unless the
+//! function is flagged `allow-oom`. The operations that drain or inspect a queue (claim,
+//! ack, nack, cancel, recovery, reads, ...) carry the flag, so workers keep draining a full
+//! Redis and free memory, as they did as scripts; the ones that add work (enqueue,
+//! reschedule, retry from the DLQ, settings, schedules) do not, and get Redis's OOM error.
+//!
+//! In a debug build with the `test-clock` feature (dueq's own tests), `test_clock.lua` opens
+//! each function: it takes the clock argument that `call.rs` adds off `ARGV` (see
+//! `crate::test_clock`). A release build never includes it.
 
+use std::fmt::Write as _;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{Script, ServerErrorKind};
+use redis::ServerErrorKind;
 use tokio::time::Instant;
 
 use super::conn::Conn;
 use crate::error::Result;
 
-macro_rules! scripts {
-    ($($name:ident => $file:literal, $keys:literal;)*) => {
-        $(
-            #[doc = concat!("`", $file, "` with `lib.lua` in front.")]
-            #[cfg(not(all(feature = "test-clock", debug_assertions)))]
-            pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-                Script::new(concat!(include_str!("lib.lua"), include_str!($file)))
-            });
-            #[doc = concat!("`", $file, "` with `lib.lua` and the test clock in front.")]
-            #[cfg(all(feature = "test-clock", debug_assertions))]
-            pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-                Script::new(concat!(
-                    include_str!("lib.lua"),
-                    include_str!("test_clock.lua"),
-                    include_str!($file)
-                ))
-            });
-        )*
-        /// Every script: (file name, script, number of KEYS the Rust side passes).
-        pub(crate) fn all() -> Vec<(&'static str, &'static Script, usize)> {
-            vec![$(($file, &*$name, $keys)),*]
+/// One operation of the library: the name `FCALL` takes.
+pub(crate) struct Function {
+    pub(crate) name: String,
+}
+
+/// The library's name (with the digest) and its source text.
+struct Library {
+    name: String,
+    source: String,
+}
+
+/// The file's operation name: `leases/claim.lua` is `claim`.
+fn op_of(file: &str) -> &str {
+    let base = file.rsplit('/').next().unwrap_or(file);
+    base.strip_suffix(".lua").unwrap_or(base)
+}
+
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    #[cfg(all(feature = "test-clock", debug_assertions))]
+    let clock = include_str!("test_clock.lua");
+    #[cfg(not(all(feature = "test-clock", debug_assertions)))]
+    let clock = "";
+    // FNV-1a 64 over everything the library is made of: stable across builds and hosts
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |text: &str| {
+        for b in text.bytes().chain([0]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
         }
+    };
+    feed(include_str!("lib.lua"));
+    feed(clock);
+    for (file, text, _, allow_oom) in SOURCES {
+        feed(file);
+        feed(text);
+        feed(if *allow_oom { "allow-oom" } else { "" });
+    }
+    let name = format!("dueq_{h:016x}");
+    let mut source = format!("#!lua name={name}\n");
+    source.push_str(include_str!("lib.lua"));
+    for (file, text, _, allow_oom) in SOURCES {
+        let flags = if *allow_oom { "'allow-oom'" } else { "" };
+        // writing to a String cannot fail
+        let _ = write!(
+            source,
+            "\nredis.register_function{{function_name = '{name}_{op}', flags = {{{flags}}},\n\
+             callback = function(keys, argv)\nKEYS, ARGV, struct_unpack = keys, argv, struct.unpack\n\
+             {clock}\n{text}\nend}}\n",
+            op = op_of(file),
+        );
+    }
+    Library { name, source }
+});
+
+impl Function {
+    fn named(file: &str) -> Self {
+        Self {
+            name: format!("{}_{}", LIBRARY.name, op_of(file)),
+        }
+    }
+}
+
+/// Runs while Redis is at `maxmemory` (flag `allow-oom`): it drains or reads.
+const ALLOW_OOM: bool = true;
+/// Refused while Redis is at `maxmemory`: it adds work.
+const REFUSE_OOM: bool = false;
+
+macro_rules! scripts {
+    ($($name:ident => $file:literal, $keys:literal, $oom:expr;)*) => {
+        $(
+            #[doc = concat!("The function of `", $file, "`.")]
+            pub(crate) static $name: LazyLock<Function> = LazyLock::new(|| Function::named($file));
+        )*
+        /// Every operation: (file name, source, number of KEYS the Rust side passes, whether
+        /// it may run while Redis is at `maxmemory`).
+        const SOURCES: &[(&str, &str, usize, bool)] = &[$(($file, include_str!($file), $keys, $oom)),*];
     };
 }
 
 scripts! {
-    ENQUEUE => "tasks/enqueue.lua", 25;
-    CLAIM => "leases/claim.lua", 30;
-    ACK => "leases/ack.lua", 18;
-    NACK => "leases/nack.lua", 29;
-    EXTEND => "leases/extend.lua", 2;
-    RELEASE => "leases/release.lua", 25;
-    RECOVER => "leases/recover.lua", 30;
-    CANCEL => "tasks/cancel.lua", 27;
-    RESCHEDULE => "tasks/reschedule.lua", 25;
-    GET => "tasks/get.lua", 28;
-    BROWSE => "tasks/browse.lua", 17;
-    STATS => "queues/stats.lua", 19;
-    HISTORY => "queues/history.lua", 1;
-    DUE_COUNTS => "queues/due_counts.lua", 13;
-    DEAD_LIST => "dead/dead_list.lua", 3;
-    DEAD_RETRY => "dead/dead_retry.lua", 25;
-    DEAD_DELETE => "dead/dead_delete.lua", 4;
-    SETTINGS_SET => "queues/settings_set.lua", 11;
-    WEBHOOK_SET => "webhook/webhook_set.lua", 1;
-    WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1;
-    SCHEDULE_SET => "schedules/schedule_set.lua", 28;
-    SCHEDULE_DELETE => "schedules/schedule_delete.lua", 28;
-    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 27;
-    SCHEDULE_GET => "schedules/schedule_get.lua", 2;
-    SCHEDULE_LIST => "schedules/schedule_list.lua", 2;
-    SCHEDULE_DUE => "schedules/schedule_due.lua", 3;
-    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 27;
-    WORKER_BEAT => "workers/worker_beat.lua", 1;
-    WORKER_REMOVE => "workers/worker_remove.lua", 1;
-    WORKER_LIST => "workers/worker_list.lua", 1;
+    ENQUEUE => "tasks/enqueue.lua", 25, REFUSE_OOM;
+    CLAIM => "leases/claim.lua", 30, ALLOW_OOM;
+    ACK => "leases/ack.lua", 18, ALLOW_OOM;
+    NACK => "leases/nack.lua", 29, ALLOW_OOM;
+    EXTEND => "leases/extend.lua", 2, ALLOW_OOM;
+    RELEASE => "leases/release.lua", 25, ALLOW_OOM;
+    RECOVER => "leases/recover.lua", 30, ALLOW_OOM;
+    CANCEL => "tasks/cancel.lua", 27, ALLOW_OOM;
+    RESCHEDULE => "tasks/reschedule.lua", 25, REFUSE_OOM;
+    GET => "tasks/get.lua", 28, ALLOW_OOM;
+    BROWSE => "tasks/browse.lua", 17, ALLOW_OOM;
+    STATS => "queues/stats.lua", 19, ALLOW_OOM;
+    HISTORY => "queues/history.lua", 1, ALLOW_OOM;
+    DUE_COUNTS => "queues/due_counts.lua", 13, ALLOW_OOM;
+    DEAD_LIST => "dead/dead_list.lua", 3, ALLOW_OOM;
+    DEAD_RETRY => "dead/dead_retry.lua", 25, REFUSE_OOM;
+    DEAD_DELETE => "dead/dead_delete.lua", 4, ALLOW_OOM;
+    SETTINGS_SET => "queues/settings_set.lua", 11, REFUSE_OOM;
+    WEBHOOK_SET => "webhook/webhook_set.lua", 1, REFUSE_OOM;
+    WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1, ALLOW_OOM;
+    SCHEDULE_SET => "schedules/schedule_set.lua", 28, REFUSE_OOM;
+    SCHEDULE_DELETE => "schedules/schedule_delete.lua", 28, ALLOW_OOM;
+    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 27, REFUSE_OOM;
+    SCHEDULE_GET => "schedules/schedule_get.lua", 2, ALLOW_OOM;
+    SCHEDULE_LIST => "schedules/schedule_list.lua", 2, ALLOW_OOM;
+    SCHEDULE_DUE => "schedules/schedule_due.lua", 3, ALLOW_OOM;
+    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 27, REFUSE_OOM;
+    WORKER_BEAT => "workers/worker_beat.lua", 1, REFUSE_OOM;
+    WORKER_REMOVE => "workers/worker_remove.lua", 1, ALLOW_OOM;
+    WORKER_LIST => "workers/worker_list.lua", 1, ALLOW_OOM;
 }
 
-/// Loads every script into the server's script cache (`SCRIPT LOAD`; on a cluster the
-/// command goes to every primary).
-/// Loads every script. While Redis answers `LOADING` (it is reading its data set from disk
-/// after a restart, which always ends), it waits and asks again (50 ms doubling to 1 s, with
-/// jitter), so a worker or server started beside a Redis that is still loading waits for it
-/// instead of exiting.
+/// Whether `e` says the server lacks a function (so the library must be loaded).
+pub(crate) fn is_missing_function(e: &redis::RedisError) -> bool {
+    e.code() == Some("ERR")
+        && e.detail()
+            .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+/// Loads the library (`FUNCTION LOAD`; on a cluster the command goes to every primary). A
+/// server that has it already answers that the library exists, which is success: the name
+/// carries the digest of the code. While Redis answers `LOADING` (it is reading its data set
+/// from disk after a restart, which always ends), it waits and asks again (50 ms doubling to
+/// 1 s, with jitter), so a worker or server started beside a Redis that is still loading
+/// waits for it instead of exiting.
 pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
     let mut pause = Duration::from_millis(50);
     let mut waiting_since = None;
-    for (_, script, _) in all() {
-        loop {
-            match script.load_async(conn).await {
-                Ok(_) => break,
-                Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::BusyLoading) => {
-                    let since = *waiting_since.get_or_insert_with(|| {
-                        tracing::warn!("Redis is loading its data set; waiting for it");
-                        Instant::now()
-                    });
-                    tracing::debug!(
-                        waited_ms = since.elapsed().as_millis() as u64,
-                        "still loading"
-                    );
-                    tokio::time::sleep(crate::backoff::jittered(pause)).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-                Err(e) => return Err(e.into()),
+    loop {
+        let answer: redis::RedisResult<redis::Value> = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(&LIBRARY.source)
+            .query_async(conn)
+            .await;
+        match answer {
+            Ok(_) => break,
+            Err(e) if e.detail().is_some_and(|d| d.contains("already exists")) => break,
+            Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::BusyLoading) => {
+                let since = *waiting_since.get_or_insert_with(|| {
+                    tracing::warn!("Redis is loading its data set; waiting for it");
+                    Instant::now()
+                });
+                tracing::debug!(
+                    waited_ms = since.elapsed().as_millis() as u64,
+                    "still loading"
+                );
+                tokio::time::sleep(crate::backoff::jittered(pause)).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
             }
+            Err(e) => return Err(e.into()),
         }
     }
     if let Some(since) = waiting_since {
@@ -124,7 +203,7 @@ mod tests {
     #[test]
     fn headers_match_registry() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol");
-        let registered: Vec<_> = all().iter().map(|(f, _, _)| *f).collect();
+        let registered: Vec<_> = SOURCES.iter().map(|(f, _, _, _)| *f).collect();
         let mut found = Vec::new();
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -146,7 +225,7 @@ mod tests {
             );
         }
         assert_eq!(found.len(), registered.len(), "{found:?}");
-        for (file, _, keys) in all() {
+        for &(file, _, keys, _) in SOURCES {
             let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
             let first = text.lines().next().unwrap();
             let op = file.rsplit('/').next().unwrap().trim_end_matches(".lua");

@@ -957,7 +957,7 @@ async fn c11_due_time_comes_from_redis_clock() {
         .iter()
         .find(|a| {
             // the enqueue script is the one call with the key index but not the active set
-            a.first().is_some_and(|c| c == "EVALSHA")
+            a.first().is_some_and(|c| c == "FCALL")
                 && a.contains(&q.keys().keys)
                 && !a.contains(&q.keys().active)
         })

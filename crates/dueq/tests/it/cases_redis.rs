@@ -1,4 +1,5 @@
-//! Cases C17 and C18 of `shared/cases/CASES.md`: the script cache and the eviction policy.
+//! Cases C17 and C18 of `shared/cases/CASES.md`: the script cache (and dueq's function
+//! library) and the eviction policy.
 //! Also Redis out of memory under `noeviction` (docs/RELIABILITY.md).
 
 use std::io;
@@ -18,9 +19,18 @@ fn cached_scripts(conn: &mut redis::Connection) -> u64 {
         .unwrap()
 }
 
-fn script_flush(conn: &mut redis::Connection) {
-    redis::cmd("SCRIPT").arg("FLUSH").query::<()>(conn).unwrap();
-    assert_eq!(cached_scripts(conn), 0);
+/// Function libraries the server holds (dueq's is one library).
+fn libraries(conn: &mut redis::Connection) -> usize {
+    let list: Vec<redis::Value> = redis::cmd("FUNCTION").arg("LIST").query(conn).unwrap();
+    list.len()
+}
+
+fn function_flush(conn: &mut redis::Connection) {
+    redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query::<()>(conn)
+        .unwrap();
+    assert_eq!(libraries(conn), 0);
 }
 
 /// Claims every due task and returns their payloads, sorted.
@@ -31,29 +41,38 @@ async fn claim_all(q: &Queue) -> Vec<Vec<u8>> {
     v
 }
 
-/// Case C17 in shared/cases/CASES.md: script cache flushed (`SCRIPT FLUSH`).
+/// Case C17 in shared/cases/CASES.md: script cache flushed (`SCRIPT FLUSH`), and its
+/// counterpart for dueq's operations, which are Redis functions: `FUNCTION FLUSH`.
 ///
-/// Proves the client reloads its scripts by itself after `NOSCRIPT`: a task enqueued before a
-/// flush and one enqueued after it are both claimed, and enqueue, claim and ack each work right
-/// after a flush (the cache is checked empty before and filled again after each call).
-/// Readiness stays ready, and reports `scripts: false` only while scripts cannot be loaded
-/// (here: the `SCRIPT` command is taken away by ACL, while Redis still answers).
+/// Proves that `SCRIPT FLUSH` does not touch dueq (it keeps nothing in the script cache), and
+/// that the client loads its function library by itself after `FUNCTION FLUSH`: a task
+/// enqueued before a flush and one enqueued after it are both claimed, and enqueue, claim and
+/// ack each work right after a flush (the library is checked gone before and there again after
+/// each call). Readiness stays ready, and reports `scripts: false` only while the library
+/// cannot be loaded (here: the `FUNCTION` command is taken away by ACL, while Redis still
+/// answers).
 #[tokio::test]
 async fn c17_script_flush() {
     let ctx = Ctx::new().await;
     let mut raw = ctx.raw();
     let q = ctx.queue("flushed");
     q.enqueue(TaskSpec::new(b"A".to_vec())).await.unwrap();
-    script_flush(&mut raw);
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query::<()>(&mut raw)
+        .unwrap();
+    q.enqueue(TaskSpec::new(b"A2".to_vec())).await.unwrap();
+    assert_eq!(cached_scripts(&mut raw), 0, "dueq uses the script cache");
+    function_flush(&mut raw);
     q.enqueue(TaskSpec::new(b"B".to_vec())).await.unwrap();
-    assert!(cached_scripts(&mut raw) > 0, "enqueue did not reload");
-    script_flush(&mut raw);
+    assert_eq!(libraries(&mut raw), 1, "enqueue did not load the library");
+    function_flush(&mut raw);
     let c = q.claim(10, None).await.unwrap();
-    assert!(cached_scripts(&mut raw) > 0, "claim did not reload");
+    assert_eq!(libraries(&mut raw), 1, "claim did not load the library");
     let mut payloads: Vec<_> = c.tasks.iter().map(|t| t.payload.clone()).collect();
     payloads.sort();
-    assert_eq!(payloads, vec![b"A".to_vec(), b"B".to_vec()]);
-    script_flush(&mut raw);
+    assert_eq!(payloads, vec![b"A".to_vec(), b"A2".to_vec(), b"B".to_vec()]);
+    function_flush(&mut raw);
     let items: Vec<_> = c
         .tasks
         .iter()
@@ -61,25 +80,22 @@ async fn c17_script_flush() {
         .collect();
     assert_eq!(
         q.ack_batch(&items).await.unwrap(),
-        vec![AckOutcome::Acked; 2]
+        vec![AckOutcome::Acked; 3]
     );
     let s = q.stats().await.unwrap();
-    assert_eq!((s.succeeded_total, s.scheduled, s.active), (2, 0, 0));
+    assert_eq!((s.succeeded_total, s.scheduled, s.active), (3, 0, 0));
 
-    script_flush(&mut raw);
+    function_flush(&mut raw);
     let r = ctx.client.readiness().await;
     assert!(r.ready(), "{r:?}");
     assert!(r.redis && r.scripts && r.error.is_none(), "{r:?}");
-    assert!(
-        cached_scripts(&mut raw) >= 15,
-        "readiness did not load every script"
-    );
+    assert_eq!(libraries(&mut raw), 1, "readiness did not load the library");
 
-    // scripts that cannot be loaded while Redis answers: readiness fails on that field only
+    // a library that cannot be loaded while Redis answers: readiness fails on that field only
     redis::cmd("ACL")
         .arg("SETUSER")
         .arg("default")
-        .arg("-script")
+        .arg("-function")
         .query::<()>(&mut raw)
         .unwrap();
     let r = ctx.client.readiness().await;
@@ -90,15 +106,15 @@ async fn c17_script_flush() {
             .as_deref()
             .unwrap_or("")
             .to_lowercase()
-            .contains("script|load"),
+            .contains("function|load"),
         "{r:?}"
     );
-    // the loaded scripts still run
+    // the loaded library still runs
     q.enqueue(TaskSpec::new(b"C".to_vec())).await.unwrap();
     redis::cmd("ACL")
         .arg("SETUSER")
         .arg("default")
-        .arg("+script")
+        .arg("+function")
         .query::<()>(&mut raw)
         .unwrap();
     let r = ctx.client.readiness().await;
@@ -125,9 +141,10 @@ where
     }
 }
 
-/// Case C17 in shared/cases/CASES.md: Redis restarted with AOF (the script cache is empty).
+/// Case C17 in shared/cases/CASES.md: Redis restarted with AOF (the script cache is empty; the
+/// AOF keeps function libraries, so the test flushes dueq's after the restart).
 ///
-/// Proves the client reconnects and reloads its scripts by itself after `kill -9` and restart:
+/// Proves the client reconnects and loads its library by itself after `kill -9` and restart:
 /// the task enqueued before the crash survives (AOF) and the one enqueued after it is written,
 /// both are claimed, and readiness is ready again. While Redis is down, readiness says so
 /// (`redis: false`, not ready) within a few seconds, without hanging.
@@ -148,7 +165,7 @@ async fn c17_restart_with_aof() {
 
     server.restart();
     let mut raw = server.conn();
-    assert_eq!(cached_scripts(&mut raw), 0);
+    function_flush(&mut raw);
     let b = until_ok("enqueue after restart", || {
         q.enqueue(TaskSpec::new(b"B".to_vec()))
     })
@@ -329,8 +346,7 @@ async fn oom_mid_batch_keeps_the_calls_before_it() {
     assert_eq!(s.scheduled, 2_500);
 
     // far over the limit: an enqueue is refused and writes nothing; a claim and an ack go
-    // through (Redis refuses a script only at its first write, when that one may grow
-    // memory: a claim first takes the tasks off the schedule, an ack off the active set)
+    // through (their functions are flagged `allow-oom`, scripts.rs: draining frees memory)
     set_maxmemory(&mut c, 1);
     let err = q
         .enqueue(TaskSpec::new(b"x".to_vec()).key("one"))

@@ -608,7 +608,7 @@ async fn check_after_backlog(ctx: &Ctx, q: &Queue, pinger: Pinger, what: &str) {
     let mut raw = ctx.raw();
     let mut slow = slowlog(&mut raw);
     slow.sort();
-    let calls: u64 = dueq_testkit::info_field(&mut raw, "commandstats", "cmdstat_evalsha")
+    let calls: u64 = dueq_testkit::info_field(&mut raw, "commandstats", "cmdstat_fcall")
         .unwrap()
         .split(',')
         .find_map(|f| f.strip_prefix("calls="))
@@ -617,7 +617,7 @@ async fn check_after_backlog(ctx: &Ctx, q: &Queue, pinger: Pinger, what: &str) {
         .unwrap();
     let over = slow
         .iter()
-        .filter(|(us, c)| *us >= SLOW_US && c.starts_with("EVAL"))
+        .filter(|(us, c)| *us >= SLOW_US && c.starts_with("FCALL"))
         .count() as u64;
     let worst = slow.last().cloned();
     eprintln!(

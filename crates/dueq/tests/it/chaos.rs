@@ -173,8 +173,8 @@ fn inject(
             }
             2 => {
                 let mut c = server.conn();
-                let _: redis::RedisResult<()> = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c);
-                "SCRIPT FLUSH"
+                let _: redis::RedisResult<()> = redis::cmd("FUNCTION").arg("FLUSH").query(&mut c);
+                "FUNCTION FLUSH"
             }
             3 => {
                 let mut c = server.conn();
@@ -211,7 +211,7 @@ fn inject(
 }
 
 /// The Sentinel variant's faults, one every 1 to 2 s, until `stop`: `SENTINEL FAILOVER`
-/// (waiting for the new primary), `CLIENT KILL` and `SCRIPT FLUSH` on the primary of now.
+/// (waiting for the new primary), `CLIENT KILL` and `FUNCTION FLUSH` on the primary of now.
 fn inject_sentinel(
     cluster: RedisSentinels,
     stop: Arc<AtomicBool>,
@@ -240,8 +240,8 @@ fn inject_sentinel(
             }
             _ => {
                 let mut c = cluster.servers[primary].conn();
-                let _: redis::RedisResult<()> = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c);
-                "SCRIPT FLUSH"
+                let _: redis::RedisResult<()> = redis::cmd("FUNCTION").arg("FLUSH").query(&mut c);
+                "FUNCTION FLUSH"
             }
         };
         *ledger.lock().unwrap().faults.entry(fault).or_default() += 1;
@@ -283,7 +283,7 @@ async fn chaos_run_loses_and_duplicates_nothing() {
 
 /// Issue 11 item 4, the variant with a replica and Sentinel: durable writes for the one
 /// replica there is (enqueues and acks wait for it), faults `SENTINEL FAILOVER`, `CLIENT
-/// KILL`, `SCRIPT FLUSH` on the primary of the moment. No confirmed enqueue is lost and no
+/// KILL`, `FUNCTION FLUSH` on the primary of the moment. No confirmed enqueue is lost and no
 /// task is delivered after a confirmed ack. `DUEQ_CHAOS_SENTINEL_MS` (default 6 000) and
 /// `DUEQ_CHAOS_SENTINEL_TASKS` (default 600) set its length.
 ///

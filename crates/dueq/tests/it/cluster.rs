@@ -175,7 +175,7 @@ async fn every_operation(client: &Client, name: &str) {
 /// Connects with a comma-separated seed list and proves that for queues `orders` and `a.b-c_1`
 /// every operation (enqueue single and batch, get, claim, extend, ack, nack to retry and to the
 /// DLQ, release, dead list/retry/delete, cancel and reschedule by key, pause/resume, recover,
-/// stats, configure) works with no `CROSSSLOT` error, also after `SCRIPT FLUSH` on every node;
+/// stats, configure) works with no `CROSSSLOT` error, also after `FUNCTION FLUSH` on every node;
 /// that all keys of one queue map to one slot (`CLUSTER KEYSLOT`) and live on one node; and
 /// that a worker runs tasks on the cluster, including one enqueued while it is idle, promptly
 /// (woken by the notification, well before its 1 s fallback poll).
@@ -237,9 +237,9 @@ async fn c20_cluster() {
         "slot owners changed; pick other queue names"
     );
 
-    // scripts flushed on every node are reloaded by themselves
+    // the library flushed on every node is loaded again by itself
     for n in cluster.nodes() {
-        redis::cmd("SCRIPT")
+        redis::cmd("FUNCTION")
             .arg("FLUSH")
             .query::<()>(&mut n.conn())
             .unwrap();

@@ -35,9 +35,9 @@ impl Ctx {
     }
 }
 
-/// Script calls (`EVALSHA`) the server has run so far.
+/// Calls of dueq operations (`FCALL`) the server has run so far.
 pub fn script_calls(ctx: &Ctx) -> u64 {
-    dueq_testkit::info_field(&mut ctx.raw(), "commandstats", "cmdstat_evalsha")
+    dueq_testkit::info_field(&mut ctx.raw(), "commandstats", "cmdstat_fcall")
         .unwrap_or_default()
         .split(',')
         .find_map(|f| f.strip_prefix("calls="))
