@@ -7,7 +7,8 @@ Runs against a redis-server of its own (it FLUSHALLs it: never point it at a sha
     python3 docs/bench/schedule_fire_steps.py 16391 [rounds]
 
 It stores 99 600 every-second schedules (state and index entry), then calls the script
-(lib.lua in front, as crates/dueq/src/protocol/scripts.rs loads it) 600 times with the next
+(as a function of a library with lib.lua at its head, as crates/dueq/src/protocol/scripts.rs
+builds it; FUNCTION LOAD, then FCALL) 600 times with the next
 166 schedules each, one due tick per schedule, as a firer of W8 does; each schedule once, so
 a variant that stops early meets no tick it created itself. Redis CPU (INFO cpu) over the
 calls, per schedule handed in. Variants, interleaved round by round, median per variant:
@@ -103,21 +104,28 @@ return o
 '''
 
 
-def variants():
+def library(body):
+    """A function library like dueq's, with `body` as its one function `steps_fire`."""
     lib = open(PROTO + 'lib.lua').read()
+    return ('#!lua name=steps\n' + lib + "\nredis.register_function{function_name = 'steps_fire', "
+            "callback = function(keys, argv)\nKEYS, ARGV, struct_unpack = keys, argv, struct.unpack\n"
+            + body + '\nend}\n')
+
+
+def variants():
     fire = open(PROTO + 'schedules/schedule_fire.lua').read()
 
     def upto(step):
         at = fire.index('-- %d. ' % step)
-        return lib + fire[:at] + EARLY + fire[at:]
+        return library(fire[:at] + EARLY + fire[at:])
 
-    return {'noop': lib + NOOP, 'to-2': upto(2), 'to-3': upto(3), 'to-4': upto(4),
-            'full': lib + fire, 'floor': lib + FLOOR}
+    return {'noop': library(NOOP), 'to-2': upto(2), 'to-3': upto(3), 'to-4': upto(4),
+            'full': library(fire), 'floor': library(FLOOR)}
 
 
 def run(r, src):
     r('FLUSHALL')
-    sha = r('SCRIPT', 'LOAD', src).decode()
+    r('FUNCTION', 'LOAD', 'REPLACE', src)
     q = 'dueq:{steps}:'
     keys = [q + k for k in ('sched tasks keys meta stats leases schedule_state schedule_next '
                             'gsched gdue groups gready gactive gparked rate rate_n rate_idle'
@@ -143,7 +151,7 @@ def run(r, src):
             key = ('schedule:%s:%d' % (name, t)).encode()
             spec = struct.pack('<IHIH', 0, 5, 30000, len(key)) + key + b'{}'
             args += [name, t, 0, -1, b'', t, spec, t + 1000, 'a', b'', 1000]
-        r('EVALSHA', sha, len(keys), *keys, *args)
+        r('FCALL', 'steps_fire', len(keys), *keys, *args)
         handed += len(batch)
     return (r.cpu() - c0) * 1e6 / handed
 

@@ -123,7 +123,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Connects and loads every script.
+    /// Connects and loads the function library (if the server lacks it).
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for a malformed URL,

@@ -18,7 +18,8 @@
 //! | `workers/` | live worker processes: heartbeat (register, refresh, trim), remove, list |
 //! | `server.rs` | `PING`, `INFO`, eviction policy (plain commands) |
 //!
-//! Shared: `lib.lua` (Lua helpers put in front of every script), `scripts.rs` (the registry),
+//! Shared: `lib.lua` (Lua helpers, the head of the function library), `scripts.rs` (the
+//! registry, which builds the library),
 //! `call.rs` (argument and reply plumbing), `keys.rs` (every key name), `record.rs` (the task
 //! record), `conn.rs` (the connection).
 //!

@@ -13,11 +13,14 @@
 //! flushed library heals by itself. [`load_all`] loads it at start-up so a broken script
 //! fails fast.
 //!
-//! Redis refuses a function that may write while it is at `maxmemory` (OOM) unless the
-//! function is flagged `allow-oom`. The operations that drain or inspect a queue (claim,
-//! ack, nack, cancel, recovery, reads, ...) carry the flag, so workers keep draining a full
-//! Redis and free memory, as they did as scripts; the ones that add work (enqueue,
-//! reschedule, retry from the DLQ, settings, schedules) do not, and get Redis's OOM error.
+//! Redis refuses a function that may write, before it starts, while it is at `maxmemory`
+//! (OOM) unless the function is flagged `allow-oom`, and while writes are refused (too few
+//! replicas for `min-replicas-to-write`, a failed save) unless it is flagged `no-writes`.
+//! The reads carry `no-writes`; the operations that drain a queue or remove things (claim,
+//! ack, nack, extend, release, recovery, cancel, ...) carry `allow-oom`, so workers keep
+//! draining a full Redis and free memory, as they did as scripts; the ones that add work
+//! (enqueue, reschedule, retry from the DLQ, settings, schedules) carry neither and get
+//! Redis's OOM error.
 //!
 //! In a debug build with the `test-clock` feature (dueq's own tests), `test_clock.lua` opens
 //! each function: it takes the clock argument that `call.rs` adds off `ARGV` (see
@@ -50,41 +53,37 @@ fn op_of(file: &str) -> &str {
     base.strip_suffix(".lua").unwrap_or(base)
 }
 
+/// Stands for the library's name while its text is hashed (the name is the digest).
+const NAME_SLOT: &str = "dueq_0000000000000000";
+
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     #[cfg(all(feature = "test-clock", debug_assertions))]
     let clock = include_str!("test_clock.lua");
     #[cfg(not(all(feature = "test-clock", debug_assertions)))]
     let clock = "";
-    // FNV-1a 64 over everything the library is made of: stable across builds and hosts
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |text: &str| {
-        for b in text.bytes().chain([0]) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    feed(include_str!("lib.lua"));
-    feed(clock);
-    for (file, text, _, allow_oom) in SOURCES {
-        feed(file);
-        feed(text);
-        feed(if *allow_oom { "allow-oom" } else { "" });
-    }
-    let name = format!("dueq_{h:016x}");
-    let mut source = format!("#!lua name={name}\n");
+    let mut source = format!("#!lua name={NAME_SLOT}\n");
     source.push_str(include_str!("lib.lua"));
-    for (file, text, _, allow_oom) in SOURCES {
-        let flags = if *allow_oom { "'allow-oom'" } else { "" };
+    for (file, text, _, flags) in SOURCES {
         // writing to a String cannot fail
         let _ = write!(
             source,
-            "\nredis.register_function{{function_name = '{name}_{op}', flags = {{{flags}}},\n\
+            "\nredis.register_function{{function_name = '{NAME_SLOT}_{op}', flags = {{{flags}}},\n\
              callback = function(keys, argv)\nKEYS, ARGV, struct_unpack = keys, argv, struct.unpack\n\
              {clock}\n{text}\nend}}\n",
             op = op_of(file),
         );
     }
-    Library { name, source }
+    // FNV-1a 64 over the whole text, wrapper included: stable across builds and hosts
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in source.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let name = format!("dueq_{h:016x}");
+    Library {
+        source: source.replace(NAME_SLOT, &name),
+        name,
+    }
 });
 
 impl Function {
@@ -95,69 +94,75 @@ impl Function {
     }
 }
 
-/// Runs while Redis is at `maxmemory` (flag `allow-oom`): it drains or reads.
-const ALLOW_OOM: bool = true;
-/// Refused while Redis is at `maxmemory`: it adds work.
-const REFUSE_OOM: bool = false;
+/// Flags of an operation that only reads: Redis runs it also at `maxmemory`, while writes are
+/// refused for want of replicas (`min-replicas-to-write`) or after a failed save.
+const READS: &str = "'no-writes'";
+/// Flags of an operation that drains a queue or removes things: it runs at `maxmemory`.
+const DRAINS: &str = "'allow-oom'";
+/// Flags of an operation that adds work: refused at `maxmemory`, before it starts.
+const ADDS: &str = "";
 
 macro_rules! scripts {
-    ($($name:ident => $file:literal, $keys:literal, $oom:expr;)*) => {
+    ($($name:ident => $file:literal, $keys:literal, $flags:expr;)*) => {
         $(
             #[doc = concat!("The function of `", $file, "`.")]
             pub(crate) static $name: LazyLock<Function> = LazyLock::new(|| Function::named($file));
         )*
-        /// Every operation: (file name, source, number of KEYS the Rust side passes, whether
-        /// it may run while Redis is at `maxmemory`).
-        const SOURCES: &[(&str, &str, usize, bool)] = &[$(($file, include_str!($file), $keys, $oom)),*];
+        /// Every operation: (file name, source, number of KEYS the Rust side passes, its
+        /// flags: [`READS`], [`DRAINS`] or [`ADDS`]).
+        const SOURCES: &[(&str, &str, usize, &str)] = &[$(($file, include_str!($file), $keys, $flags)),*];
     };
 }
 
 scripts! {
-    ENQUEUE => "tasks/enqueue.lua", 25, REFUSE_OOM;
-    CLAIM => "leases/claim.lua", 30, ALLOW_OOM;
-    ACK => "leases/ack.lua", 18, ALLOW_OOM;
-    NACK => "leases/nack.lua", 29, ALLOW_OOM;
-    EXTEND => "leases/extend.lua", 2, ALLOW_OOM;
-    RELEASE => "leases/release.lua", 25, ALLOW_OOM;
-    RECOVER => "leases/recover.lua", 30, ALLOW_OOM;
-    CANCEL => "tasks/cancel.lua", 27, ALLOW_OOM;
-    RESCHEDULE => "tasks/reschedule.lua", 25, REFUSE_OOM;
-    GET => "tasks/get.lua", 28, ALLOW_OOM;
-    BROWSE => "tasks/browse.lua", 17, ALLOW_OOM;
-    STATS => "queues/stats.lua", 19, ALLOW_OOM;
-    HISTORY => "queues/history.lua", 1, ALLOW_OOM;
-    DUE_COUNTS => "queues/due_counts.lua", 13, ALLOW_OOM;
-    DEAD_LIST => "dead/dead_list.lua", 3, ALLOW_OOM;
-    DEAD_RETRY => "dead/dead_retry.lua", 25, REFUSE_OOM;
-    DEAD_DELETE => "dead/dead_delete.lua", 4, ALLOW_OOM;
-    SETTINGS_SET => "queues/settings_set.lua", 11, REFUSE_OOM;
-    WEBHOOK_SET => "webhook/webhook_set.lua", 1, REFUSE_OOM;
-    WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1, ALLOW_OOM;
-    SCHEDULE_SET => "schedules/schedule_set.lua", 28, REFUSE_OOM;
-    SCHEDULE_DELETE => "schedules/schedule_delete.lua", 28, ALLOW_OOM;
-    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 27, REFUSE_OOM;
-    SCHEDULE_GET => "schedules/schedule_get.lua", 2, ALLOW_OOM;
-    SCHEDULE_LIST => "schedules/schedule_list.lua", 2, ALLOW_OOM;
-    SCHEDULE_DUE => "schedules/schedule_due.lua", 3, ALLOW_OOM;
-    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 27, REFUSE_OOM;
-    WORKER_BEAT => "workers/worker_beat.lua", 1, REFUSE_OOM;
-    WORKER_REMOVE => "workers/worker_remove.lua", 1, ALLOW_OOM;
-    WORKER_LIST => "workers/worker_list.lua", 1, ALLOW_OOM;
+    ENQUEUE => "tasks/enqueue.lua", 25, ADDS;
+    CLAIM => "leases/claim.lua", 30, DRAINS;
+    ACK => "leases/ack.lua", 18, DRAINS;
+    NACK => "leases/nack.lua", 29, DRAINS;
+    EXTEND => "leases/extend.lua", 2, DRAINS;
+    RELEASE => "leases/release.lua", 25, DRAINS;
+    RECOVER => "leases/recover.lua", 30, DRAINS;
+    CANCEL => "tasks/cancel.lua", 27, DRAINS;
+    RESCHEDULE => "tasks/reschedule.lua", 25, ADDS;
+    GET => "tasks/get.lua", 28, READS;
+    BROWSE => "tasks/browse.lua", 17, READS;
+    STATS => "queues/stats.lua", 19, READS;
+    HISTORY => "queues/history.lua", 1, READS;
+    DUE_COUNTS => "queues/due_counts.lua", 13, READS;
+    DEAD_LIST => "dead/dead_list.lua", 3, READS;
+    DEAD_RETRY => "dead/dead_retry.lua", 25, ADDS;
+    DEAD_DELETE => "dead/dead_delete.lua", 4, DRAINS;
+    SETTINGS_SET => "queues/settings_set.lua", 11, ADDS;
+    WEBHOOK_SET => "webhook/webhook_set.lua", 1, ADDS;
+    WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1, DRAINS;
+    SCHEDULE_SET => "schedules/schedule_set.lua", 28, ADDS;
+    SCHEDULE_DELETE => "schedules/schedule_delete.lua", 28, DRAINS;
+    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 27, ADDS;
+    SCHEDULE_GET => "schedules/schedule_get.lua", 2, READS;
+    SCHEDULE_LIST => "schedules/schedule_list.lua", 2, READS;
+    SCHEDULE_DUE => "schedules/schedule_due.lua", 3, DRAINS;
+    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 27, ADDS;
+    WORKER_BEAT => "workers/worker_beat.lua", 1, ADDS;
+    WORKER_REMOVE => "workers/worker_remove.lua", 1, DRAINS;
+    WORKER_LIST => "workers/worker_list.lua", 1, READS;
 }
 
-/// Whether `e` says the server lacks a function (so the library must be loaded).
+/// Whether `e` says the server lacks a function (so the library must be loaded). The text,
+/// not `detail()`: a pipeline's error (`FCALL` then `WAIT`) carries its commands' errors
+/// inside, with no detail of its own.
 pub(crate) fn is_missing_function(e: &redis::RedisError) -> bool {
-    e.code() == Some("ERR")
-        && e.detail()
-            .is_some_and(|d| d.starts_with("Function not found"))
+    e.code() == Some("ERR") && e.to_string().contains("Function not found")
 }
 
 /// Loads the library (`FUNCTION LOAD`; on a cluster the command goes to every primary). A
 /// server that has it already answers that the library exists, which is success: the name
-/// carries the digest of the code. While Redis answers `LOADING` (it is reading its data set
-/// from disk after a restart, which always ends), it waits and asks again (50 ms doubling to
-/// 1 s, with jitter), so a worker or server started beside a Redis that is still loading
-/// waits for it instead of exiting.
+/// carries the digest of the code. Redis refuses `FUNCTION LOAD` itself at `maxmemory` (and
+/// while writes are refused): then a server that has the library is fine too (`FUNCTION
+/// LIST`), so a worker or `dueq serve` starts, and stays ready, beside a full Redis that
+/// holds it. While Redis answers `LOADING` (it is reading its data set from disk after a
+/// restart, which always ends), it waits and asks again (50 ms doubling to 1 s, with
+/// jitter), so a worker or server started beside a Redis that is still loading waits for it
+/// instead of exiting.
 pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
     let mut pause = Duration::from_millis(50);
     let mut waiting_since = None;
@@ -169,7 +174,8 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
             .await;
         match answer {
             Ok(_) => break,
-            Err(e) if e.detail().is_some_and(|d| d.contains("already exists")) => break,
+            // the text, as above: on a cluster the answer gathers the nodes' answers
+            Err(e) if e.to_string().contains("already exists") => break,
             Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::BusyLoading) => {
                 let since = *waiting_since.get_or_insert_with(|| {
                     tracing::warn!("Redis is loading its data set; waiting for it");
@@ -182,7 +188,13 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
                 tokio::time::sleep(crate::backoff::jittered(pause)).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                if has_library(conn).await {
+                    tracing::debug!(error = %e, "FUNCTION LOAD refused; the library is there");
+                    break;
+                }
+                return Err(e.into());
+            }
         }
     }
     if let Some(since) = waiting_since {
@@ -192,6 +204,18 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether the server (on a cluster: one node, at random) holds this library.
+async fn has_library(conn: &mut Conn) -> bool {
+    let list: redis::RedisResult<Vec<redis::Value>> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(&LIBRARY.name)
+        .query_async(conn)
+        .await;
+    // LIBRARYNAME matches a pattern: the digest makes the name unique
+    list.is_ok_and(|l| !l.is_empty())
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
--- test_clock: a frozen "now" for tests; put between lib.lua and the script only in a debug
--- build with the `test-clock` feature (scripts.rs, src/test_clock.rs), never in a release build.
+-- test_clock: a frozen "now" for tests; put at the top of each operation's function only in a
+-- debug build with the `test-clock` feature (scripts.rs, src/test_clock.rs), never in a release
+-- build.
 -- KEYS: none of its own
 -- ARGV: the last one is the clock (epoch ms; 0 = Redis TIME), added by call.rs; it is taken
 --   off here, so the script sees its own ARGV unchanged

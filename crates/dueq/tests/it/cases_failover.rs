@@ -227,7 +227,8 @@ async fn client_kill_reconnects() {
 
 /// Issue 11, durable writes (DESIGN 2.14): with no replica to confirm, a durable enqueue
 /// reports `NotReplicated` (an error, not success) after its timeout; the write itself is on
-/// the primary (WAIT cannot undo it), and the same enqueue without `replicas` succeeds.
+/// the primary (WAIT cannot undo it), and the same enqueue without `replicas` succeeds. Also
+/// after `FUNCTION FLUSH`: the durable pipeline loads the library by itself.
 #[tokio::test]
 async fn durable_write_without_replica_is_not_replicated() {
     let server = RedisServer::start();
@@ -256,6 +257,19 @@ async fn durable_write_without_replica_is_not_replicated() {
         .await
         .unwrap();
     assert!(!again.created());
+    // a durable write to a server without the library (`FUNCTION FLUSH`): the pipeline of
+    // FCALL and WAIT loads it and is sent again, so the answer is the write's own
+    let mut raw = server.conn();
+    redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query::<()>(&mut raw)
+        .unwrap();
+    let e = q
+        .enqueue(TaskSpec::new(b"y".to_vec()).key("k2"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotReplicated, "{e}");
+    assert!(q.get(&TaskRef::key("k2").unwrap()).await.unwrap().is_some());
 }
 
 /// Case C21 in shared/cases/CASES.md: failover with durable enqueue.

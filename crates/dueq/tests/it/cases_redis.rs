@@ -372,5 +372,14 @@ async fn oom_mid_batch_keeps_the_calls_before_it() {
         );
     }
     assert_eq!(q.stats().await.unwrap().scheduled, 2_490);
+
+    // Redis refuses FUNCTION LOAD itself at its limit: a client started now (a worker, `dueq
+    // serve`) still connects and is ready, since the server holds the library, and its reads
+    // run (the stats function only reads)
+    let late = Client::connect(&ctx.server.url()).await.unwrap();
+    let r = late.readiness().await;
+    assert!(r.redis && r.scripts, "{r:?}");
+    let late_q = late.queue("oom").unwrap();
+    assert_eq!(late_q.stats().await.unwrap().scheduled, 2_490);
     set_maxmemory(&mut c, 0);
 }
