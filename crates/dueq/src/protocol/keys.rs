@@ -85,12 +85,18 @@ pub fn partition_of_key(key: &str, n: u16) -> u16 {
     if n <= 1 || key.starts_with(PARTITION_ZERO_PREFIX) {
         return 0;
     }
+    (fnv1a64(key.as_bytes()) % u64::from(n)) as u16
+}
+
+/// FNV-1a, 64 bit: a hash that is the same in every build and on every host (std's is not),
+/// for what several processes must agree on (partitions, fingerprints, the library's name).
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key.as_bytes() {
+    for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    (h % u64::from(n)) as u16
+    h
 }
 
 /// The partition that holds task `id` in a queue of `n` partitions: the number above the low

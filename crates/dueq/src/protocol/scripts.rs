@@ -73,13 +73,8 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             op = op_of(file),
         );
     }
-    // FNV-1a 64 over the whole text, wrapper included: stable across builds and hosts
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in source.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    let name = format!("dueq_{h:016x}");
+    // over the whole text, wrapper included
+    let name = format!("dueq_{:016x}", super::keys::fnv1a64(source.as_bytes()));
     Library {
         source: source.replace(NAME_SLOT, &name),
         name,

@@ -267,19 +267,14 @@ impl ScheduleSpec {
 
     /// What identifies the timing: a replace with the same one keeps the next fire time.
     pub(crate) fn fingerprint(&self) -> String {
-        // FNV-1a 64 over the timing fields: stable across builds (std's hasher is not)
+        // FNV-1a 64 over the timing fields: stable across builds
         let text = format!(
             "{}|{}|{}",
             self.cron.as_deref().unwrap_or(""),
             self.every_ms.map(|m| m.to_string()).unwrap_or_default(),
             self.tz.as_deref().unwrap_or("")
         );
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in text.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("{h:016x}")
+        format!("{:016x}", crate::protocol::keys::fnv1a64(text.as_bytes()))
     }
 
     /// The stored form: one JSON line of the settings, `\n`, the payload bytes.
