@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 
 use futures_util::FutureExt;
 use futures_util::future::{join_all, select_all};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, TryAcquireError};
 use tokio::time::Instant;
 
 use super::share::Share;
@@ -36,7 +36,7 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaim
             due.close();
             return;
         }
-        let mut slots = free_slots(&shared);
+        let mut slots = Slots::take(&shared);
         let want = slots.len();
         match due.claim(want).await {
             Ok(tasks) => hand_out(&rt, &shared, tasks, &mut slots).await,
@@ -72,7 +72,7 @@ pub(super) async fn run_many(
             }
             return;
         }
-        let mut slots = free_slots(&shared);
+        let mut slots = Slots::take(&shared);
         let now = Instant::now();
         // a queue whose next look has come may have due work (its timer or a wake-up says
         // so): it takes part, and a claim that finds nothing costs what it costs alone
@@ -87,7 +87,7 @@ pub(super) async fn run_many(
             // and learn the timing, as the one-queue loop does without free slots
             let ask = n > 0 || (due.next_look_at() <= now && !(due.has_due_work() && due.hold()));
             if ask {
-                let mine = slots.split_off(slots.len() - n);
+                let mine = slots.split_off(n);
                 calls.push(async move {
                     let got = due.claim(n).await;
                     (rt, due, mine, got)
@@ -120,25 +120,50 @@ pub(super) async fn run_many(
     }
 }
 
-/// Takes the free slots, up to a claim batch.
-fn free_slots(shared: &Shared) -> Vec<OwnedSemaphorePermit> {
-    let mut slots = Vec::new();
-    while slots.len() < shared.batch {
-        match shared.slots.clone().try_acquire_owned() {
-            Ok(p) => slots.push(p),
-            Err(_) => break,
+/// Free slots of the worker, taken from its semaphore as one permit and handed out one per
+/// task: a claim that asks for 1 000 and gets 5 then costs one acquire and one release of the
+/// rest, not a thousand of each (which weighed on every claim of a worker under a limit).
+struct Slots(Option<OwnedSemaphorePermit>);
+
+impl Slots {
+    /// Takes the free slots, up to a claim batch.
+    fn take(shared: &Shared) -> Self {
+        loop {
+            let n = shared.slots.available_permits().min(shared.batch);
+            if n == 0 {
+                return Self(None);
+            }
+            // (n <= the claim batch, 1 000, so it fits a u32)
+            match shared.slots.clone().try_acquire_many_owned(n as u32) {
+                Ok(p) => return Self(Some(p)),
+                // fewer free than counted (a handler started meanwhile): count again
+                Err(TryAcquireError::NoPermits) => {}
+                Err(TryAcquireError::Closed) => return Self(None),
+            }
         }
     }
-    slots
+
+    fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+
+    /// The last `n` slots (all when there are fewer), as slots of their own.
+    fn split_off(&mut self, n: usize) -> Self {
+        let n = n.min(self.len());
+        match &mut self.0 {
+            Some(p) if n > 0 => Self(p.split(n)),
+            _ => Self(None),
+        }
+    }
+
+    /// One slot, for one task.
+    fn pop(&mut self) -> Option<OwnedSemaphorePermit> {
+        self.0.as_mut().and_then(|p| p.split(1))
+    }
 }
 
 /// Starts a handler for each claimed task, each holding one of `slots`.
-async fn hand_out(
-    rt: &Arc<QueueRt>,
-    shared: &Shared,
-    tasks: Vec<ClaimedTask>,
-    slots: &mut Vec<OwnedSemaphorePermit>,
-) {
+async fn hand_out(rt: &Arc<QueueRt>, shared: &Shared, tasks: Vec<ClaimedTask>, slots: &mut Slots) {
     let handed_out = Instant::now();
     Counters::add(&shared.counters.claimed, tasks.len() as u64);
     let mut extra = Vec::new();
