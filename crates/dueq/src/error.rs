@@ -57,6 +57,12 @@ impl Error {
         Self::new(ErrorKind::Protocol, message)
     }
 
+    /// The same error with `context` (what was being done) before its message.
+    pub(crate) fn context(mut self, context: &str) -> Self {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         self.kind

@@ -73,6 +73,12 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             op = op_of(file),
         );
     }
+    // the probe `has_library` calls: answers the library's name
+    let _ = write!(
+        source,
+        "\nredis.register_function{{function_name = '{NAME_SLOT}_version', flags = {{{READS}}},\n\
+         callback = function() return '{NAME_SLOT}' end}}\n"
+    );
     // over the whole text, wrapper included
     let name = format!("dueq_{:016x}", super::keys::fnv1a64(source.as_bytes()));
     Library {
@@ -152,9 +158,10 @@ pub(crate) fn is_missing_function(e: &redis::RedisError) -> bool {
 /// Loads the library (`FUNCTION LOAD`; on a cluster the command goes to every primary). A
 /// server that has it already answers that the library exists, which is success: the name
 /// carries the digest of the code. Redis refuses `FUNCTION LOAD` itself at `maxmemory` (and
-/// while writes are refused): then a server that has the library is fine too (`FUNCTION
-/// LIST`), so a worker or `dueq serve` starts, and stays ready, beside a full Redis that
-/// holds it. While Redis answers `LOADING` (it is reading its data set from disk after a
+/// while writes are refused), and so does an ACL user without `function|load`: then a server
+/// that has the library is fine too ([`has_library`]), so a worker or `dueq serve` starts,
+/// and stays ready, beside a full Redis, or as a user allowed only `FCALL`, once the library
+/// is there. While Redis answers `LOADING` (it is reading its data set from disk after a
 /// restart, which always ends), it waits and asks again (50 ms doubling to 1 s, with
 /// jitter), so a worker or server started beside a Redis that is still loading waits for it
 /// instead of exiting.
@@ -188,7 +195,17 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
                     tracing::debug!(error = %e, "FUNCTION LOAD refused; the library is there");
                     break;
                 }
-                return Err(e.into());
+                let hint = if e.code() == Some("NOPERM") {
+                    " (the Redis user needs +function|load, or an administrator loads the \
+                     library once: any dueq command run as a user allowed to)"
+                } else {
+                    ""
+                };
+                return Err(crate::Error::from(e).context(&format!(
+                    "loading dueq's function library {} (FUNCTION LOAD) failed, and the \
+                     server does not have it{hint}",
+                    LIBRARY.name
+                )));
             }
         }
     }
@@ -201,16 +218,16 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
     Ok(())
 }
 
-/// Whether the server (on a cluster: one node, at random) holds this library.
+/// Whether the server (on a cluster: one node, at random) holds this library: its `version`
+/// function answers the library's name. A call, not `FUNCTION LIST`, so it needs only the
+/// `FCALL` that every operation needs.
 async fn has_library(conn: &mut Conn) -> bool {
-    let list: redis::RedisResult<Vec<redis::Value>> = redis::cmd("FUNCTION")
-        .arg("LIST")
-        .arg("LIBRARYNAME")
-        .arg(&LIBRARY.name)
+    let answer: redis::RedisResult<String> = redis::cmd("FCALL")
+        .arg(format!("{}_version", LIBRARY.name))
+        .arg(0)
         .query_async(conn)
         .await;
-    // LIBRARYNAME matches a pattern: the digest makes the name unique
-    list.is_ok_and(|l| !l.is_empty())
+    answer.is_ok_and(|name| name == LIBRARY.name)
 }
 
 #[cfg(test)]

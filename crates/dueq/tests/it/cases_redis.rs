@@ -50,7 +50,7 @@ async fn claim_all(q: &Queue) -> Vec<Vec<u8>> {
 /// ack each work right after a flush (the library is checked gone before and there again after
 /// each call). Readiness stays ready, and reports `scripts: false` only while the library
 /// cannot be loaded (here: the `FUNCTION` command is taken away by ACL, while Redis still
-/// answers).
+/// answers, after a flush); a user without `FUNCTION` is fine once the library is there.
 #[tokio::test]
 async fn c17_script_flush() {
     let ctx = Ctx::new().await;
@@ -91,35 +91,49 @@ async fn c17_script_flush() {
     assert!(r.redis && r.scripts && r.error.is_none(), "{r:?}");
     assert_eq!(libraries(&mut raw), 1, "readiness did not load the library");
 
-    // a library that cannot be loaded while Redis answers: readiness fails on that field only
-    redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg("default")
-        .arg("-function")
-        .query::<()>(&mut raw)
+    // a user without `FUNCTION` (ACL) but with `FCALL`: a server that has the library is
+    // ready, a client starts, and the library runs
+    acl(&mut raw, "-function");
+    let r = ctx.client.readiness().await;
+    assert!(r.ready(), "{r:?}");
+    let late = Client::connect(&ctx.server.url()).await.unwrap();
+    late.queue("flushed")
+        .unwrap()
+        .enqueue(TaskSpec::new(b"C".to_vec()))
+        .await
         .unwrap();
+
+    // a library that cannot be loaded while Redis answers: readiness fails on that field
+    // only, and a client does not start, with an error that says what it needs
+    acl(&mut raw, "+function");
+    function_flush(&mut raw);
+    acl(&mut raw, "-function");
     let r = ctx.client.readiness().await;
     assert!(r.redis, "{r:?}");
     assert!(!r.scripts && !r.ready(), "{r:?}");
+    let error = r.error.clone().unwrap_or_default();
     assert!(
-        r.error
-            .as_deref()
-            .unwrap_or("")
-            .to_lowercase()
-            .contains("function|load"),
+        error.contains("function library") && error.contains("+function|load"),
         "{r:?}"
     );
-    // the loaded library still runs
-    q.enqueue(TaskSpec::new(b"C".to_vec())).await.unwrap();
+    let refused = Client::connect(&ctx.server.url()).await.err();
+    let refused = refused.map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("+function|load"), "{refused}");
+    acl(&mut raw, "+function");
+    let r = ctx.client.readiness().await;
+    assert!(r.ready(), "{r:?}");
+    assert_eq!(libraries(&mut raw), 1, "readiness did not load the library");
+    assert_eq!(claim_all(&q).await, vec![b"C".to_vec()]);
+}
+
+/// Gives (`+...`) or takes (`-...`) a command of the default user (ACL).
+fn acl(conn: &mut redis::Connection, rule: &str) {
     redis::cmd("ACL")
         .arg("SETUSER")
         .arg("default")
-        .arg("+function")
-        .query::<()>(&mut raw)
+        .arg(rule)
+        .query::<()>(conn)
         .unwrap();
-    let r = ctx.client.readiness().await;
-    assert!(r.ready(), "{r:?}");
-    assert_eq!(claim_all(&q).await, vec![b"C".to_vec()]);
 }
 
 /// Retries `f` until it succeeds (the client reconnects by itself after a restart).
