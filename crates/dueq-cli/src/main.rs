@@ -51,7 +51,7 @@ async fn connect_with(url: Option<&str>, replicas: u8) -> Result<dueq::Client> {
         .replicas(replicas)
         .connect()
         .await
-        .map_err(|e| anyhow::anyhow!("connecting to {url}: {e}"))
+        .map_err(|e| anyhow::anyhow!("connecting to {}: {e}", dueq::redact_url(url)))
 }
 
 async fn run(cli: Cli) -> Result<()> {

@@ -49,6 +49,7 @@ pub mod due;
 mod error;
 pub mod json;
 pub mod protocol;
+mod redact;
 pub mod schedule;
 mod settings;
 mod task;
@@ -81,6 +82,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use protocol::keys::{
     MAX_PARTITIONS, QueueKeys, partition_of_id, partition_of_key, slot_of, validate_queue_name,
 };
+pub use redact::redact_url;
 pub use schedule::{
     DEFAULT_MISFIRE_GRACE_MS, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, SetReport,
     validate_schedule_name,

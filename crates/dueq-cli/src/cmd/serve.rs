@@ -102,7 +102,7 @@ async fn serve(
         .replicas(replicas)
         .connect()
         .await
-        .with_context(|| format!("connecting to {url}"));
+        .with_context(|| format!("connecting to {}", dueq::redact_url(url)));
     let _ = connected.send(());
     match starting.await {
         Ok(Ok(())) => {}

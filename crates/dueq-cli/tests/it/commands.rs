@@ -171,6 +171,25 @@ fn bad_input_is_refused_with_a_clear_error() {
     assert_eq!(n, 0);
 }
 
+/// A connect error names the server without the password of its URL.
+#[test]
+fn a_connect_error_hides_the_password() {
+    let server = RedisServer::builder().tcp().start();
+    let mut raw = server.conn();
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg(&["reset", "on", ">S3cret-pw", "+ping"])
+        .query::<()>(&mut raw)
+        .unwrap();
+    let url = server.url().replace("redis://", "redis://app:S3cret-pw@");
+    let out = dueq(&url, &["stats", "q"]);
+    assert!(!out.status.success(), "a user without +fcall was let in");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("connecting to redis://app:***@"), "{err}");
+    assert!(!err.contains("S3cret-pw"), "{err}");
+}
+
 #[test]
 fn schedule_set_get_list_pause_resume_delete() {
     let server = RedisServer::start();
