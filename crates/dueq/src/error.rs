@@ -63,6 +63,12 @@ impl Error {
         self
     }
 
+    /// The same error with `hint` (what to do about it) after its message.
+    pub(crate) fn hint(mut self, hint: &str) -> Self {
+        self.message.push_str(hint);
+        self
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         self.kind

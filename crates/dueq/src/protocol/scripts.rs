@@ -191,21 +191,29 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
             Err(e) => {
-                if has_library(conn).await {
-                    tracing::debug!(error = %e, "FUNCTION LOAD refused; the library is there");
-                    break;
-                }
-                let hint = if e.code() == Some("NOPERM") {
-                    " (the Redis user needs +function|load, or an administrator loads the \
-                     library once: any dueq command run as a user allowed to)"
-                } else {
-                    ""
-                };
-                return Err(crate::Error::from(e).context(&format!(
-                    "loading dueq's function library {} (FUNCTION LOAD) failed, and the \
-                     server does not have it{hint}",
+                let what = format!(
+                    "loading dueq's function library {} (FUNCTION LOAD)",
                     LIBRARY.name
-                )));
+                );
+                match has_library(conn).await {
+                    Ok(true) => {
+                        tracing::debug!(error = %e, "FUNCTION LOAD refused; the library is there");
+                        break;
+                    }
+                    Ok(false) => {
+                        let needs = if e.code() == Some("NOPERM") {
+                            ": this Redis user needs +function|load, or a user who has it must \
+                             load the library first (any dueq command run as that user does)"
+                        } else {
+                            ""
+                        };
+                        return Err(crate::Error::from(e)
+                            .context(&what)
+                            .hint(&format!("; the server does not have the library{needs}")));
+                    }
+                    // whether the server has it is not known (busy, timed out, ...)
+                    Err(_) => return Err(crate::Error::from(e).context(&what)),
+                }
             }
         }
     }
@@ -219,15 +227,20 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
 }
 
 /// Whether the server (on a cluster: one node, at random) holds this library: its `version`
-/// function answers the library's name. A call, not `FUNCTION LIST`, so it needs only the
-/// `FCALL` that every operation needs.
-async fn has_library(conn: &mut Conn) -> bool {
+/// function answers the library's name, or `Function not found`. A call, not `FUNCTION
+/// LIST`, so it needs only the `FCALL` that every operation needs. Any other answer (busy,
+/// timed out, refused) is an error: then it is not known.
+async fn has_library(conn: &mut Conn) -> redis::RedisResult<bool> {
     let answer: redis::RedisResult<String> = redis::cmd("FCALL")
         .arg(format!("{}_version", LIBRARY.name))
         .arg(0)
         .query_async(conn)
         .await;
-    answer.is_ok_and(|name| name == LIBRARY.name)
+    match answer {
+        Ok(name) => Ok(name == LIBRARY.name),
+        Err(e) if is_missing_function(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -136,6 +136,76 @@ fn acl(conn: &mut redis::Connection, rule: &str) {
         .unwrap();
 }
 
+/// The README's rules for a Redis ACL user (keys and channels `dueq:*`, no `+@all`): with
+/// them a client loads the library, enqueues, a worker drains (claim, ack, wake-up
+/// subscription, heartbeat), and readiness is ready; without `function|load` the same holds
+/// once the library is there.
+#[tokio::test]
+async fn acl_user_with_the_readme_rules() {
+    let server = RedisServer::builder().tcp().start();
+    let mut raw = server.conn();
+    let mut rules = vec!["reset".to_owned(), "on".to_owned(), ">app-pw".to_owned()];
+    rules.extend(readme_acl_rules());
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg(&rules)
+        .query::<()>(&mut raw)
+        .unwrap();
+    let url = server.url().replace("redis://", "redis://app:app-pw@");
+    let client = Client::connect(&url).await.unwrap();
+    assert_eq!(
+        libraries(&mut raw),
+        1,
+        "the ACL user did not load the library"
+    );
+    let q = client.queue("acl").unwrap();
+    for i in 0..3 {
+        q.enqueue(TaskSpec::new(b"t".to_vec()).key(format!("order:{i}")))
+            .await
+            .unwrap();
+    }
+    let worker = dueq::Worker::builder(client.clone())
+        .handle("acl", |_| async { dueq::Outcome::Success })
+        .build()
+        .unwrap()
+        .start();
+    crate::support::wait_stats(&q, |s| s.succeeded_total == 3).await;
+    assert_eq!(worker.shutdown().await.unwrap().succeeded, 3);
+    let r = client.readiness().await;
+    assert!(r.ready(), "{r:?}");
+
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("-function|load")
+        .query::<()>(&mut raw)
+        .unwrap();
+    let late = Client::connect(&url).await.unwrap();
+    assert!(late.readiness().await.ready());
+    late.queue("acl")
+        .unwrap()
+        .enqueue(TaskSpec::new(b"u".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(claim_all(&q).await, vec![b"u".to_vec()]);
+}
+
+/// The ACL rules README.md gives for a dueq user: the first `...` after "a Redis ACL user
+/// needs" (the test above checks that they suffice).
+fn readme_acl_rules() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let after = readme
+        .split_once("a Redis ACL user needs")
+        .expect("README.md says what a Redis ACL user needs")
+        .1;
+    let rules = after.split('`').nth(1).unwrap();
+    let rules: Vec<String> = rules.split_whitespace().map(str::to_owned).collect();
+    assert!(rules.iter().any(|r| r == "+fcall"), "{rules:?}");
+    rules
+}
+
 /// Retries `f` until it succeeds (the client reconnects by itself after a restart).
 async fn until_ok<T, F, Fut>(what: &str, mut f: F) -> T
 where
