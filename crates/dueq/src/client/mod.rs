@@ -135,7 +135,7 @@ impl ClientBuilder {
         {
             conn = conn.with_clock(self.test_clock.clone());
         }
-        scripts::load_all(&mut conn).await?;
+        scripts::ensure_loaded(&mut conn).await?;
         match eviction_check(&mut conn).await {
             EvictionCheck::Safe => {}
             EvictionCheck::Unsafe(policy) => tracing::warn!(
@@ -339,7 +339,7 @@ impl Client {
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when a script cannot be loaded.
     pub async fn load_scripts(&self) -> Result<()> {
-        scripts::load_all(&mut self.conn()).await
+        scripts::ensure_loaded(&mut self.conn()).await
     }
 
     /// The server's `maxmemory-policy`. Anything but `noeviction` can silently delete queue keys.
@@ -367,7 +367,7 @@ impl Client {
             if let Err(e) = server::ping(&mut conn).await {
                 return not_ready(e.to_string());
             }
-            let load = scripts::load_all(&mut conn).await;
+            let load = scripts::ensure_loaded(&mut conn).await;
             let eviction = eviction_check(&mut conn).await;
             Readiness {
                 redis: true,

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use sentinel::SentinelLink;
@@ -84,6 +85,36 @@ impl Conn {
     pub(crate) fn with_clock(mut self, clock: crate::test_clock::TestClock) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Sends `cmd` to every primary of a cluster, where it must succeed on each (the answer is
+    /// the first node's, the error the first one found), or to the one server otherwise; for
+    /// a command without keys, which a cluster would send to one node at random.
+    pub(crate) async fn on_every_primary(&mut self, cmd: Cmd) -> RedisResult<Value> {
+        let Link::Cluster(c) = &mut self.link else {
+            return self.req_packed_command(&cmd).await;
+        };
+        // without a response policy the answer maps each node to its own answer, errors
+        // included as values (an aggregating policy would pass an error over as a value)
+        let answers = c
+            .route_command(
+                cmd,
+                RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
+            )
+            .await
+            .and_then(|all| match all {
+                Value::Map(nodes) => {
+                    let mut first = None;
+                    for (_, answer) in nodes {
+                        let answer = answer.extract_error()?;
+                        first.get_or_insert(answer);
+                    }
+                    Ok(first.unwrap_or(Value::Nil))
+                }
+                other => other.extract_error(),
+            });
+        self.health.observe(answers.as_ref().err());
+        answers
     }
 
     /// The scripts' extra last argument: the test clock (0 = Redis `TIME`).

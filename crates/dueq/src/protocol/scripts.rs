@@ -10,7 +10,7 @@
 //! two dueq versions on one Redis each call their own. A function the server does not have
 //! (a restart without persistence, `FUNCTION FLUSH`, a node that never had it) answers
 //! `Function not found`; the call loads the library and is sent again (`call.rs`), so a
-//! flushed library heals by itself. [`load_all`] loads it at start-up so a broken script
+//! flushed library heals by itself. [`ensure_loaded`] loads it at start-up so a broken script
 //! fails fast.
 //!
 //! Redis refuses a function that may write, before it starts, while it is at `maxmemory`
@@ -155,7 +155,8 @@ pub(crate) fn is_missing_function(e: &redis::RedisError) -> bool {
     e.code() == Some("ERR") && e.to_string().contains("Function not found")
 }
 
-/// Loads the library (`FUNCTION LOAD`; on a cluster the command goes to every primary). A
+/// Loads the library (`FUNCTION LOAD`; on a cluster the command goes to every primary), as a
+/// call does that was answered `Function not found` (see also [`ensure_loaded`]). A
 /// server that has it already answers that the library exists, which is success: the name
 /// carries the digest of the code. Redis refuses `FUNCTION LOAD` itself at `maxmemory` (and
 /// while writes are refused), and so does an ACL user without `function|load`: then a server
@@ -226,18 +227,26 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
     Ok(())
 }
 
-/// Whether the server (on a cluster: one node, at random) holds this library: its `version`
+/// Makes sure the server holds the library: asks first ([`has_library`], one small call), and
+/// loads it ([`load_all`]) only when that does not say yes. For start-up and readiness checks,
+/// which then cost a call instead of sending the whole library (about 120 KB) each time, and
+/// work for a user without `function|load` once the library is there.
+pub(crate) async fn ensure_loaded(conn: &mut Conn) -> Result<()> {
+    if let Ok(true) = has_library(conn).await {
+        return Ok(());
+    }
+    load_all(conn).await
+}
+
+/// Whether the server (on a cluster: every primary) holds this library: its `version`
 /// function answers the library's name, or `Function not found`. A call, not `FUNCTION
 /// LIST`, so it needs only the `FCALL` that every operation needs. Any other answer (busy,
-/// timed out, refused) is an error: then it is not known.
+/// loading, timed out, refused) is an error: then it is not known.
 async fn has_library(conn: &mut Conn) -> redis::RedisResult<bool> {
-    let answer: redis::RedisResult<String> = redis::cmd("FCALL")
-        .arg(format!("{}_version", LIBRARY.name))
-        .arg(0)
-        .query_async(conn)
-        .await;
-    match answer {
-        Ok(name) => Ok(name == LIBRARY.name),
+    let mut probe = redis::cmd("FCALL");
+    probe.arg(format!("{}_version", LIBRARY.name)).arg(0);
+    match conn.on_every_primary(probe).await {
+        Ok(name) => Ok(redis::from_redis_value::<String>(name).is_ok_and(|n| n == LIBRARY.name)),
         Err(e) if is_missing_function(&e) => Ok(false),
         Err(e) => Err(e),
     }

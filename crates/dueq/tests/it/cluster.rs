@@ -517,3 +517,49 @@ async fn c24_c25_c26_limits_on_a_cluster() {
         "A's tasks started before each of B's: {b:?}"
     );
 }
+
+/// Start-up and readiness ask every primary whether it holds the function library, not one
+/// at random: with the library flushed on one node, a user who may not load it is refused
+/// every time (with what it needs), and a user who may loads it there again.
+#[tokio::test]
+async fn the_library_is_looked_for_on_every_primary() {
+    let cluster = RedisCluster::start(3);
+    let seeds = cluster.urls().join(",");
+    let client = Client::connect(&seeds).await.unwrap();
+    for n in cluster.nodes() {
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("app")
+            .arg(&["reset", "on", ">app-pw", "~*", "&*", "+@all", "-function"])
+            .query::<()>(&mut n.conn())
+            .unwrap();
+    }
+    let libraries = |n: &dueq_testkit::RedisServer| {
+        let l: Vec<redis::Value> = redis::cmd("FUNCTION")
+            .arg("LIST")
+            .query(&mut n.conn())
+            .unwrap();
+        l.len()
+    };
+    let flushed = &cluster.nodes()[1];
+    redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query::<()>(&mut flushed.conn())
+        .unwrap();
+    let app = seeds.replace("redis://", "redis://app:app-pw@");
+    for _ in 0..6 {
+        let refused = Client::connect(&app).await.err().map(|e| e.to_string());
+        let refused =
+            refused.expect("a user without FUNCTION started beside a node without the library");
+        assert!(refused.contains("+function|load"), "{refused}");
+    }
+    let r = client.readiness().await;
+    assert!(r.ready(), "{r:?}");
+    assert_eq!(
+        libraries(flushed),
+        1,
+        "readiness did not load the library there"
+    );
+    let late = Client::connect(&app).await.unwrap();
+    assert!(late.readiness().await.ready());
+}
