@@ -26,61 +26,19 @@ the rounds, in µs per call:
   task-10-plain   the same without groups (claims of max 10)
   task-1000-plain the same with claims and acks of 1 000, as in W2
 """
-import socket, statistics, struct, sys
+import statistics, struct, sys
 
-PROTO = 'crates/dueq/src/protocol/'
+from harness import PROTO, Redis, function, library as make_library
+
 CALLS = 2000
 
 
-class Redis:
-    def __init__(self, port):
-        self.s = socket.create_connection(('127.0.0.1', port))
-        self.f = self.s.makefile('rb')
-
-    def _read(self):
-        line = self.f.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b'-':
-            raise RuntimeError(rest.decode())
-        if kind in b'+:':
-            return rest
-        if kind == b'$':
-            n = int(rest)
-            return None if n < 0 else self.f.read(n + 2)[:-2]
-        if kind == b'*':
-            n = int(rest)
-            return None if n < 0 else [self._read() for _ in range(n)]
-        raise RuntimeError('unexpected reply %r' % line)
-
-    def __call__(self, *args):
-        out = [b'*%d\r\n' % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b'$%d\r\n%s\r\n' % (len(a), a))
-        self.s.sendall(b''.join(out))
-        return self._read()
-
-    def fcall_usec(self):
-        for line in self('INFO', 'commandstats').decode().split('\r\n'):
-            if line.startswith('cmdstat_fcall:'):
-                fields = dict(p.split('=') for p in line.split(':', 1)[1].split(','))
-                return int(fields['usec'])
-        return 0
-
-
-def function(name, body, flags=''):
-    return ("\nredis.register_function{function_name = '%s', flags = {%s},\n"
-            "callback = function(keys, argv)\nKEYS, ARGV, struct_unpack = keys, argv, struct.unpack\n"
-            "%s\nend}\n" % (name, flags, body))
-
-
 def library(claim_body):
-    src = '#!lua name=steps\n' + open(PROTO + 'lib.lua').read()
-    src += function('s_claim', claim_body, "'allow-oom'")
-    src += function('s_ack', open(PROTO + 'leases/ack.lua').read(), "'allow-oom'")
-    src += function('s_enqueue', open(PROTO + 'tasks/enqueue.lua').read())
-    src += function('s_nop', 'return 1', "'no-writes'")
-    return src
+    return make_library('steps', [
+        function('s_claim', claim_body, "'allow-oom'"),
+        function('s_ack', open(PROTO + 'leases/ack.lua').read(), "'allow-oom'"),
+        function('s_enqueue', open(PROTO + 'tasks/enqueue.lua').read()),
+        function('s_nop', 'return 1', "'no-writes'")])
 
 
 CLAIM = open(PROTO + 'leases/claim.lua').read()
@@ -104,21 +62,16 @@ def claim_keys(q):
                 + GROUP + ' ' + OPTION)
 
 
-def cpu_s(r):
-    info = dict(l.split(':', 1) for l in r('INFO', 'cpu').decode().split('\r\n') if ':' in l)
-    return float(info['used_cpu_sys']) + float(info['used_cpu_user'])
-
-
 def ping_cpu(r, pipe):
     """Redis CPU (`INFO cpu`, socket work included) per PING, sent `pipe` at a time, µs."""
     n = CALLS * 5
     msg = b'*1\r\n$4\r\nPING\r\n' * pipe
-    before = cpu_s(r)
+    before = r.cpu()
     for _ in range(n // pipe):
         r.s.sendall(msg)
         for _ in range(pipe):
             r._read()
-    return (cpu_s(r) - before) / (n // pipe * pipe) * 1e6
+    return (r.cpu() - before) / (n // pipe * pipe) * 1e6
 
 
 def repeat(r, args):

@@ -20,57 +20,11 @@ calls, per schedule handed in. Variants, interleaved round by round, median per 
   floor    only the writes a tick needs (the states read; task, key, due entry, new state and
            index score written), with no checks
 """
-import socket, statistics, struct, sys
+import statistics, struct, sys
 
-PROTO = 'crates/dueq/src/protocol/'
+from harness import PROTO, Redis, function, library as make_library
+
 NS, BATCH, CALLS = 99600, 166, 600
-
-
-class Redis:
-    def __init__(self, port):
-        self.s = socket.create_connection(('127.0.0.1', port))
-        self.buf = b''
-
-    def _line(self):
-        while b'\r\n' not in self.buf:
-            self.buf += self.s.recv(1 << 20)
-        line, self.buf = self.buf.split(b'\r\n', 1)
-        return line
-
-    def _read(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b'+':
-            return rest.decode()
-        if kind == b'-':
-            raise RuntimeError(rest.decode())
-        if kind == b':':
-            return int(rest)
-        if kind == b'$':
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self.buf += self.s.recv(1 << 20)
-            value, self.buf = self.buf[:n], self.buf[n + 2:]
-            return value
-        if kind == b'*':
-            n = int(rest)
-            return None if n < 0 else [self._read() for _ in range(n)]
-        raise RuntimeError('unexpected reply %r' % line)
-
-    def __call__(self, *args):
-        out = [b'*%d\r\n' % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b'$%d\r\n%s\r\n' % (len(a), a))
-        self.s.sendall(b''.join(out))
-        return self._read()
-
-    def cpu(self):
-        info = self('INFO', 'cpu').decode().split('\r\n')
-        d = dict(line.split(':', 1) for line in info if ':' in line)
-        return float(d['used_cpu_sys']) + float(d['used_cpu_user'])
 
 
 EARLY = ('\ndo\n  local o = {now}\n  for i = 1, n do o[3 * i - 1] = 2 o[3 * i] = 0'
@@ -106,10 +60,7 @@ return o
 
 def library(body):
     """A function library like dueq's, with `body` as its one function `steps_fire`."""
-    lib = open(PROTO + 'lib.lua').read()
-    return ('#!lua name=steps\n' + lib + "\nredis.register_function{function_name = 'steps_fire', "
-            "callback = function(keys, argv)\nKEYS, ARGV, struct_unpack = keys, argv, struct.unpack\n"
-            + body + '\nend}\n')
+    return make_library('steps', [function('steps_fire', body)])
 
 
 def variants():
