@@ -2,7 +2,8 @@
 //! Redis URL in an error or a log line (`redis://app:***@host`).
 
 /// `url` with the password of its user-info, and the value of every query parameter whose
-/// name contains `password` (`sentinel_password`), replaced by `***`; anything else is left
+/// name contains `password` (`sentinel_password`) or is `pass` (`redis+unix://...?pass=`),
+/// replaced by `***`; anything else is left
 /// as it is. A URL that does not parse (a cluster's seed list `redis+cluster://h1:1,h2:2`)
 /// has all of its user-info hidden instead (`scheme://***@host...`).
 pub fn redact_url(url: &str) -> String {
@@ -26,7 +27,8 @@ pub fn redact_url(url: &str) -> String {
     redact_query(&shown)
 }
 
-/// `url` with the value of each query parameter named `...password...` as `***`.
+/// `url` with the value of each query parameter named `...password...` or `pass` (a
+/// `redis+unix` URL's password) as `***`.
 fn redact_query(url: &str) -> String {
     let Some((head, rest)) = url.split_once('?') else {
         return url.to_owned();
@@ -38,7 +40,10 @@ fn redact_query(url: &str) -> String {
     let params: Vec<String> = query
         .split('&')
         .map(|p| match p.split_once('=') {
-            Some((name, _)) if name.to_ascii_lowercase().contains("password") => {
+            Some((name, _))
+                if name.to_ascii_lowercase().contains("password")
+                    || name.eq_ignore_ascii_case("pass") =>
+            {
                 format!("{name}=***")
             }
             _ => p.to_owned(),

@@ -319,7 +319,9 @@ pub(crate) async fn manager(
 }
 
 pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Connected> {
-    let bad_url = |e: redis::RedisError| Error::invalid(format!("bad Redis URL {url:?}: {e}"));
+    let bad_url = |e: redis::RedisError| {
+        Error::invalid(format!("bad Redis URL {:?}: {e}", crate::redact_url(url)))
+    };
     let health = Arc::new(Health::default());
     if let Some(s) = SentinelUrl::parse(url)? {
         let link = Arc::new(SentinelLink::connect(s, response_timeout).await?);
