@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dueq::{
-    CancelOutcome, OnConflict, Queue, RescheduleOutcome, TaskId, TaskRef, TaskSpec, TaskState,
+    CancelOutcome, EnqueueOutcome, Enqueued, OnConflict, Queue, RescheduleOutcome, TaskId, TaskRef,
+    TaskSpec, TaskState,
 };
 use futures_util::future::join_all;
 use sqlx::PgPool;
@@ -176,9 +177,7 @@ impl Relay {
             match q.enqueue_batch(&specs).await {
                 Ok(done) => {
                     for (r, e) in group.iter().zip(done) {
-                        let mut u = Update::new(r.id, "relayed");
-                        u.task_id = Some(e.id.to_string());
-                        updates.push(u);
+                        updates.push(enqueued(r, &e));
                     }
                     self.record(|| {
                         for r in &group {
@@ -193,9 +192,7 @@ impl Relay {
                     for (r, s) in group.iter().zip(specs) {
                         match q.enqueue(s).await {
                             Ok(e) => {
-                                let mut u = Update::new(r.id, "relayed");
-                                u.task_id = Some(e.id.to_string());
-                                updates.push(u);
+                                updates.push(enqueued(r, &e));
                                 report.enqueued += 1;
                             }
                             Err(e) if e.is_retryable() => return Err(e.into()),
@@ -246,6 +243,11 @@ impl Relay {
                 CancelOutcome::InProgress => {
                     let mut u = Update::new(r.id, "relayed");
                     u.last_error = Some("cancel came while a worker was running the task".into());
+                    // a row cancelled while pending knows no task id yet: the running one's,
+                    // so its outcome is found by id once it ends
+                    if r.task_id.is_none() {
+                        u.task_id = q.get(&target).await?.map(|t| t.id.to_string());
+                    }
                     u
                 }
                 _ => match self.find(r).await? {
@@ -455,6 +457,21 @@ pub async fn postgres_readiness(pool: &PgPool) -> std::result::Result<(), String
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// The update of a row the relay enqueued as task `e`.
+fn enqueued(r: &OutRow, e: &Enqueued) -> Update {
+    let mut u = Update::new(r.id, "relayed");
+    u.task_id = Some(e.id.to_string());
+    // a pending row with a task id is a timer set again over a cancelled one's task
+    if r.task_id.is_some() && e.outcome == EnqueueOutcome::InProgress {
+        u.last_error = Some(
+            "a worker was running the cancelled timer's task when the relay came to replace it \
+             by the new timer: the new timer is not set"
+                .into(),
+        );
+    }
+    u
 }
 
 fn finished(r: &OutRow, state: &'static str, error: Option<String>) -> Update {

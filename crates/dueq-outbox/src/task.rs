@@ -138,9 +138,15 @@ pub struct OutboxEnqueued {
     pub row_id: i64,
     /// Its due time, epoch ms.
     pub due_at_ms: u64,
-    /// Whether a new row was written; `false` when the key was already live in this queue
-    /// (pending, relayed or cancelling): the existing row is kept unchanged, as dueq's
-    /// default enqueue keeps a live key (use [`reschedule_in_tx`] to move it).
+    /// Whether this call set a new timer: `false` when the key was already live in this queue
+    /// (pending or relayed): the existing row is kept unchanged, as dueq's default enqueue
+    /// keeps a live key (use [`reschedule_in_tx`] to move it). A row being cancelled
+    /// ([`cancel_in_tx`] committed or in this transaction, the relay has not carried the
+    /// cancel yet) gives its key up: it becomes `pending` again with the new payload, due
+    /// time and options (`created: true`, that row's id), and the relay replaces the old
+    /// timer's Redis task, if it still waits, by the new timer. If a worker is running the
+    /// old task by then, the new timer is not set (dueq leaves a running task alone), and the
+    /// row's `last_error` says so.
     pub created: bool,
 }
 
@@ -160,30 +166,66 @@ pub async fn enqueue_in_tx(
         OutboxDue::AtMs(t) => (Some(to_i64(t)), 0),
         OutboxDue::DelayMs(d) => (None, to_i64(d)),
     };
-    // ON CONFLICT on the partial unique index: a live row with this key is kept as it is.
-    let row = sqlx::query(
-        "INSERT INTO dueq_outbox (queue, key, payload, due_at_ms, max_attempts, lease_ms)
-         VALUES ($1, $2, $3, coalesce($4, dueq_outbox_now_ms() + $5), $6, $7)
-         ON CONFLICT (queue, key) WHERE state IN ('pending', 'relayed', 'cancelling')
-         DO NOTHING
-         RETURNING id, due_at_ms",
-    )
-    .bind(queue)
-    .bind(&task.key)
-    .bind(&task.payload)
-    .bind(due_at)
-    .bind(delay)
-    .bind(task.max_attempts.map(i64::from))
-    .bind(task.lease_ms.map(to_i64))
-    .fetch_optional(&mut **tx)
-    .await?;
-    if let Some(r) = row {
-        return Ok(OutboxEnqueued {
-            row_id: r.try_get(0)?,
-            due_at_ms: to_u64(r.try_get(1)?),
-            created: true,
-        });
+    // A live row keeps the key, except one whose cancel the relay has not carried yet: it takes
+    // the new timer. Each statement sees the rows committed when it starts (and an UPDATE
+    // waits for a relay holding the row), so a row that finishes between two of them is met
+    // by the next round, where the INSERT no longer conflicts.
+    for _ in 0..3 {
+        // ON CONFLICT on the partial unique index: nothing written when a live row holds it
+        let inserted = sqlx::query(
+            "INSERT INTO dueq_outbox (queue, key, payload, due_at_ms, max_attempts, lease_ms)
+             VALUES ($1, $2, $3, coalesce($4, dueq_outbox_now_ms() + $5), $6, $7)
+             ON CONFLICT (queue, key) WHERE state IN ('pending', 'relayed', 'cancelling')
+             DO NOTHING
+             RETURNING id, due_at_ms",
+        );
+        // The row goes back to the relay as an enqueue of the new timer, which replaces the
+        // cancelled timer's task if that still waits (the relay enqueues with on_conflict
+        // replace: same task id, the new payload and due time), so no moment has both.
+        let replaced = sqlx::query(
+            "UPDATE dueq_outbox SET
+                 state = 'pending', relay_op = 'enqueue', payload = $3,
+                 due_at_ms = coalesce($4, dueq_outbox_now_ms() + $5),
+                 max_attempts = $6, lease_ms = $7, last_error = NULL, checked_at_ms = NULL
+             WHERE queue = $1 AND key = $2 AND state = 'cancelling'
+             RETURNING id, due_at_ms",
+        );
+        for q in [inserted, replaced] {
+            let row = q
+                .bind(queue)
+                .bind(&task.key)
+                .bind(&task.payload)
+                .bind(due_at)
+                .bind(delay)
+                .bind(task.max_attempts.map(i64::from))
+                .bind(task.lease_ms.map(to_i64))
+                .fetch_optional(&mut **tx)
+                .await?;
+            if let Some(r) = row {
+                return Ok(OutboxEnqueued {
+                    row_id: r.try_get(0)?,
+                    due_at_ms: to_u64(r.try_get(1)?),
+                    created: true,
+                });
+            }
+        }
+        let kept = sqlx::query(
+            "SELECT id, due_at_ms FROM dueq_outbox
+             WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed')",
+        )
+        .bind(queue)
+        .bind(&task.key)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if let Some(r) = kept {
+            return Ok(OutboxEnqueued {
+                row_id: r.try_get(0)?,
+                due_at_ms: to_u64(r.try_get(1)?),
+                created: false,
+            });
+        }
     }
+    // three rounds each lost a race for the key: answer as the row found now
     let r = sqlx::query(
         "SELECT id, due_at_ms FROM dueq_outbox
          WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed', 'cancelling')",
@@ -203,13 +245,11 @@ pub async fn enqueue_in_tx(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OutboxCancel {
-    /// The row had not reached Redis yet: it is `cancelled` and will never run (one known
-    /// exception: a relay round that enqueued it and then failed to commit leaves its Redis
-    /// task behind; see the crate README).
-    Cancelled,
-    /// The row is in Redis: it is now `cancelling`, and the relay cancels the Redis task after
-    /// commit. If a worker is already running it, the row goes back to `relayed` and ends as
-    /// the run ends (its `last_error` says the cancel came too late).
+    /// The row is now `cancelling`, and the relay cancels its task in Redis after commit
+    /// (also for a row still `pending`: a relay round may have enqueued it and then failed to
+    /// commit, leaving a task the row does not know of). The row ends `cancelled`; if a
+    /// worker is already running the task, it goes back to `relayed` and ends as the run
+    /// ends (its `last_error` says the cancel came too late).
     Requested,
     /// No live row with that key.
     NotFound,
@@ -226,38 +266,20 @@ pub async fn cancel_in_tx(
 ) -> Result<OutboxCancel> {
     validate_queue(queue)?;
     validate_key(key)?;
-    // The CASE is evaluated on the latest row version: if a relay was moving the row into
-    // Redis, this UPDATE waits for it and then sees `relayed`.
-    let row = sqlx::query(
-        "UPDATE dueq_outbox SET
-             state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE 'cancelling' END,
-             relay_op = CASE WHEN state = 'pending' THEN NULL ELSE 'cancel' END,
-             finished_at = CASE WHEN state = 'pending' THEN clock_timestamp() END
-         WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed')
-         RETURNING state",
+    // If a relay is moving the row into Redis, this UPDATE waits for its commit.
+    let found: Option<i64> = sqlx::query_scalar(
+        "UPDATE dueq_outbox SET state = 'cancelling', relay_op = 'cancel'
+         WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed', 'cancelling')
+         RETURNING id",
     )
     .bind(queue)
     .bind(key)
     .fetch_optional(&mut **tx)
     .await?;
-    Ok(match row {
-        None => {
-            let cancelling: Option<i64> = sqlx::query_scalar(
-                "SELECT id FROM dueq_outbox
-                 WHERE queue = $1 AND key = $2 AND state = 'cancelling'",
-            )
-            .bind(queue)
-            .bind(key)
-            .fetch_optional(&mut **tx)
-            .await?;
-            if cancelling.is_some() {
-                OutboxCancel::Requested
-            } else {
-                OutboxCancel::NotFound
-            }
-        }
-        Some(r) if r.try_get::<String, _>(0)? == "cancelled" => OutboxCancel::Cancelled,
-        Some(_) => OutboxCancel::Requested,
+    Ok(if found.is_some() {
+        OutboxCancel::Requested
+    } else {
+        OutboxCancel::NotFound
     })
 }
 

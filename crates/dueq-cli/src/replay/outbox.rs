@@ -227,8 +227,6 @@ impl OutboxSink {
             let issued = c.issued_at_ms;
             let rec = |outcome, at_ms| CancelRecord { outcome, at_ms };
             let record = match c.outcome {
-                // not in Redis yet: cancelled in the database, never enqueued
-                OutboxCancel::Cancelled => rec(CancelOutcome::Cancelled, issued),
                 // the row had finished already: its task ran before the cancel
                 OutboxCancel::NotFound => rec(CancelOutcome::NotFound, issued),
                 _ => match by_key.get(&c.key) {

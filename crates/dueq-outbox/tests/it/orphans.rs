@@ -111,9 +111,9 @@ async fn a_foreign_key_with_a_nul_byte_does_not_wedge_the_sweep() {
 
 /// The sweep's repair of its race with a row committed meanwhile enqueues the live rows it
 /// finds for the keys it cancelled, `pending` ones included, straight into Redis, leaving the
-/// row `pending`. A `pending` row is cancelled in the table alone (`cancel_in_tx` answers
-/// `Cancelled`: "will never run"), so the task the sweep put into Redis stays, and runs if it
-/// is due before the next sweep. Here the window is opened on purpose: 1 000 orphans in one
+/// row `pending`. A cancel of a `pending` row in the table alone would leave the task the
+/// sweep put into Redis to run if it is due before the next sweep (`cancel_in_tx` once did
+/// that; it now sends every cancel through the relay). Here the window is opened on purpose: 1 000 orphans in one
 /// page, and the rows for their keys commit while the sweep is cancelling them (watched from
 /// a second connection). Up to 5 rounds, until one hits the window (the sweep reports
 /// restored rows); every round's timers are then cancelled and must leave no Redis task.
@@ -555,13 +555,12 @@ async fn a_timer_enqueued_again_right_after_its_run_is_not_dropped() {
 }
 
 /// "A relay that dies after Redis answered and before its commit leaves the rows pending; the
-/// next one enqueues them again and gets the same tasks back" (README): unless the
-/// application cancels such a row first. `cancel_in_tx` cancels a `pending` row in the table
-/// alone (`Cancelled`: "had not reached Redis yet ... will never run"), but its task is in
-/// Redis, with no `task_id` on the row and so no tombstone: it runs (in a queue not owned,
-/// nothing ever removes it). The relay's failure between its Redis call and its commit is a
-/// PostgreSQL error in its `UPDATE` (a test trigger), which the relay rolls back and retries.
-#[ignore = "known limit, not fixed: a pending row cancelled after a relay commit that failed once Redis had answered keeps its Redis task; see the outbox README"]
+/// next one enqueues them again and gets the same tasks back" (README), and the application
+/// may cancel such a row first. The row holds no `task_id`, yet its task is in Redis: a
+/// cancel in the table alone would leave it to run (in a queue not owned, nothing else ever
+/// removes it), so `cancel_in_tx` sends every cancel through the relay, which cancels by key.
+/// The relay's failure between its Redis call and its commit is a PostgreSQL error in its
+/// `UPDATE` (a test trigger), which the relay rolls back and retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_row_cancelled_after_a_failed_relay_commit_never_runs() {
     let env = Env::new().await;

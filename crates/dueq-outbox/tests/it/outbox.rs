@@ -103,12 +103,14 @@ async fn a_live_key_is_kept_and_a_finished_key_can_be_used_again() {
     assert_eq!(a.row_id, b.row_id);
     assert_eq!(
         cancel_in_tx(&mut tx, "q", "k").await.unwrap(),
-        OutboxCancel::Cancelled
+        OutboxCancel::Requested
     );
+    // the cancelled row gives its key up: it takes the new timer
     let c = enqueue_in_tx(&mut tx, "q", &OutboxTask::new("k", b"3".to_vec()))
         .await
         .unwrap();
     assert!(c.created);
+    assert_eq!(c.row_id, a.row_id);
     tx.commit().await.unwrap();
     env.relay_all(&relay).await;
     let t = env
@@ -120,7 +122,21 @@ async fn a_live_key_is_kept_and_a_finished_key_can_be_used_again() {
         .unwrap();
     assert_eq!(t.unwrap().payload, b"3");
     let s = stats(&env.db.pool, "q").await.unwrap();
-    assert_eq!((s.relayed, s.cancelled, s.pending), (1, 1, 0));
+    assert_eq!((s.relayed, s.cancelled, s.pending), (1, 0, 0));
+
+    // a finished row does not hold its key
+    let mut tx = env.db.pool.begin().await.unwrap();
+    cancel_in_tx(&mut tx, "q", "k").await.unwrap();
+    tx.commit().await.unwrap();
+    env.relay_all(&relay).await;
+    let mut tx = env.db.pool.begin().await.unwrap();
+    let d = enqueue_in_tx(&mut tx, "q", &OutboxTask::new("k", b"4".to_vec()))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(d.created && d.row_id != a.row_id, "{d:?}");
+    let s = stats(&env.db.pool, "q").await.unwrap();
+    assert_eq!((s.cancelled, s.pending), (1, 1));
 }
 
 #[tokio::test]
@@ -190,6 +206,76 @@ async fn cancel_in_tx_of_a_relayed_row_cancels_the_redis_task() {
         cancel_in_tx(&mut tx, "q", "k").await.unwrap(),
         OutboxCancel::NotFound
     );
+}
+
+/// Cancel a relayed timer and set a new one under the same key (new payload, new due time),
+/// in one transaction or in two before the relay has carried the cancel: the new timer is
+/// created and is the one Redis holds; the old one is gone. (Before, the cancelling row held
+/// the key, so the enqueue answered `created: false` and no timer was left.) A third
+/// transaction cancels the new timer again before the relay ran: nothing stays in Redis.
+#[tokio::test]
+async fn a_relayed_timer_cancelled_and_set_again_under_its_key_is_replaced() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default());
+    let q = env.client.queue("q").unwrap();
+    let key = TaskRef::key("k").unwrap();
+    let enqueue = |payload: &'static [u8], delay_ms: u64| {
+        OutboxTask::new("k", payload.to_vec()).delay_ms(delay_ms)
+    };
+    for split in [false, true] {
+        let mut tx = env.db.pool.begin().await.unwrap();
+        assert!(
+            enqueue_in_tx(&mut tx, "q", &enqueue(b"old", 60_000))
+                .await
+                .unwrap()
+                .created
+        );
+        tx.commit().await.unwrap();
+        env.relay_all(&relay).await;
+        let old = q.get(&key).await.unwrap().unwrap();
+
+        let mut tx = env.db.pool.begin().await.unwrap();
+        assert_eq!(
+            cancel_in_tx(&mut tx, "q", "k").await.unwrap(),
+            OutboxCancel::Requested
+        );
+        if split {
+            tx.commit().await.unwrap();
+            tx = env.db.pool.begin().await.unwrap();
+        }
+        let again = enqueue_in_tx(&mut tx, "q", &enqueue(b"new", 120_000))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        assert!(again.created, "split {split}: {again:?}");
+        assert_eq!(env.state("k").await.as_deref(), Some("pending"));
+        env.relay_all(&relay).await;
+        let t = q.get(&key).await.unwrap().unwrap();
+        assert_eq!(t.payload, b"new", "split {split}");
+        assert_eq!(t.due_at_ms, again.due_at_ms, "split {split}");
+        assert!(t.due_at_ms >= old.due_at_ms + 59_000, "split {split}");
+        assert_eq!(env.state("k").await.as_deref(), Some("relayed"));
+
+        // the new timer is cancelled again: first set once more, then cancelled, before the
+        // relay ran (the row is pending, with the Redis task of the timer before it)
+        let mut tx = env.db.pool.begin().await.unwrap();
+        cancel_in_tx(&mut tx, "q", "k").await.unwrap();
+        assert!(
+            enqueue_in_tx(&mut tx, "q", &enqueue(b"newer", 1_000))
+                .await
+                .unwrap()
+                .created
+        );
+        let c = cancel_in_tx(&mut tx, "q", "k").await.unwrap();
+        tx.commit().await.unwrap();
+        env.relay_all(&relay).await;
+        assert!(
+            q.get(&key).await.unwrap().is_none(),
+            "split {split}: cancel answered {c:?}, the row is {:?}",
+            env.state("k").await
+        );
+        assert_eq!(env.state("k").await.as_deref(), Some("cancelled"));
+    }
 }
 
 #[tokio::test]
