@@ -436,13 +436,12 @@ async fn a_flushall_during_the_sweep_does_not_remove_live_rows_tasks() {
 
 /// A partitioned queue loses its `partitions` setting in a `FLUSHALL` like everything else,
 /// but the relay's client keeps its cached layout (3 partitions) for up to `LAYOUT_TTL`
-/// (5 s; `forget_queues` drops the queue handles, not the client's layout cache): rows
-/// relayed in that time, and the reconciler's own restores of the wiped rows, go to
-/// partitions 1 and 2, which every client that reads the layout afresh (workers, the relay
-/// itself 5 s later) no longer knows, so those tasks are neither claimed nor found by key
-/// (a later pass then enqueues them again, and the first copies stay stranded in Redis).
-/// Here: rows relayed right after the wipe, looked up by a fresh client.
-#[ignore = "known limit, not fixed: after a FLUSHALL of a partitioned queue a client keeps its cached layout for up to 5 s (dueq core); see the outbox README"]
+/// (5 s; `forget_queues` drops the queue handles, not the client's layout cache). Rows
+/// relayed in that time once went to partitions 1 and 2, which every client that reads the
+/// layout afresh (workers, the relay itself 5 s later) no longer knows, so those tasks were
+/// neither claimed nor found by key. Now those partitions refuse an enqueue routed by a
+/// count they do not hold, and the client routes it again by the layout Redis has. Here:
+/// rows relayed right after the wipe, looked up by a fresh client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_relayed_right_after_a_flushall_of_a_partitioned_queue_are_found() {
     const N: usize = 30;

@@ -7,8 +7,10 @@
 //! partition, [`partition_of_id`]), keyless tasks in turn; batches are split by partition and
 //! the parts sent at once ([`Queue::scatter`]); queue-wide reads ask every partition and add
 //! up ([`merge_stats`]). The number of partitions is the `partitions` setting in partition
-//! 0's `meta`; each client caches it per queue ([`Layout`]) and reads it again after
-//! [`LAYOUT_TTL`], or at once when a claim of partition 0 shows a new settings version.
+//! 0's `meta` (and in each partition's); each client caches it per queue ([`Layout`]) and
+//! reads it again after [`LAYOUT_TTL`], at once when a claim of partition 0 shows a new
+//! settings version, or when a partition above 0 refuses an enqueue routed by another count
+//! (`enqueue.lua`; [`Queue::enqueue_batch`] then routes the refused tasks again).
 //! With one partition every operation takes the path it always had, on the keys it always had.
 
 use std::future::Future;
@@ -25,7 +27,8 @@ use crate::protocol::queues;
 use crate::task::{MinuteStats, QueueStats, TaskRef};
 
 /// How long a client trusts the partition count it read when no claim has shown a settings
-/// change: the longest a producer that only enqueues goes on with an old count.
+/// change: the longest its lookups by key or id (and its enqueues into partition 0, which
+/// are not checked) go on with an old count.
 pub const LAYOUT_TTL: Duration = Duration::from_secs(5);
 
 /// The partitions of one queue as a client last read them.

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
+
 use super::Client;
 use super::partitions::{merge_history, merge_stats};
 use crate::backoff::Backoff;
@@ -13,7 +15,7 @@ use crate::protocol::keys::QueueKeys;
 pub use crate::protocol::leases::Throttle;
 use crate::protocol::leases::{self, ClaimTracking, NackItem};
 use crate::protocol::queues;
-use crate::protocol::tasks::{self, EnqueueItem};
+use crate::protocol::tasks::{self, EnqueueItem, EnqueueReply};
 use crate::settings::{QueueSettings, RateLimit, SettingsPatch};
 use crate::task::{
     AckOutcome, CancelOutcome, ClaimedTask, Due, Enqueued, LeaseToken, MAX_ATTEMPTS, MinuteStats,
@@ -225,25 +227,54 @@ impl Queue {
             })?;
         }
         self.client.register(self.name()).await?;
-        if !self.part {
-            let layout = self.layout().await?;
-            if layout.n() > 1 {
-                let part_of = |s: &TaskSpec| match &s.key {
-                    Some(k) => layout.of_key(k),
-                    None => layout.next_keyless(),
-                };
-                return self
-                    .scatter(&layout, specs, part_of, |q, mine| async move {
-                        q.enqueue_here(&mine).await
-                    })
-                    .await;
-            }
-        }
-        self.enqueue_here(specs).await
+        self.enqueue_routed(specs, 3).await
     }
 
-    /// Enqueues checked tasks into this handle's partition.
-    async fn enqueue_here(&self, specs: &[TaskSpec]) -> Result<Vec<Enqueued>> {
+    /// Enqueues checked tasks, split over the partitions this client knows of. A partition
+    /// above 0 refuses its share when its count is not the one it was routed by (after a
+    /// FLUSHALL, or a change of the count, within the layout's cache time): the client then
+    /// reads the layout again and routes that share anew, up to `tries` more times.
+    fn enqueue_routed<'a>(
+        &'a self,
+        specs: &'a [TaskSpec],
+        tries: u8,
+    ) -> BoxFuture<'a, Result<Vec<Enqueued>>> {
+        Box::pin(async move {
+            if !self.part {
+                let layout = self.layout().await?;
+                if layout.n() > 1 {
+                    let part_of = |s: &TaskSpec| match &s.key {
+                        Some(k) => layout.of_key(k),
+                        None => layout.next_keyless(),
+                    };
+                    return self
+                        .scatter(&layout, specs, part_of, |q, mine| async move {
+                            let (mut done, written) = q.enqueue_here(&mine).await?;
+                            if written < mine.len() {
+                                if tries == 0 {
+                                    return Err(layout_changed(&q));
+                                }
+                                self.client.forget_layout(self.name());
+                                let rest = self.enqueue_routed(&mine[written..], tries - 1);
+                                done.extend(rest.await?);
+                            }
+                            Ok(done)
+                        })
+                        .await;
+                }
+            }
+            let (done, written) = self.enqueue_here(specs).await?;
+            if written < specs.len() {
+                return Err(layout_changed(self));
+            }
+            Ok(done)
+        })
+    }
+
+    /// Enqueues checked tasks into this handle's partition, a slice at a time; returns the
+    /// answers and how many tasks were written (fewer than all when the partition refused a
+    /// slice because its count changed: the rest are not written).
+    async fn enqueue_here(&self, specs: &[TaskSpec]) -> Result<(Vec<Enqueued>, usize)> {
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(specs.len());
         for chunk in specs.chunks(MAX_BATCH) {
@@ -263,9 +294,13 @@ impl Queue {
                     payload: &s.payload,
                 })
                 .collect();
-            out.extend(tasks::enqueue(&mut conn, &self.keys, &items).await?);
+            match tasks::enqueue(&mut conn, &self.keys, &items).await? {
+                EnqueueReply::Done(done) => out.extend(done),
+                EnqueueReply::LayoutChanged => break,
+            }
         }
-        Ok(out)
+        let written = out.len();
+        Ok((out, written))
     }
 
     /// Reads a task by id or by business key; `None` when there is none (cancelled,
@@ -429,6 +464,12 @@ impl Queue {
                      kept); change its partitions only while it is empty"
                 )));
             }
+        }
+        // partitions a smaller count drops forget the old one first, so an enqueue routed by
+        // it is refused there (enqueue.lua) instead of landing where no one looks
+        for p in new_n..old_n {
+            let k = QueueKeys::partition(self.name(), p, old_n)?;
+            queues::settings_set(&mut self.client.conn(), &k, &[], &["partitions"]).await?;
         }
         // partition 0 last: it holds the count, so no process routes to a partition whose
         // settings are not written yet
@@ -843,6 +884,20 @@ impl Claim {
         self.throttle = self.throttle.or(o.throttle);
         self.waits_for_slot |= o.waits_for_slot;
     }
+}
+
+/// A partition kept refusing an enqueue: its count changed again and again while this
+/// client read the layout (nothing of the refused share was written).
+fn layout_changed(q: &Queue) -> Error {
+    Error::new(
+        ErrorKind::Redis,
+        format!(
+            "queue {}: partition {} refused the enqueue, its partition count changed (a \
+             FLUSHALL, or a new count); nothing of it was written, send it again",
+            q.name(),
+            q.keys().partition
+        ),
+    )
 }
 
 #[cfg(test)]

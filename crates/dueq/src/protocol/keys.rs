@@ -160,6 +160,9 @@ pub struct QueueKeys {
     pub name: String,
     /// Which partition these keys are (0 for a queue of one partition).
     pub partition: u16,
+    /// The partition count these keys were built for (1 for [`QueueKeys::new`]): partition
+    /// `partition` of `partitions`.
+    pub partitions: u16,
     /// Scheduled tasks: sorted set, score = due time.
     pub sched: String,
     /// Active tasks: sorted set, score = lease deadline.
@@ -255,6 +258,7 @@ impl QueueKeys {
         Ok(Self {
             name: name.to_owned(),
             partition: p,
+            partitions: n,
             sched: k("sched"),
             active: k("active"),
             leases: k("leases"),

@@ -883,3 +883,102 @@ async fn a_pause_right_after_a_partition_change_pauses_every_partition() {
         parts.iter().map(|p| p.paused).collect::<Vec<_>>()
     );
 }
+
+/// Keys `{prefix}0..n` that a fresh client cannot find by key in queue `name`.
+async fn missing_for_a_fresh_client(ctx: &Ctx, name: &str, prefix: &str, n: usize) -> Vec<String> {
+    let fresh = Client::connect(&ctx.server.url()).await.unwrap();
+    let q = fresh.queue(name).unwrap();
+    let mut missing = Vec::new();
+    for i in 0..n {
+        let k = format!("{prefix}{i}");
+        if q.get(&TaskRef::key(k.clone()).unwrap())
+            .await
+            .unwrap()
+            .is_none()
+        {
+            missing.push(k);
+        }
+    }
+    missing
+}
+
+/// A FLUSHALL takes a partitioned queue's count with everything else, while a client keeps
+/// its layout cached (`LAYOUT_TTL`, 5 s). Its enqueues right after the wipe are refused by
+/// the partitions above 0 (their count is gone), so it reads the layout again and they land
+/// in the one partition a fresh client reads, findable by key and with ids of partition 0.
+#[tokio::test]
+async fn enqueues_routed_by_a_layout_cached_before_a_flushall_land_where_clients_look() {
+    let ctx = Ctx::new().await;
+    let q = partitioned(&ctx.client, "wiped", 3).await;
+    let specs = |prefix: &str| -> Vec<TaskSpec> {
+        (0..30)
+            .map(|i| {
+                TaskSpec::new(b"x".to_vec())
+                    .key(format!("{prefix}{i}"))
+                    .delay_ms(60_000)
+            })
+            .collect()
+    };
+    q.enqueue_batch(&specs("before-")).await.unwrap();
+    let _: () = redis::cmd("FLUSHALL")
+        .query(&mut ctx.server.conn())
+        .unwrap();
+    let done = q.enqueue_batch(&specs("after-")).await.unwrap();
+    assert!(done.iter().all(|e| e.created()), "{done:?}");
+    assert!(
+        done.iter().all(|e| partition_of_id(e.id.as_str(), 3) == 0),
+        "ids of partitions above 0: {:?}",
+        done.iter().map(|e| e.id.as_str()).collect::<Vec<_>>()
+    );
+    let missing = missing_for_a_fresh_client(&ctx, "wiped", "after-", 30).await;
+    assert!(
+        missing.is_empty(),
+        "not found by a fresh client: {missing:?}"
+    );
+    // and one at a time, keyless too
+    q.enqueue(TaskSpec::new(b"y".to_vec()).delay_ms(60_000))
+        .await
+        .unwrap();
+    let fresh = Client::connect(&ctx.server.url()).await.unwrap();
+    assert_eq!(
+        fresh
+            .queue("wiped")
+            .unwrap()
+            .stats()
+            .await
+            .unwrap()
+            .scheduled,
+        31
+    );
+}
+
+/// The count of an empty queue goes from 3 to 1 while another client has 3 cached: that
+/// client's enqueues are refused by partitions 1 and 2, which forget their count first, and
+/// land in partition 0.
+#[tokio::test]
+async fn enqueues_routed_by_a_count_cached_before_it_shrank_land_where_clients_look() {
+    let ctx = Ctx::new().await;
+    partitioned(&ctx.client, "shrunk", 3).await;
+    let other = Client::connect(&ctx.server.url()).await.unwrap();
+    let stale = other.queue("shrunk").unwrap();
+    assert_eq!(stale.partition_stats().await.unwrap().len(), 3); // caches the count
+    ctx.client
+        .queue("shrunk")
+        .unwrap()
+        .update_settings(&SettingsPatch::default().partitions(None))
+        .await
+        .unwrap();
+    let specs: Vec<TaskSpec> = (0..30)
+        .map(|i| {
+            TaskSpec::new(b"x".to_vec())
+                .key(format!("k{i}"))
+                .delay_ms(60_000)
+        })
+        .collect();
+    stale.enqueue_batch(&specs).await.unwrap();
+    let missing = missing_for_a_fresh_client(&ctx, "shrunk", "k", 30).await;
+    assert!(
+        missing.is_empty(),
+        "not found by a fresh client: {missing:?}"
+    );
+}

@@ -9,9 +9,14 @@
 --   spec carries), ' t<ms>' (ttl), ' e<ms>' (expires at) and ' m<ms>' (debounce_max_ms); due value (ms); spec (the record without its tail,
 --   see lib.lua; it carries the priority); group (5th value; '' = none; a replace keeps the
 --   task's group)
+--   After the tasks' values, for partition p > 0 of a queue of several: the partition count
+--   the client routed by.
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
 --   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused)
---   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written)
+--   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written),
+--   or {'layout', now_ms} when this partition's `partitions` setting is not the count the
+--   client routed by (nothing written; after a FLUSHALL or a change of the count, a client
+--   that routes by its cached layout would put tasks where no fresh client looks)
 -- A replace (or debounce) takes the new spec whole: payload, settings, priority and expiry
 -- (none given: the old expiry goes). A debounce never moves the due time past the task's
 -- creation (its first enqueue) + debounce_max_ms.
@@ -25,6 +30,8 @@ local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local stride = tonumber(ARGV[3])
 local now = now_ms()
+local routed_by = ARGV[4 + n * stride]
+if routed_by and redis.call('HGET', meta, 'partitions') ~= routed_by then return {'layout', now} end
 local created_at = struct.pack('<I6', now)
 
 -- Due times as numbers and as score strings; a delay shared by many tasks is computed once.

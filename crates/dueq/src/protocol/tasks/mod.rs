@@ -30,11 +30,22 @@ pub(crate) struct EnqueueItem<'a> {
     pub payload: &'a [u8],
 }
 
+/// What one enqueue call did.
+pub(crate) enum EnqueueReply {
+    /// One answer per item.
+    Done(Vec<Enqueued>),
+    /// Nothing written: the partition's count is not the one `k` was built for (a FLUSHALL
+    /// or a change of the count since the client read its layout).
+    LayoutChanged,
+}
+
+/// Enqueues `items` into partition `k` (a partition above 0 first checks the count it was
+/// routed by).
 pub(crate) async fn enqueue(
     conn: &mut Conn,
     k: &QueueKeys,
     items: &[EnqueueItem<'_>],
-) -> Result<Vec<Enqueued>> {
+) -> Result<EnqueueReply> {
     let mut a = Args::default();
     let grouped = items.iter().any(|it| it.group.is_some());
     a.s(&k.wake).n(items.len()).n(if grouped { 5 } else { 4 });
@@ -73,10 +84,16 @@ pub(crate) async fn enqueue(
             a.s(it.group.unwrap_or(""));
         }
     }
+    if k.partition > 0 {
+        a.n(k.partitions);
+    }
     let keys = k.with_lane_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
     let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
     let status = r.string()?;
     let _now = r.u64()?;
+    if status == "layout" {
+        return Ok(EnqueueReply::LayoutChanged);
+    }
     if status == "bad_due" {
         // unreachable from this client (delays are capped before sending), kept for safety
         let index = r.u64()?;
@@ -103,7 +120,7 @@ pub(crate) async fn enqueue(
             outcome,
         });
     }
-    Ok(out)
+    Ok(EnqueueReply::Done(out))
 }
 
 pub(crate) async fn cancel(
