@@ -233,7 +233,10 @@ impl Queue {
     /// Enqueues checked tasks, split over the partitions this client knows of. A partition
     /// above 0 refuses its share when its count is not the one it was routed by (after a
     /// FLUSHALL, or a change of the count, within the layout's cache time): the client then
-    /// reads the layout again and routes that share anew, up to `tries` more times.
+    /// reads the layout again and routes that share anew, up to `tries` more times. When the
+    /// count read again is the one the partition refused, the partition itself lost its
+    /// settings (one node of a cluster wiped, partition 0's kept): the share goes there
+    /// unchecked, as before the check existed.
     fn enqueue_routed<'a>(
         &'a self,
         specs: &'a [TaskSpec],
@@ -249,21 +252,25 @@ impl Queue {
                     };
                     return self
                         .scatter(&layout, specs, part_of, |q, mine| async move {
-                            let (mut done, written) = q.enqueue_here(&mine).await?;
+                            let (mut done, written) = q.enqueue_here(&mine, true).await?;
                             if written < mine.len() {
-                                if tries == 0 {
-                                    return Err(layout_changed(&q));
-                                }
+                                let rest = &mine[written..];
                                 self.client.forget_layout(self.name());
-                                let rest = self.enqueue_routed(&mine[written..], tries - 1);
-                                done.extend(rest.await?);
+                                let now = self.layout_now().await?;
+                                if now.n() == usize::from(q.keys().partitions) {
+                                    done.extend(q.enqueue_here(rest, false).await?.0);
+                                } else if tries == 0 {
+                                    return Err(layout_changed(&q));
+                                } else {
+                                    done.extend(self.enqueue_routed(rest, tries - 1).await?);
+                                }
                             }
                             Ok(done)
                         })
                         .await;
                 }
             }
-            let (done, written) = self.enqueue_here(specs).await?;
+            let (done, written) = self.enqueue_here(specs, true).await?;
             if written < specs.len() {
                 return Err(layout_changed(self));
             }
@@ -273,8 +280,13 @@ impl Queue {
 
     /// Enqueues checked tasks into this handle's partition, a slice at a time; returns the
     /// answers and how many tasks were written (fewer than all when the partition refused a
-    /// slice because its count changed: the rest are not written).
-    async fn enqueue_here(&self, specs: &[TaskSpec]) -> Result<(Vec<Enqueued>, usize)> {
+    /// slice because its count changed: the rest are not written). `checked`: a partition
+    /// above 0 compares its count with the one it was routed by.
+    async fn enqueue_here(
+        &self,
+        specs: &[TaskSpec],
+        checked: bool,
+    ) -> Result<(Vec<Enqueued>, usize)> {
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(specs.len());
         for chunk in specs.chunks(MAX_BATCH) {
@@ -294,7 +306,7 @@ impl Queue {
                     payload: &s.payload,
                 })
                 .collect();
-            match tasks::enqueue(&mut conn, &self.keys, &items).await? {
+            match tasks::enqueue(&mut conn, &self.keys, &items, checked).await? {
                 EnqueueReply::Done(done) => out.extend(done),
                 EnqueueReply::LayoutChanged => break,
             }
@@ -465,11 +477,14 @@ impl Queue {
                 )));
             }
         }
-        // partitions a smaller count drops forget the old one first, so an enqueue routed by
-        // it is refused there (enqueue.lua) instead of landing where no one looks
-        for p in new_n..old_n {
-            let k = QueueKeys::partition(self.name(), p, old_n)?;
-            queues::settings_set(&mut self.client.conn(), &k, &[], &["partitions"]).await?;
+        // the partitions above 0 of the old count (their keys depend on the count) forget it
+        // first, so an enqueue routed by it is refused there (enqueue.lua) instead of
+        // landing where no one looks
+        if old_n != new_n {
+            for p in 1..old_n {
+                let k = QueueKeys::partition(self.name(), p, old_n)?;
+                queues::settings_set(&mut self.client.conn(), &k, &[], &["partitions"]).await?;
+            }
         }
         // partition 0 last: it holds the count, so no process routes to a partition whose
         // settings are not written yet
@@ -886,14 +901,16 @@ impl Claim {
     }
 }
 
-/// A partition kept refusing an enqueue: its count changed again and again while this
-/// client read the layout (nothing of the refused share was written).
+/// A partition kept refusing an enqueue: the count changed again and again while this
+/// client read the layout. Nothing of the refused share was written; the other partitions'
+/// shares of the batch may have been.
 fn layout_changed(q: &Queue) -> Error {
     Error::new(
         ErrorKind::Redis,
         format!(
-            "queue {}: partition {} refused the enqueue, its partition count changed (a \
-             FLUSHALL, or a new count); nothing of it was written, send it again",
+            "queue {}: partition {} refused its share of the enqueue, the queue's partition \
+             count kept changing; that share was not written (other partitions' shares may \
+             have been: keyless tasks sent again are created again)",
             q.name(),
             q.keys().partition
         ),

@@ -39,12 +39,13 @@ pub(crate) enum EnqueueReply {
     LayoutChanged,
 }
 
-/// Enqueues `items` into partition `k` (a partition above 0 first checks the count it was
-/// routed by).
+/// Enqueues `items` into partition `k`; `checked`: a partition above 0 first compares its
+/// count with the one `k` was built for.
 pub(crate) async fn enqueue(
     conn: &mut Conn,
     k: &QueueKeys,
     items: &[EnqueueItem<'_>],
+    checked: bool,
 ) -> Result<EnqueueReply> {
     let mut a = Args::default();
     let grouped = items.iter().any(|it| it.group.is_some());
@@ -84,7 +85,7 @@ pub(crate) async fn enqueue(
             a.s(it.group.unwrap_or(""));
         }
     }
-    if k.partition > 0 {
+    if checked && k.partition > 0 {
         a.n(k.partitions);
     }
     let keys = k.with_lane_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
