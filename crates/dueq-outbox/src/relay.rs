@@ -216,15 +216,24 @@ impl Relay {
         let results = join_all(others.iter().map(|r| self.apply_op(r))).await;
         for (r, res) in others.iter().zip(results) {
             let u = res?;
-            if r.relay_op.as_deref() == Some("cancel") {
-                report.cancels += 1;
-            } else {
-                report.reschedules += 1;
-            }
+            let op = match r.relay_op.as_deref() {
+                Some("cancel") => {
+                    report.cancels += 1;
+                    "cancel"
+                }
+                Some("renew") => {
+                    report.cancels += 1;
+                    report.enqueued += 1;
+                    "renew"
+                }
+                _ => {
+                    report.reschedules += 1;
+                    "reschedule"
+                }
+            };
             self.record(|| {
-                metrics::counter!("dueq_outbox_relayed_total", "queue" => r.queue.clone(),
-                    "op" => if r.relay_op.as_deref() == Some("cancel") { "cancel" } else { "reschedule" })
-                .increment(1);
+                metrics::counter!("dueq_outbox_relayed_total", "queue" => r.queue.clone(), "op" => op)
+                    .increment(1);
             });
             updates.push(u);
         }
@@ -233,10 +242,13 @@ impl Relay {
         Ok(report)
     }
 
-    /// Applies a row's cancel or reschedule in Redis; returns the row's new state.
+    /// Applies a row's cancel, renew or reschedule in Redis; returns the row's new state.
     async fn apply_op(&self, r: &OutRow) -> Result<Update> {
         let q = self.queue(&r.queue).await?;
         let target = r.key_ref()?;
+        if r.relay_op.as_deref() == Some("renew") {
+            return self.renew(&q, r, &target).await;
+        }
         if r.relay_op.as_deref() == Some("cancel") {
             let mut u = match q.cancel(&target).await? {
                 CancelOutcome::Cancelled => Update::new(r.id, "cancelled"),
@@ -272,6 +284,44 @@ impl Relay {
             u.last_error = Some("reschedule came while a worker was running the task".into());
         }
         Ok(u)
+    }
+
+    /// A new timer set under the key of a row being cancelled: the old timer's task is
+    /// cancelled, then the row's payload and due time are enqueued as a task of its own. A
+    /// round that fails after Redis answered does both again (the new task is cancelled and
+    /// made again, before anything could run it but a worker that claims it meanwhile).
+    async fn renew(&self, q: &Queue, r: &OutRow, target: &TaskRef) -> Result<Update> {
+        if q.cancel(target).await? == CancelOutcome::InProgress {
+            let mut u = Update::new(r.id, "relayed");
+            u.last_error = Some(
+                "a worker was running the cancelled timer's task when the relay carried the \
+                 cancel: the timer set again under its key is not set"
+                    .into(),
+            );
+            if r.task_id.is_none() {
+                u.task_id = q.get(target).await?.map(|t| t.id.to_string());
+            }
+            return Ok(u);
+        }
+        match q.enqueue(r.spec().on_conflict(OnConflict::Replace)).await {
+            Ok(e) if e.outcome == EnqueueOutcome::InProgress => {
+                let mut u = enqueued(r, &e);
+                u.last_error = Some(
+                    "another task under the key was running when the relay set the timer: \
+                     it is not set"
+                        .into(),
+                );
+                Ok(u)
+            }
+            Ok(e) => Ok(enqueued(r, &e)),
+            Err(e) if e.is_retryable() => Err(e.into()),
+            Err(e) => {
+                tracing::warn!(row = r.id, queue = r.queue, error = %e, "row refused by Redis");
+                let mut u = Update::new(r.id, "rejected");
+                u.last_error = Some(format!("refused by dueq: {e}"));
+                Ok(u)
+            }
+        }
     }
 
     /// Looks up, in Redis, one batch of relayed rows that are due, and writes back those that
@@ -463,14 +513,6 @@ pub async fn postgres_readiness(pool: &PgPool) -> std::result::Result<(), String
 fn enqueued(r: &OutRow, e: &Enqueued) -> Update {
     let mut u = Update::new(r.id, "relayed");
     u.task_id = Some(e.id.to_string());
-    // a pending row with a task id is a timer set again over a cancelled one's task
-    if r.task_id.is_some() && e.outcome == EnqueueOutcome::InProgress {
-        u.last_error = Some(
-            "a worker was running the cancelled timer's task when the relay came to replace it \
-             by the new timer: the new timer is not set"
-                .into(),
-        );
-    }
     u
 }
 

@@ -9,8 +9,10 @@ use sqlx::PgPool;
 use crate::error::Result;
 
 /// The migrations, in order: (version, name, SQL).
-const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "outbox", include_str!("../migrations/0001_outbox.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "outbox", include_str!("../migrations/0001_outbox.sql")),
+    (2, "renew", include_str!("../migrations/0002_renew.sql")),
+];
 
 /// Key of the advisory lock that serialises concurrent [`migrate`] calls (any constant
 /// works; this one spells "dueqobx").

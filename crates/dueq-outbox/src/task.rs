@@ -142,11 +142,11 @@ pub struct OutboxEnqueued {
     /// (pending or relayed): the existing row is kept unchanged, as dueq's default enqueue
     /// keeps a live key (use [`reschedule_in_tx`] to move it). A row being cancelled
     /// ([`cancel_in_tx`] committed or in this transaction, the relay has not carried the
-    /// cancel yet) gives its key up: it becomes `pending` again with the new payload, due
-    /// time and options (`created: true`, that row's id), and the relay replaces the old
-    /// timer's Redis task, if it still waits, by the new timer. If a worker is running the
-    /// old task by then, the new timer is not set (dueq leaves a running task alone), and the
-    /// row's `last_error` says so.
+    /// cancel yet) takes the new timer: it keeps its key and its cancel, gets the new payload,
+    /// due time and options and `relay_op = 'renew'` (`created: true`, that row's id), and the
+    /// relay cancels the old timer's Redis task, then enqueues the new one (a task of its own:
+    /// attempts from 0). If a worker is running the old task by then, the new timer is not
+    /// set (a running task cannot be cancelled), and the row's `last_error` says so.
     pub created: bool,
 }
 
@@ -179,15 +179,17 @@ pub async fn enqueue_in_tx(
              DO NOTHING
              RETURNING id, due_at_ms",
         );
-        // The row goes back to the relay as an enqueue of the new timer, which replaces the
-        // cancelled timer's task if that still waits (the relay enqueues with on_conflict
-        // replace: same task id, the new payload and due time), so no moment has both.
+        // The row keeps its key and its cancel: the relay cancels the old timer's task in
+        // Redis (if it still waits), then enqueues this row's payload and due time as a new
+        // task. The row keeps the old task id until then (a tombstone needs it, should the
+        // row be deleted by hand), and starts the new timer's clock and restore count afresh.
         let replaced = sqlx::query(
             "UPDATE dueq_outbox SET
-                 state = 'pending', relay_op = 'enqueue', payload = $3,
+                 relay_op = 'renew', payload = $3,
                  due_at_ms = coalesce($4, dueq_outbox_now_ms() + $5),
-                 max_attempts = $6, lease_ms = $7, last_error = NULL, checked_at_ms = NULL
-             WHERE queue = $1 AND key = $2 AND state = 'cancelling'
+                 max_attempts = $6, lease_ms = $7, last_error = NULL, checked_at_ms = NULL,
+                 restores = 0, created_at = clock_timestamp()
+             WHERE queue = $1 AND key = $2 AND state = 'cancelling' AND relay_op = 'cancel'
              RETURNING id, due_at_ms",
         );
         for q in [inserted, replaced] {
@@ -209,9 +211,11 @@ pub async fn enqueue_in_tx(
                 });
             }
         }
+        // a timer set again (renew) is live like a pending one
         let kept = sqlx::query(
             "SELECT id, due_at_ms FROM dueq_outbox
-             WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed')",
+             WHERE queue = $1 AND key = $2
+               AND (state IN ('pending', 'relayed') OR relay_op = 'renew')",
         )
         .bind(queue)
         .bind(&task.key)
@@ -266,9 +270,13 @@ pub async fn cancel_in_tx(
 ) -> Result<OutboxCancel> {
     validate_queue(queue)?;
     validate_key(key)?;
-    // If a relay is moving the row into Redis, this UPDATE waits for its commit.
+    // If a relay is moving the row into Redis, this UPDATE waits for its commit. A renew the
+    // relay has not carried is dropped with its new timer; the row then forgets the old
+    // timer's task id, so that task's outcome (it may have run before the first cancel) is
+    // not taken for this timer's.
     let found: Option<i64> = sqlx::query_scalar(
-        "UPDATE dueq_outbox SET state = 'cancelling', relay_op = 'cancel'
+        "UPDATE dueq_outbox SET state = 'cancelling', relay_op = 'cancel',
+             task_id = CASE WHEN relay_op = 'renew' THEN NULL ELSE task_id END
          WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed', 'cancelling')
          RETURNING id",
     )
@@ -305,9 +313,11 @@ pub async fn reschedule_in_tx(
     let v: Option<i64> = sqlx::query_scalar(
         "UPDATE dueq_outbox SET
              due_at_ms = coalesce($3, dueq_outbox_now_ms() + $4),
-             relay_op = CASE WHEN state = 'pending' THEN 'enqueue' ELSE 'reschedule' END,
+             relay_op = CASE WHEN state = 'pending' THEN 'enqueue'
+                             WHEN relay_op = 'renew' THEN 'renew' ELSE 'reschedule' END,
              checked_at_ms = NULL
-         WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed')
+         WHERE queue = $1 AND key = $2
+           AND (state IN ('pending', 'relayed') OR (state = 'cancelling' AND relay_op = 'renew'))
          RETURNING due_at_ms",
     )
     .bind(queue)
@@ -335,7 +345,8 @@ pub struct OutboxStats {
     pub pending: u64,
     /// In Redis, not finished.
     pub relayed: u64,
-    /// Cancel requested, not yet applied in Redis.
+    /// Cancel requested, not yet applied in Redis (also rows whose key got a new timer
+    /// meanwhile, `relay_op = 'renew'`: the relay sets it after the cancel).
     pub cancelling: u64,
     /// Finished: acknowledged.
     pub succeeded: u64,

@@ -12,3 +12,4 @@ mod support;
 mod cases;
 mod orphans;
 mod outbox;
+mod set_again;

@@ -658,3 +658,49 @@ async fn a_pending_row_rescheduled_after_a_failed_relay_commit_is_not_early() {
         due.saturating_sub(t.due_at_ms)
     );
 }
+
+/// A partition above 0 that lost its `partitions` field while partition 0 kept the count (on
+/// a Redis Cluster: that partition's node flushed or restarted without persistence; here the
+/// partition's meta is deleted by hand) refuses an enqueue routed by the count; the client
+/// reads the same count again and sends the share there unchecked, so the relay's rounds go
+/// on (a lasting refusal would fail every round, and rows of every queue would wait).
+#[tokio::test]
+async fn a_partition_that_lost_its_count_does_not_wedge_the_relay() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default().succeeded_retention(0));
+    env.client
+        .queue("parts")
+        .unwrap()
+        .update_settings(&dueq::SettingsPatch::default().partitions(Some(3)))
+        .await
+        .unwrap();
+    let meta2 = dueq::QueueKeys::partition("parts", 2, 3).unwrap().meta;
+    // what a flush of the node holding partition 2 leaves of it (it held no task)
+    let _: () = redis::cmd("DEL")
+        .arg(&meta2)
+        .query(&mut env.redis.conn())
+        .unwrap();
+    let bad = (0..)
+        .map(|i| format!("k{i}"))
+        .find(|k| dueq::partition_of_key(k, 3) == 2)
+        .unwrap();
+    let mut tx = env.db.pool.begin().await.unwrap();
+    enqueue_in_tx(&mut tx, "parts", &OutboxTask::new(bad, b"x".to_vec()))
+        .await
+        .unwrap();
+    enqueue_in_tx(&mut tx, "other", &OutboxTask::new("fine", b"x".to_vec()))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut errors = Vec::new();
+    for _ in 0..5 {
+        if let Err(e) = relay.relay_once().await {
+            errors.push(e.to_string());
+        }
+    }
+    assert_eq!(
+        env.state("fine").await.as_deref(),
+        Some("relayed"),
+        "a row of another queue is never relayed; relay errors: {errors:#?}"
+    );
+}

@@ -214,7 +214,7 @@ async fn cancel_in_tx_of_a_relayed_row_cancels_the_redis_task() {
 /// the key, so the enqueue answered `created: false` and no timer was left.) A third
 /// transaction cancels the new timer again before the relay ran: nothing stays in Redis.
 #[tokio::test]
-async fn a_relayed_timer_cancelled_and_set_again_under_its_key_is_replaced() {
+async fn a_relayed_timer_cancelled_and_set_again_under_its_key_is_the_new_one() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());
     let q = env.client.queue("q").unwrap();
@@ -248,7 +248,7 @@ async fn a_relayed_timer_cancelled_and_set_again_under_its_key_is_replaced() {
             .unwrap();
         tx.commit().await.unwrap();
         assert!(again.created, "split {split}: {again:?}");
-        assert_eq!(env.state("k").await.as_deref(), Some("pending"));
+        assert_eq!(env.state("k").await.as_deref(), Some("cancelling"));
         env.relay_all(&relay).await;
         let t = q.get(&key).await.unwrap().unwrap();
         assert_eq!(t.payload, b"new", "split {split}");
