@@ -12,4 +12,5 @@ mod support;
 mod cases;
 mod orphans;
 mod outbox;
+mod review;
 mod set_again;

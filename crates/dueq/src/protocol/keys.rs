@@ -160,8 +160,8 @@ pub struct QueueKeys {
     pub name: String,
     /// Which partition these keys are (0 for a queue of one partition).
     pub partition: u16,
-    /// The partition count these keys were built for (1 for [`QueueKeys::new`]): partition
-    /// `partition` of `partitions`.
+    /// For a partition above 0, the count its keys were built for (its keys depend on it);
+    /// 1 for partition 0, whose keys are the same whatever the count.
     pub partitions: u16,
     /// Scheduled tasks: sorted set, score = due time.
     pub sched: String,
@@ -258,7 +258,7 @@ impl QueueKeys {
         Ok(Self {
             name: name.to_owned(),
             partition: p,
-            partitions: n,
+            partitions: if p == 0 { 1 } else { n },
             sched: k("sched"),
             active: k("active"),
             leases: k("leases"),
