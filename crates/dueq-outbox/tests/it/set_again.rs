@@ -6,6 +6,14 @@ use dueq_outbox::{OutboxTask, RelayConfig, cancel_in_tx, enqueue_in_tx};
 
 use crate::support::Env;
 
+/// Commits `task` in queue `q` and lets `relay` carry it into Redis.
+async fn relayed(env: &Env, relay: &dueq_outbox::Relay, task: OutboxTask) {
+    let mut tx = env.db.pool.begin().await.unwrap();
+    enqueue_in_tx(&mut tx, "q", &task).await.unwrap();
+    tx.commit().await.unwrap();
+    env.relay_all(relay).await;
+}
+
 /// The new timer is a task of its own, not a replace of the old one (which keeps the
 /// attempts made): after the old timer failed once, the new one's first run is attempt 1.
 #[tokio::test]
@@ -13,16 +21,12 @@ async fn a_timer_set_again_after_a_cancel_starts_its_own_attempts() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());
     let q = env.client.queue("q").unwrap();
-    let mut tx = env.db.pool.begin().await.unwrap();
-    enqueue_in_tx(
-        &mut tx,
-        "q",
-        &OutboxTask::new("k", b"old".to_vec()).max_attempts(2),
+    relayed(
+        &env,
+        &relay,
+        OutboxTask::new("k", b"old".to_vec()).max_attempts(2),
     )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    env.relay_all(&relay).await;
+    .await;
     let c = q.claim(10, None).await.unwrap();
     let t = &c.tasks[0];
     assert_eq!(t.attempt, 1);
@@ -62,12 +66,7 @@ async fn a_new_timer_cancelled_before_the_relay_ran_ends_cancelled() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());
     let q = env.client.queue("q").unwrap();
-    let mut tx = env.db.pool.begin().await.unwrap();
-    enqueue_in_tx(&mut tx, "q", &OutboxTask::new("k", b"old".to_vec()))
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
-    env.relay_all(&relay).await;
+    relayed(&env, &relay, OutboxTask::new("k", b"old".to_vec())).await;
     let c = q.claim(10, None).await.unwrap();
     let t = &c.tasks[0];
     q.ack(&t.id, &t.lease_token).await.unwrap();
@@ -94,16 +93,12 @@ async fn a_row_set_again_and_deleted_by_hand_leaves_no_task() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());
     let q = env.client.queue("q").unwrap();
-    let mut tx = env.db.pool.begin().await.unwrap();
-    enqueue_in_tx(
-        &mut tx,
-        "q",
-        &OutboxTask::new("k", b"old".to_vec()).delay_ms(600_000),
+    relayed(
+        &env,
+        &relay,
+        OutboxTask::new("k", b"old".to_vec()).delay_ms(600_000),
     )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    env.relay_all(&relay).await;
+    .await;
     let mut tx = env.db.pool.begin().await.unwrap();
     cancel_in_tx(&mut tx, "q", "k").await.unwrap();
     enqueue_in_tx(
@@ -132,16 +127,12 @@ async fn a_row_set_again_and_deleted_by_hand_leaves_no_task() {
 async fn the_readme_recipe_sets_the_timer_when_the_relay_cancels_in_between() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());
-    let mut tx = env.db.pool.begin().await.unwrap();
-    enqueue_in_tx(
-        &mut tx,
-        "q",
-        &OutboxTask::new("k", b"old".to_vec()).delay_ms(600_000),
+    relayed(
+        &env,
+        &relay,
+        OutboxTask::new("k", b"old".to_vec()).delay_ms(600_000),
     )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    env.relay_all(&relay).await;
+    .await;
     let mut tx = env.db.pool.begin().await.unwrap();
     cancel_in_tx(&mut tx, "q", "k").await.unwrap();
     tx.commit().await.unwrap();
@@ -206,16 +197,12 @@ async fn a_timer_set_again_is_kept_and_moved_like_a_live_one() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());
     let q = env.client.queue("q").unwrap();
-    let mut tx = env.db.pool.begin().await.unwrap();
-    enqueue_in_tx(
-        &mut tx,
-        "q",
-        &OutboxTask::new("k", b"old".to_vec()).delay_ms(600_000),
+    relayed(
+        &env,
+        &relay,
+        OutboxTask::new("k", b"old".to_vec()).delay_ms(600_000),
     )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    env.relay_all(&relay).await;
+    .await;
 
     let mut tx = env.db.pool.begin().await.unwrap();
     cancel_in_tx(&mut tx, "q", "k").await.unwrap();
