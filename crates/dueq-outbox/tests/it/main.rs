@@ -12,5 +12,4 @@ mod support;
 mod cases;
 mod orphans;
 mod outbox;
-mod review;
 mod set_again;
