@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dueq::{
-    CancelOutcome, EnqueueOutcome, Enqueued, OnConflict, Queue, RescheduleOutcome, TaskId, TaskRef,
-    TaskSpec, TaskState,
+    CancelOutcome, Enqueued, OnConflict, Queue, RescheduleOutcome, TaskId, TaskRef, TaskSpec,
+    TaskState,
 };
 use futures_util::future::join_all;
 use sqlx::PgPool;
@@ -215,7 +215,7 @@ impl Relay {
         // cancels and reschedules: one call each, all in flight at once
         let results = join_all(others.iter().map(|r| self.apply_op(r))).await;
         for (r, res) in others.iter().zip(results) {
-            let u = res?;
+            let Some(u) = res? else { continue };
             let op = match r.relay_op.as_deref() {
                 Some("cancel") => {
                     report.cancels += 1;
@@ -242,8 +242,9 @@ impl Relay {
         Ok(report)
     }
 
-    /// Applies a row's cancel, renew or reschedule in Redis; returns the row's new state.
-    async fn apply_op(&self, r: &OutRow) -> Result<Update> {
+    /// Applies a row's cancel, renew or reschedule in Redis; returns the row's new state
+    /// (`None`: left as it is for a later round).
+    async fn apply_op(&self, r: &OutRow) -> Result<Option<Update>> {
         let q = self.queue(&r.queue).await?;
         let target = r.key_ref()?;
         if r.relay_op.as_deref() == Some("renew") {
@@ -275,7 +276,7 @@ impl Relay {
                 },
             };
             u.checked = false;
-            return Ok(u);
+            return Ok(Some(u));
         }
         let due = dueq::Due::AtMs(to_u64(r.due_at_ms));
         let mut u = Update::new(r.id, "relayed");
@@ -283,43 +284,29 @@ impl Relay {
         if q.reschedule(&target, due).await? == RescheduleOutcome::InProgress {
             u.last_error = Some("reschedule came while a worker was running the task".into());
         }
-        Ok(u)
+        Ok(Some(u))
     }
 
-    /// A new timer set under the key of a row being cancelled: the old timer's task is
-    /// cancelled, then the row's payload and due time are enqueued as a task of its own. A
-    /// round that fails after Redis answered does both again (the new task is cancelled and
-    /// made again, before anything could run it but a worker that claims it meanwhile).
-    async fn renew(&self, q: &Queue, r: &OutRow, target: &TaskRef) -> Result<Update> {
-        if q.cancel(target).await? == CancelOutcome::InProgress {
-            let mut u = Update::new(r.id, "relayed");
-            u.last_error = Some(
-                "a worker was running the cancelled timer's task when the relay carried the \
-                 cancel: the timer set again under its key is not set"
-                    .into(),
-            );
-            if r.task_id.is_none() {
-                u.task_id = q.get(target).await?.map(|t| t.id.to_string());
-            }
-            return Ok(u);
+    /// A new timer set under the key of a row being cancelled: the old timer's task (the
+    /// row's `task_id`) is cancelled, then the row's payload and due time are enqueued as a
+    /// task of its own. `None` (the row is left for a later round) while a worker runs the
+    /// old task: the new timer is set once that run ends. A task under the key that is not
+    /// the old one is the new timer's, from a round that failed to commit after Redis
+    /// answered: it is kept (aligned to the row if it still waits), never made twice.
+    async fn renew(&self, q: &Queue, r: &OutRow, target: &TaskRef) -> Result<Option<Update>> {
+        let live = q.get(target).await?;
+        let ours = matches!((&live, &r.task_id), (Some(t), Some(old)) if t.id.as_str() != old);
+        if !ours && q.cancel(target).await? == CancelOutcome::InProgress {
+            return Ok(None);
         }
         match q.enqueue(r.spec().on_conflict(OnConflict::Replace)).await {
-            Ok(e) if e.outcome == EnqueueOutcome::InProgress => {
-                let mut u = enqueued(r, &e);
-                u.last_error = Some(
-                    "another task under the key was running when the relay set the timer: \
-                     it is not set"
-                        .into(),
-                );
-                Ok(u)
-            }
-            Ok(e) => Ok(enqueued(r, &e)),
+            Ok(e) => Ok(Some(enqueued(r, &e))),
             Err(e) if e.is_retryable() => Err(e.into()),
             Err(e) => {
                 tracing::warn!(row = r.id, queue = r.queue, error = %e, "row refused by Redis");
                 let mut u = Update::new(r.id, "rejected");
                 u.last_error = Some(format!("refused by dueq: {e}"));
-                Ok(u)
+                Ok(Some(u))
             }
         }
     }

@@ -145,8 +145,8 @@ pub struct OutboxEnqueued {
     /// cancel yet) takes the new timer: it keeps its key and its cancel, gets the new payload,
     /// due time and options and `relay_op = 'renew'` (`created: true`, that row's id), and the
     /// relay cancels the old timer's Redis task, then enqueues the new one (a task of its own:
-    /// attempts from 0). If a worker is running the old task by then, the new timer is not
-    /// set (a running task cannot be cancelled), and the row's `last_error` says so.
+    /// attempts from 0). If a worker is running the old task by then, the relay sets the new
+    /// timer once that run ends.
     pub created: bool,
 }
 
@@ -271,12 +271,11 @@ pub async fn cancel_in_tx(
     validate_queue(queue)?;
     validate_key(key)?;
     // If a relay is moving the row into Redis, this UPDATE waits for its commit. A renew the
-    // relay has not carried is dropped with its new timer; the row then forgets the old
-    // timer's task id, so that task's outcome (it may have run before the first cancel) is
-    // not taken for this timer's.
+    // relay has not carried is dropped with its new timer (the row keeps the old timer's task
+    // id, so a tombstone can still remove that task should the row be deleted by hand; if
+    // the old timer had already run, the row ends with its outcome).
     let found: Option<i64> = sqlx::query_scalar(
-        "UPDATE dueq_outbox SET state = 'cancelling', relay_op = 'cancel',
-             task_id = CASE WHEN relay_op = 'renew' THEN NULL ELSE task_id END
+        "UPDATE dueq_outbox SET state = 'cancelling', relay_op = 'cancel'
          WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed', 'cancelling')
          RETURNING id",
     )
