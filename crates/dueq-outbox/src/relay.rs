@@ -294,8 +294,11 @@ impl Relay {
     /// the old one is the new timer's, from a round that failed to commit after Redis
     /// answered: it is kept (aligned to the row if it still waits), never made twice.
     async fn renew(&self, q: &Queue, r: &OutRow, target: &TaskRef) -> Result<Option<Update>> {
-        let live = q.get(target).await?;
-        let ours = matches!((&live, &r.task_id), (Some(t), Some(old)) if t.id.as_str() != old);
+        // (a row that never knew its old task's id cannot tell the two apart)
+        let ours = match &r.task_id {
+            Some(old) => q.get(target).await?.is_some_and(|t| t.id.as_str() != old),
+            None => false,
+        };
         if !ours && q.cancel(target).await? == CancelOutcome::InProgress {
             return Ok(None);
         }

@@ -212,37 +212,47 @@ pub async fn enqueue_in_tx(
             }
         }
         // a timer set again (renew) is live like a pending one
-        let kept = sqlx::query(
-            "SELECT id, due_at_ms FROM dueq_outbox
-             WHERE queue = $1 AND key = $2
-               AND (state IN ('pending', 'relayed') OR relay_op = 'renew')",
-        )
-        .bind(queue)
-        .bind(&task.key)
-        .fetch_optional(&mut **tx)
-        .await?;
-        if let Some(r) = kept {
-            return Ok(OutboxEnqueued {
-                row_id: r.try_get(0)?,
-                due_at_ms: to_u64(r.try_get(1)?),
-                created: false,
-            });
+        if let Some(kept) = live_row(tx, queue, &task.key, LIVE_TIMER).await? {
+            return Ok(kept);
         }
     }
     // three rounds each lost a race for the key: answer as the row found now
-    let r = sqlx::query(
-        "SELECT id, due_at_ms FROM dueq_outbox
-         WHERE queue = $1 AND key = $2 AND state IN ('pending', 'relayed', 'cancelling')",
+    live_row(
+        tx,
+        queue,
+        &task.key,
+        "state IN ('pending', 'relayed', 'cancelling')",
     )
+    .await?
+    .ok_or_else(|| sqlx::Error::RowNotFound.into())
+}
+
+/// The rows that hold a live timer: waiting for the relay, in Redis, or set again after a
+/// cancel.
+const LIVE_TIMER: &str = "(state IN ('pending', 'relayed') OR relay_op = 'renew')";
+
+/// The row of `key` that matches `rows` (an SQL condition), as a kept timer.
+async fn live_row(
+    tx: &mut Transaction<'_, Postgres>,
+    queue: &str,
+    key: &str,
+    rows: &str,
+) -> Result<Option<OutboxEnqueued>> {
+    let r = sqlx::query(&format!(
+        "SELECT id, due_at_ms FROM dueq_outbox WHERE queue = $1 AND key = $2 AND {rows}"
+    ))
     .bind(queue)
-    .bind(&task.key)
-    .fetch_one(&mut **tx)
+    .bind(key)
+    .fetch_optional(&mut **tx)
     .await?;
-    Ok(OutboxEnqueued {
-        row_id: r.try_get(0)?,
-        due_at_ms: to_u64(r.try_get(1)?),
-        created: false,
+    r.map(|r| {
+        Ok(OutboxEnqueued {
+            row_id: r.try_get(0)?,
+            due_at_ms: to_u64(r.try_get(1)?),
+            created: false,
+        })
     })
+    .transpose()
 }
 
 /// What [`cancel_in_tx`] did to the live row of a key.

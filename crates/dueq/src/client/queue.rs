@@ -252,13 +252,13 @@ impl Queue {
                     };
                     return self
                         .scatter(&layout, specs, part_of, |q, mine| async move {
-                            let (mut done, written) = q.enqueue_here(&mine, true).await?;
-                            if written < mine.len() {
-                                let rest = &mine[written..];
-                                self.client.forget_layout(self.name());
+                            let mut done = q.enqueue_here(&mine, true).await?;
+                            if done.len() < mine.len() {
+                                let rest = &mine[done.len()..];
+                                // (read afresh and cached for the routing below)
                                 let now = self.layout_now().await?;
                                 if now.n() == usize::from(q.keys().partitions) {
-                                    done.extend(q.enqueue_here(rest, false).await?.0);
+                                    done.extend(q.enqueue_here(rest, false).await?);
                                 } else if tries == 0 {
                                     return Err(layout_changed(&q));
                                 } else {
@@ -270,8 +270,8 @@ impl Queue {
                         .await;
                 }
             }
-            let (done, written) = self.enqueue_here(specs, true).await?;
-            if written < specs.len() {
+            let done = self.enqueue_here(specs, true).await?;
+            if done.len() < specs.len() {
                 return Err(layout_changed(self));
             }
             Ok(done)
@@ -279,14 +279,10 @@ impl Queue {
     }
 
     /// Enqueues checked tasks into this handle's partition, a slice at a time; returns the
-    /// answers and how many tasks were written (fewer than all when the partition refused a
-    /// slice because its count changed: the rest are not written). `checked`: a partition
-    /// above 0 compares its count with the one it was routed by.
-    async fn enqueue_here(
-        &self,
-        specs: &[TaskSpec],
-        checked: bool,
-    ) -> Result<(Vec<Enqueued>, usize)> {
+    /// answers of the tasks written, fewer than all when the partition refused a slice
+    /// because its count changed (the rest are not written). `checked`: a partition above 0
+    /// compares its count with the one it was routed by.
+    async fn enqueue_here(&self, specs: &[TaskSpec], checked: bool) -> Result<Vec<Enqueued>> {
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(specs.len());
         for chunk in specs.chunks(MAX_BATCH) {
@@ -311,8 +307,7 @@ impl Queue {
                 EnqueueReply::LayoutChanged => break,
             }
         }
-        let written = out.len();
-        Ok((out, written))
+        Ok(out)
     }
 
     /// Reads a task by id or by business key; `None` when there is none (cancelled,
