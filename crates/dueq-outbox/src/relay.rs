@@ -138,6 +138,7 @@ impl Relay {
         relay_mode(&mut tx).await?;
         let rows = sqlx::query(&format!(
             "SELECT {ROW_COLUMNS} FROM dueq_outbox WHERE relay_op IS NOT NULL
+               AND NOT (relay_op = 'renew' AND coalesce(checked_at_ms, 0) > dueq_outbox_now_ms() - 1000)
              ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED"
         ))
         .bind(to_i64(self.cfg.batch as u64))
@@ -214,8 +215,12 @@ impl Relay {
         }
         // cancels and reschedules: one call each, all in flight at once
         let results = join_all(others.iter().map(|r| self.apply_op(r))).await;
+        let mut waiting = Vec::new();
         for (r, res) in others.iter().zip(results) {
-            let Some(u) = res? else { continue };
+            let Some(u) = res? else {
+                waiting.push(r.id);
+                continue;
+            };
             let op = match r.relay_op.as_deref() {
                 Some("cancel") => {
                     report.cancels += 1;
@@ -238,6 +243,16 @@ impl Relay {
             updates.push(u);
         }
         apply(&mut tx, &updates).await?;
+        // a renew waiting for its old task's run is looked at again a second later, so it
+        // neither holds back the rows behind it nor keeps the relay busy
+        if !waiting.is_empty() {
+            sqlx::query(
+                "UPDATE dueq_outbox SET checked_at_ms = dueq_outbox_now_ms() WHERE id = ANY($1)",
+            )
+            .bind(&waiting)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(report)
     }

@@ -440,3 +440,36 @@ async fn a_renew_repeated_after_a_failed_commit_keeps_the_new_task() {
         n.id
     );
 }
+
+/// A renew waiting for its old task's run is looked at again only a second later: it holds
+/// back neither the rows behind it (here with a batch of one) nor keeps the relay busy.
+#[tokio::test]
+async fn a_renew_waiting_for_a_run_does_not_hold_back_later_rows() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default().batch(1));
+    let q = env.client.queue("q").unwrap();
+    relayed(&env, &relay, OutboxTask::new("k", b"old".to_vec())).await;
+    let c = q.claim(10, None).await.unwrap();
+    let t = c.tasks[0].clone();
+    let mut tx = env.db.pool.begin().await.unwrap();
+    cancel_in_tx(&mut tx, "q", "k").await.unwrap();
+    let later = |k: &str| OutboxTask::new(k, b"o".to_vec()).delay_ms(3_600_000);
+    enqueue_in_tx(&mut tx, "q", &later("k")).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = env.db.pool.begin().await.unwrap();
+    enqueue_in_tx(&mut tx, "q", &later("other")).await.unwrap();
+    tx.commit().await.unwrap();
+    for _ in 0..5 {
+        relay.relay_once().await.unwrap();
+    }
+    assert!(
+        q.get(&TaskRef::key("other").unwrap())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(env.state("k").await.as_deref(), Some("cancelling"));
+    q.ack(&t.id, &t.lease_token).await.unwrap();
+    env.relay_all(&relay).await;
+    assert_eq!(env.state("k").await.as_deref(), Some("relayed"));
+}

@@ -132,6 +132,11 @@ async fn c19_redis_restart() {
         },
     )
     .await;
+    // the last handlers' acks land after their runs are counted
+    wait_until_async(DEADLINE, "the last acks landed", || async {
+        q.stats().await.is_ok_and(|s| s.active == 0)
+    })
+    .await;
     let after = q.stats().await.unwrap();
     assert_eq!(
         (after.scheduled, after.active, after.dead),
