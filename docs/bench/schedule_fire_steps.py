@@ -9,48 +9,64 @@ Runs against a redis-server of its own (it FLUSHALLs it: never point it at a sha
 It stores 99 600 every-second schedules (state and index entry), then calls the script
 (as a function of a library with lib.lua at its head, as crates/dueq/src/protocol/scripts.rs
 builds it; FUNCTION LOAD, then FCALL) 600 times with the next
-166 schedules each, one due tick per schedule, as a firer of W8 does; each schedule once, so
-a variant that stops early meets no tick it created itself. Redis CPU (INFO cpu) over the
-calls, per schedule handed in. Variants, interleaved round by round, median per variant:
+166 schedules each, TICKS ticks per schedule (5: a firer of W8 refills five ticks fired
+ahead per schedule), each schedule once, so a variant that stops early meets no tick it
+created itself. Redis CPU (INFO cpu) over the calls, per tick handed in. Variants,
+interleaved round by round, median per variant:
   noop     reads its ARGV count and returns (the cost of the call and its arguments)
   to-2     the script up to its step 2 (states read, ticks planned), then returns
   to-3     up to step 3 (and the lookup of the ticks' keys)
   to-4     up to step 4 (tasks written)
   full     the whole script
-  floor    only the writes a tick needs (the states read; task, key, due entry, new state and
-           index score written), with no checks
+  floor    only the writes a tick needs (the states read; task, key, due entry, new state,
+           fired ticks and index score written), with no checks
 """
 import statistics, struct, sys
 
 from harness import PROTO, Redis, function, library as make_library
 
-NS, BATCH, CALLS = 99600, 166, 600
+NS, BATCH, CALLS, TICKS = 99600, 166, 600, 5
 
 
 EARLY = ('\ndo\n  local o = {now}\n  for i = 1, n do o[3 * i - 1] = 2 o[3 * i] = 0'
          ' o[3 * i + 1] = 0 end\n  return o\nend\n')
 NOOP = ('local n = tonumber(ARGV[2])\nlocal o = {0}\n'
         'for i = 1, n do o[3 * i - 1] = 2 o[3 * i] = 0 o[3 * i + 1] = 0 end\nreturn o\n')
-FLOOR = '''local sched, tasks, keys, state, index = KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[8]
+FLOOR = '''local sched, tasks, keys, state, index, fired = KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[8], KEYS[28]
 local n = tonumber(ARGV[2])
-local names, recs, kargs, zs, sargs, zi = {}, {}, {}, {}, {}, {}
-local seq = redis.call('HINCRBY', KEYS[4], 'seq', n) - n
+local names, recs, kargs, zs, sargs, targs, zi = {}, {}, {}, {}, {}, {}, {}
+local b, nr = 5, 0
+local seq = redis.call('HINCRBY', KEYS[4], 'seq', n * 5) - n * 5
 for i = 1, n do
-  local b = 2 + (i - 1) * 11
-  local name, tick = ARGV[b + 1], ARGV[b + 6]
-  local id = string.format('%012x', seq + i)
+  local name, c = ARGV[b], tonumber(ARGV[b + 3])
   names[i] = name
-  recs[2 * i - 1], recs[2 * i] = id, ARGV[b + 7]
-  kargs[2 * i - 1], kargs[2 * i] = 'schedule:' .. name .. ':' .. tick, id
-  zs[2 * i - 1], zs[2 * i] = tick, id
-  sargs[2 * i - 1], sargs[2 * i] = name, ARGV[b + 8] .. ' ' .. tick .. ' 0 0 1 fp/' .. ARGV[b + 2]
-  zi[2 * i - 1], zi[2 * i] = ARGV[b + 8], name
+  local last
+  for k = 1, c do
+    local tick, spec = ARGV[b + 2 + 2 * k], ARGV[b + 3 + 2 * k]
+    seq = seq + 1
+    local id = string.format('%012x', seq)
+    recs[nr + 1], recs[nr + 2] = id, spec
+    kargs[nr + 1], kargs[nr + 2] = 'schedule:' .. name .. ':' .. tick, id
+    zs[nr + 1], zs[nr + 2] = tick, id
+    nr = nr + 2
+    last = tick
+  end
+  local nx = ARGV[b + 4 + 2 * c]
+  sargs[2 * i - 1], sargs[2 * i] = name, nx .. ' ' .. last .. ' 0 0 1 fp/' .. ARGV[b + 1]
+  targs[2 * i - 1], targs[2 * i] = name, last
+  zi[2 * i - 1], zi[2 * i] = nx, name
+  b = b + 8 + 2 * c
 end
 redis.call('HMGET', state, unpack(names))
-redis.call('HSET', tasks, unpack(recs))
-redis.call('ZADD', sched, unpack(zs))
-redis.call('HSET', keys, unpack(kargs))
+redis.call('HMGET', fired, unpack(names))
+for i = 1, nr, 1000 do
+  local j = math.min(i + 999, nr)
+  redis.call('HSET', tasks, unpack(recs, i, j))
+  redis.call('ZADD', sched, unpack(zs, i, j))
+  redis.call('HSET', keys, unpack(kargs, i, j))
+end
 redis.call('HSET', state, unpack(sargs))
+redis.call('HSET', fired, unpack(targs))
 redis.call('ZADD', index, unpack(zi))
 local o = {0}
 for i = 1, n do o[3 * i - 1] = 1 o[3 * i] = 1 o[3 * i + 1] = 0 end
@@ -81,11 +97,10 @@ def run(r, src):
     keys = [q + k for k in ('sched tasks keys meta stats leases schedule_state schedule_next '
                             'gsched gdue groups gready gactive gparked rate rate_n rate_idle'
                             ).split()]
-    keys += [q + 'psched%d' % p for p in range(1, 10)] + [q + 'expiry']
+    keys += [q + 'psched%d' % p for p in range(1, 10)] + [q + 'expiry', q + 'schedule_fired']
     now = int(r('TIME')[0]) * 1000
     start = now - 10**9  # every tick far in the past: always due
     names = ['s%d' % i for i in range(NS)]
-    nxt = dict.fromkeys(names, start)
     for i in range(0, NS, 1000):
         args, index = [], []
         for name in names[i:i + 1000]:
@@ -96,14 +111,16 @@ def run(r, src):
     c0, handed = r.cpu(), 0
     for c in range(CALLS):
         batch = names[c * BATCH:(c + 1) * BATCH]
-        args = [q + 'wake', len(batch)]
+        args = [q + 'wake', len(batch), 10, 5]
         for name in batch:
-            t = nxt[name]
-            key = ('schedule:%s:%d' % (name, t)).encode()
-            spec = struct.pack('<IHIH', 0, 5, 30000, len(key)) + key + b'{}'
-            args += [name, t, 0, -1, b'', t, spec, t + 1000, 'a', b'', 1000]
+            args += [name, start, 0, TICKS]
+            for k in range(TICKS):
+                t = start + 1000 * k
+                key = ('schedule:%s:%d' % (name, t)).encode()
+                args += [t, struct.pack('<IHIH', 0, 5, 30000, len(key)) + key + b'{}']
+            args += [start + 1000 * TICKS, 'a', b'', 10000]
         r('FCALL', 'steps_fire', len(keys), *keys, *args)
-        handed += len(batch)
+        handed += len(batch) * TICKS
     return (r.cpu() - c0) * 1e6 / handed
 
 

@@ -11,8 +11,8 @@ use crate::protocol::record;
 use crate::protocol::schedules::{self, FireItem, Paused, Raw};
 use crate::schedule::timing::{self, Grid};
 use crate::schedule::{
-    Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, SetReport, State, UPCOMING,
-    validate_schedule_name,
+    MAX_TICKS_AHEAD, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, SetReport, State,
+    UPCOMING, validate_schedule_name,
 };
 
 /// Fire times offered to a set or resume script (it takes the first after its own now).
@@ -43,16 +43,17 @@ pub(crate) struct FireReport {
 fn decode(raw: &Raw) -> Result<(ScheduleSpec, State)> {
     Ok((
         ScheduleSpec::decode(&raw.name, &raw.def)?,
-        State::parse(&raw.name, &raw.state)?,
+        State::parse(&raw.name, &raw.state, &raw.ticks)?,
     ))
 }
 
 /// The schedule as a reader sees it at Redis time `now_ms`: a tick fired ahead (its task
-/// waiting for it) is still the next fire time, not the last one.
+/// waiting for it) is still a next fire time, not the last one.
 fn view(raw: &Raw, now_ms: u64) -> Result<Schedule> {
     let (spec, mut st) = decode(raw)?;
-    if let Some(ahead) = st.last.filter(|&l| l > now_ms) {
-        (st.next, st.last) = (Some(ahead), st.prev);
+    if let Some(ahead) = st.ticks.iter().copied().find(|&t| t > now_ms) {
+        st.next = Some(ahead);
+        st.last = st.ticks.iter().copied().rfind(|&t| t <= now_ms);
     }
     let upcoming_ms = match (st.paused, st.next, spec.grid()) {
         (false, Some(next), Ok(grid)) => {
@@ -303,9 +304,10 @@ impl Queue {
 struct Planned {
     name: String,
     expect_next: i64,
-    step: timing::Step,
-    once: Option<(u64, Vec<u8>)>,
-    fire: Option<(u64, Vec<u8>)>,
+    skipped: u64,
+    /// The ticks to fire with their task specs.
+    ticks: Vec<(u64, Vec<u8>)>,
+    next: Option<u64>,
     overlap_skip: bool,
     group: Option<String>,
     lead_ms: u64,
@@ -316,10 +318,9 @@ impl Planned {
         FireItem {
             name: &self.name,
             expect_next: self.expect_next,
-            missed: self.step.skipped,
-            once: self.once.clone(),
-            fire: self.fire.clone(),
-            next: self.step.next,
+            missed: self.skipped,
+            ticks: &self.ticks,
+            next: self.next,
             overlap_skip: self.overlap_skip,
             group: self.group.as_deref().unwrap_or(""),
             lead_ms: self.lead_ms,
@@ -333,19 +334,17 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
     let Some(next) = st.next else {
         return Ok(None);
     };
-    // at most one tick fired ahead: the next only once the last one has come
-    let ahead_until = match st.last {
-        Some(last) if last > now_ms => now_ms,
-        _ => now_ms + spec.lead_ms(),
-    };
-    let Some(step) = timing::plan(
+    // ticks after now fire ahead up to the look-ahead, while fewer than MAX_TICKS_AHEAD wait
+    let room = MAX_TICKS_AHEAD.saturating_sub(st.waiting(now_ms));
+    let Some(plan) = timing::plan_ticks(
         &grid,
         next,
         now_ms,
         spec.misfire_grace_ms,
         spec.misfire == Misfire::FireOnce,
-    )
-    .or_else(|| timing::plan_ahead(&grid, next, now_ms, ahead_until)) else {
+        now_ms + spec.lead_ms(),
+        room,
+    ) else {
         return Ok(None);
     };
     let task = |at: u64| {
@@ -364,9 +363,9 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
     Ok(Some(Planned {
         name: spec.name.clone(),
         expect_next: st.next_raw,
-        once: step.once_at.map(task),
-        fire: step.fire_at.map(task),
-        step,
+        skipped: plan.skipped,
+        ticks: plan.fire.iter().map(|&t| task(t)).collect(),
+        next: plan.next,
         overlap_skip: spec.overlap == Overlap::Skip,
         group: spec.group.clone(),
         lead_ms: spec.lead_ms(),

@@ -199,6 +199,9 @@ pub struct QueueKeys {
     /// Next fire time of every unpaused schedule: sorted set name → epoch ms, the one index
     /// a firing process sleeps on.
     pub schedule_next: String,
+    /// The newest fired ticks of each schedule: hash name → `"t1 t2 …"` (ms, ascending): every
+    /// tick fired ahead, whose task a change takes back, and the one before them.
+    pub schedule_fired: String,
     /// Scheduled tasks of groups: sorted set, every score 0, member = group prefix, due time,
     /// id (see `lib.lua`).
     pub gsched: String,
@@ -275,6 +278,7 @@ impl QueueKeys {
             schedules: k("schedules"),
             schedule_state: k("schedule_state"),
             schedule_next: k("schedule_next"),
+            schedule_fired: k("schedule_fired"),
             gsched: k("gsched"),
             gdue: k("gdue"),
             groups: k("groups"),
@@ -351,6 +355,7 @@ impl QueueKeys {
             &self.schedules,
             &self.schedule_state,
             &self.schedule_next,
+            &self.schedule_fired,
             &self.wake,
             &self.schedule_wake,
         ]

@@ -575,25 +575,63 @@ local function sched_state_text(next_at, last, skipped, paused, fired, fp, prev)
     .. fp .. '/' .. prev
 end
 
+-- A schedule's newest fired ticks (`schedule_fired`: name -> "t1 t2 ..." ascending): every
+-- tick fired ahead (at most `ahead_max`, see schedule_fire.lua), whose times a change needs to
+-- take their tasks back, and the one fired before them. Read with the state's `last` and
+-- `prev` (strings) merged in, so that a schedule stored or fired by a version that kept no
+-- list reads right. Returns the ticks as strings and as numbers, ascending.
+local function sched_ticks(text, last, prev)
+  local S, N, n = {}, {}, 0
+  if text then
+    for t in string.gmatch(text, '%d+') do
+      n = n + 1
+      S[n], N[n] = t, tonumber(t)
+    end
+  end
+  local p, l = tonumber(prev), tonumber(last)
+  if p and p >= 0 and (n == 0 or p > N[n]) then n = n + 1 S[n], N[n] = prev, p end
+  if l and l >= 0 and (n == 0 or l > N[n]) then n = n + 1 S[n], N[n] = last, l end
+  return S, N
+end
+
+-- The `schedule_fired` text of ticks `S` (ascending): the newest `keep`.
+local function sched_ticks_text(S, keep)
+  return table.concat(S, ' ', math.max(1, #S - keep + 1), #S)
+end
+
 -- The score of a schedule in `schedule_next`: when a firer should act on it, `lead` ms before
--- its next tick (so the tick's task waits, due at the tick, when it comes), but not before its
--- last fired tick has come (at most one tick is fired ahead). `next_at` and `last` are
--- state strings; the score comes back as one too (no number formatting per tick).
-local function sched_act_at(next_at, last, lead)
+-- its next tick (so the tick's task waits, due at the tick, when it comes), but not before
+-- only `refill` of its fired ticks (numbers `N`, ascending) still wait: a step fires up to
+-- `ahead_max` ticks ahead, and the next step comes once `refill` of them are left, so each
+-- step fires several ticks of a frequent schedule at once. That moment is taken halfway
+-- between the two fired ticks around it, not at a tick, when the tasks of every schedule
+-- sharing the tick fall due. `next_at` is a state string; the score comes back as one.
+local function sched_act_at(next_at, N, lead, refill)
   local act = tonumber(next_at) - lead
-  if act <= tonumber(last) then return last end
+  local gate = N[#N - refill]
+  if gate and refill > 0 then gate = gate + math.floor((N[#N - refill + 1] - gate) / 2) end
+  if gate and act <= gate then return int(gate) end
+  if lead == 0 then return next_at end
   return int(act)
 end
 
--- Undoes a tick fired ahead (`last`, still after `now`) of schedule `name` before a change
--- (replace, pause, delete): its task is taken back if it still waits for its due time
--- (unschedule, counted as cancelled), and the tick counts as not fired whatever became of
--- its task (cancelled by hand, say), so the schedule's next tick is never at or before its
--- last. Returns whether there was such a tick, and the state's `last`, `prev` and `fired`
--- after it.
-local function sched_withdraw(T, G, O, name, last, prev, fired, now)
-  if tonumber(last) <= now then return false, last, prev, fired end
-  local id = redis.call('HGET', T.keys, 'schedule:' .. name .. ':' .. last)
-  if id then unschedule(T, G, O, id, redis.call('HGET', T.tasks, id)) end
-  return true, prev, '-1', int(math.max(tonumber(fired) - 1, 0))
+-- Undoes the ticks fired ahead (after `now`) of schedule `name` before a change (replace,
+-- pause, delete): each tick's task is taken back if it still waits for its due time
+-- (unschedule, counted as cancelled), and each such tick counts as not fired whatever became
+-- of its task (cancelled by hand, say), so the schedule's next tick is never at or before
+-- its last. `S`, `N`: its fired ticks (sched_ticks), shortened here to those at or before
+-- `now`. Returns the earliest tick undone (a string, nil when none), and the state's `last`,
+-- `prev` and `fired` after it.
+local function sched_withdraw(T, G, O, name, S, N, fired, now)
+  local n = #N
+  local k, first = n, nil
+  while k > 0 and N[k] > now do
+    local id = redis.call('HGET', T.keys, 'schedule:' .. name .. ':' .. S[k])
+    if id then unschedule(T, G, O, id, redis.call('HGET', T.tasks, id)) end
+    first = S[k]
+    S[k], N[k] = nil, nil
+    k = k - 1
+  end
+  if first then fired = int(math.max(tonumber(fired) - (n - k), 0)) end
+  return first, S[k] or '-1', S[k - 1] or '-1', fired
 end

@@ -44,7 +44,8 @@
 //! | `dueq:{q}:claims` | hash | worker claim id → `"<ms> id token ..."` of its last claim (lost-reply recovery) |
 //! | `dueq:{q}:schedules` | hash | schedule name → definition (JSON line, `\n`, payload) |
 //! | `dueq:{q}:schedule_state` | hash | schedule name → `"next last skipped paused fired fingerprint"` |
-//! | `dueq:{q}:schedule_next` | sorted set | unpaused schedule names, score = next fire time (ms) |
+//! | `dueq:{q}:schedule_next` | sorted set | unpaused schedule names, score = when a firer acts on it next (ms; `sched_act_at` in `lib.lua`) |
+//! | `dueq:{q}:schedule_fired` | hash | schedule name → `"t1 t2 …"`: its newest fired ticks (ms, ascending), every tick fired ahead among them |
 //! | `dueq:{q}:wake` | pub/sub channel | due time (ms) of a task that became due earlier than before |
 //! | `dueq:{q}:schedule_wake` | pub/sub channel | next fire time (ms) of a schedule that changed |
 //! | `dueq:queues` | set | names of queues ever used (for listing; outside any hash tag) |

@@ -31,15 +31,22 @@ pub const DEFAULT_MISFIRE_GRACE_MS: u64 = 1_000;
 pub const MAX_MISFIRE_GRACE_MS: u64 = 86_400_000;
 /// How many fire times [`Schedule::upcoming_ms`] lists.
 pub const UPCOMING: usize = 5;
-/// How long before its fire time a tick fires, ms: its task is enqueued then, due at the
+/// How long before its fire time a tick may fire, ms: its task is enqueued then, due at the
 /// fire time, so when the tick comes the task is handed out on the millisecond by the claim
 /// path like any task (however many schedules share the tick), instead of being created
-/// after it. At most one tick of a schedule is fired ahead, so a schedule every 200 ms fires
-/// each tick when the one before it has come. A pause, a changed definition or a delete
-/// before the tick takes its task back (counted as cancelled). Schedules with
+/// after it. At most [`MAX_TICKS_AHEAD`] ticks of a schedule wait ahead at once, and a firer
+/// acts on a schedule again once at most [`REFILL_AT`] of them still wait, so one step fires
+/// several ticks of a frequent schedule (a schedule every second: five ticks every five
+/// seconds) and the Redis work per tick shrinks. A pause, a changed definition or a delete
+/// before a tick takes its task back (counted as cancelled). Schedules with
 /// [`Overlap::Skip`] fire at the tick itself: whether the previous task is still live can
 /// only be judged then.
-pub const FIRE_AHEAD_MS: u64 = 1_000;
+pub const FIRE_AHEAD_MS: u64 = 10_000;
+/// Most ticks of one schedule fired ahead of their time and waiting at once.
+pub const MAX_TICKS_AHEAD: usize = 10;
+/// A firer acts on a schedule again (to fire its next ticks ahead) once at most this many of
+/// its ticks fired ahead still wait.
+pub const REFILL_AT: usize = 5;
 
 /// What happens to ticks missed while no process ran (more than `misfire_grace_ms` late).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -406,8 +413,9 @@ pub struct SetReport {
     pub next_fire_at_ms: Option<u64>,
 }
 
-/// The state string of a schedule (see `protocol/schedules/schedule_set.lua`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The state string of a schedule (see `protocol/schedules/schedule_set.lua`), with its fired
+/// ticks (`schedule_fired`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct State {
     pub next: Option<u64>,
     pub next_raw: i64,
@@ -418,10 +426,14 @@ pub(crate) struct State {
     pub fired: u64,
     /// The tick fired before `last` (`None` when unknown).
     pub prev: Option<u64>,
+    /// The newest fired ticks, ascending (every tick fired ahead among them; `prev` and
+    /// `last` merged in, as `sched_ticks` in lib.lua reads them).
+    pub ticks: Vec<u64>,
 }
 
 impl State {
-    pub(crate) fn parse(name: &str, raw: &str) -> Result<Self> {
+    /// Reads a state and its fired ticks (`ticks`, '' for none).
+    pub(crate) fn parse(name: &str, raw: &str, ticks: &str) -> Result<Self> {
         let bad = || Error::protocol(format!("schedule {name}: unreadable state {raw:?}"));
         let mut it = raw.split(' ');
         let mut num = || -> Result<i64> { it.next().and_then(|s| s.parse().ok()).ok_or_else(bad) };
@@ -436,15 +448,32 @@ impl State {
             Some((_, prev)) => prev.parse().map_err(|_| bad())?,
             None => -1,
         };
+        let mut list = Vec::new();
+        for t in ticks.split(' ').filter(|t| !t.is_empty()) {
+            list.push(t.parse::<u64>().map_err(|_| bad())?);
+        }
+        let last = u64::try_from(last).ok();
+        let prev = u64::try_from(prev).ok();
+        for t in [prev, last].into_iter().flatten() {
+            if list.last().is_none_or(|&newest| t > newest) {
+                list.push(t);
+            }
+        }
         Ok(Self {
             next: u64::try_from(next_raw).ok(),
             next_raw,
-            last: u64::try_from(last).ok(),
+            last,
             skipped: skipped.max(0) as u64,
             paused: paused == 1,
             fired: fired.max(0) as u64,
-            prev: u64::try_from(prev).ok(),
+            prev,
+            ticks: list,
         })
+    }
+
+    /// How many fired ticks are after `now_ms` (waiting, fired ahead).
+    pub(crate) fn waiting(&self, now_ms: u64) -> usize {
+        self.ticks.iter().rev().take_while(|&&t| t > now_ms).count()
     }
 }
 
@@ -454,7 +483,12 @@ mod tests {
 
     #[test]
     fn state_reads_with_and_without_the_tick_fired_before_last() {
-        let st = State::parse("a", "1796191389000 1796191388000 0 0 2 da61/1796191387000").unwrap();
+        let st = State::parse(
+            "a",
+            "1796191389000 1796191388000 0 0 2 da61/1796191387000",
+            "",
+        )
+        .unwrap();
         assert_eq!(
             (st.next, st.last, st.fired, st.prev),
             (
@@ -464,13 +498,28 @@ mod tests {
                 Some(1_796_191_387_000)
             )
         );
+        // no list of fired ticks (written by an older version): `prev` and `last` are it
+        assert_eq!(st.ticks, vec![1_796_191_387_000, 1_796_191_388_000]);
+        assert_eq!(st.waiting(1_796_191_387_500), 1);
         // written before ticks fired ahead: no `prev`
-        let st = State::parse("a", "1796191389000 -1 3 1 0 da61").unwrap();
+        let st = State::parse("a", "1796191389000 -1 3 1 0 da61", "").unwrap();
         assert_eq!(
             (st.last, st.skipped, st.paused, st.prev),
             (None, 3, true, None)
         );
-        assert!(State::parse("a", "1 2 3 0 0 fp/x").is_err());
+        assert!(st.ticks.is_empty());
+        assert!(State::parse("a", "1 2 3 0 0 fp/x", "").is_err());
+        assert!(State::parse("a", "1 2 3 0 0 fp/1", "1 x").is_err());
+    }
+
+    #[test]
+    fn state_merges_its_fired_ticks_with_last() {
+        let st = State::parse("a", "60 50 0 0 6 fp/40", "10 20 30 40 50").unwrap();
+        assert_eq!(st.ticks, vec![10, 20, 30, 40, 50]);
+        assert_eq!((st.waiting(25), st.waiting(50)), (3, 0));
+        // a process of an older version fired a tick the list does not know
+        let st = State::parse("a", "70 60 0 0 7 fp/50", "10 20 30 40 50").unwrap();
+        assert_eq!(st.ticks, vec![10, 20, 30, 40, 50, 60]);
     }
 
     #[test]

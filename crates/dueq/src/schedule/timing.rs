@@ -239,16 +239,62 @@ pub(crate) fn plan(
     })
 }
 
-/// Plans firing the tick `next` ahead of its time: `Some` when it is after `now_ms` but not
-/// after `ahead_until` (the caller's look-ahead, `now_ms` when none is allowed), with the
-/// grid's following tick as the next fire time. Nothing is missed: the tick has not come.
-pub(crate) fn plan_ahead(grid: &Grid, next: u64, now_ms: u64, ahead_until: u64) -> Option<Step> {
-    (next > now_ms && next <= ahead_until).then(|| Step {
+/// Most ticks one firing step fires for one schedule (due ones and ones fired ahead), so a
+/// schedule of a few ms behind its grid catches up in bounded steps.
+pub(crate) const MAX_STEP_TICKS: usize = 32;
+
+/// The ticks one firing step of a schedule fires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ticks {
+    /// Missed ticks to count in `skipped_total` (misfire `skip`).
+    pub skipped: u64,
+    /// The ticks to fire, ascending: the `fire_once` tick of a missed span, the due tick(s),
+    /// then ticks fired ahead of their time.
+    pub fire: Vec<u64>,
+    /// The next fire time after them, `None` when the grid has no further tick.
+    pub next: Option<u64>,
+}
+
+/// Plans the step of a schedule whose next fire time is `next` at Redis time `now_ms`:
+/// [`plan`]'s missed and due ticks, then the grid's following ticks that have not come, up
+/// to `ahead_until` (the caller's look-ahead, `now_ms` when none is allowed) and at most
+/// `room` of them (besides at most [`MAX_STEP_TICKS`] in all). `None` when there is nothing
+/// to do yet.
+pub(crate) fn plan_ticks(
+    grid: &Grid,
+    next: u64,
+    now_ms: u64,
+    grace_ms: u64,
+    fire_once: bool,
+    ahead_until: u64,
+    mut room: usize,
+) -> Option<Ticks> {
+    let step = plan(grid, next, now_ms, grace_ms, fire_once);
+    let mut out = Ticks {
         skipped: 0,
-        once_at: None,
-        fire_at: Some(next),
-        next: grid.next_after(next),
-    })
+        fire: Vec::new(),
+        next: Some(next),
+    };
+    if let Some(s) = &step {
+        out.skipped = s.skipped;
+        out.fire.extend(s.once_at);
+        out.fire.extend(s.fire_at);
+        out.next = s.next;
+    }
+    while let Some(t) = out.next {
+        if t > ahead_until || out.fire.len() >= MAX_STEP_TICKS {
+            break;
+        }
+        if t > now_ms {
+            if room == 0 {
+                break;
+            }
+            room -= 1;
+        }
+        out.fire.push(t);
+        out.next = grid.next_after(t);
+    }
+    (step.is_some() || !out.fire.is_empty()).then_some(out)
 }
 
 /// A wall-clock time for croner (no zone: every time exists once).

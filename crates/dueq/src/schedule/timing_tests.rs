@@ -192,24 +192,53 @@ fn plan_waits_for_the_tick() {
 }
 
 #[test]
-fn plan_ahead_fires_a_tick_inside_the_look_ahead_only() {
+fn plan_ticks_fires_ahead_inside_the_look_ahead_only() {
     let g = cron("0 0 2 * * *", Some("Europe/Berlin"));
     let tick = g.next_after(B).unwrap();
-    // not yet inside the look-ahead, and not when none is allowed
-    assert_eq!(plan_ahead(&g, tick, tick - 1001, tick - 1), None);
-    assert_eq!(plan_ahead(&g, tick, tick - 500, tick - 500), None);
-    // a tick that has come is `plan`'s, never fired "ahead"
-    assert_eq!(plan_ahead(&g, tick, tick, tick + 1000), None);
-    let s = plan_ahead(&g, tick, tick - 1000, tick).unwrap();
+    // not yet inside the look-ahead, and not when none is allowed or no room is left
+    assert_eq!(
+        plan_ticks(&g, tick, tick - 1001, 1000, false, tick - 1, 10),
+        None
+    );
+    assert_eq!(
+        plan_ticks(&g, tick, tick - 500, 1000, false, tick - 500, 10),
+        None
+    );
+    assert_eq!(plan_ticks(&g, tick, tick - 500, 1000, false, tick, 0), None);
+    let s = plan_ticks(&g, tick, tick - 1000, 1000, false, tick, 10).unwrap();
     assert_eq!(
         s,
-        Step {
+        Ticks {
             skipped: 0,
-            once_at: None,
-            fire_at: Some(tick),
+            fire: vec![tick],
             next: Some(tick + 86_400_000)
         }
     );
+}
+
+#[test]
+fn plan_ticks_fires_a_frequent_schedule_ahead_up_to_its_room() {
+    let g = Grid::Every(1000);
+    // due at B, and ahead up to B + 10 000 but at most 4 ticks after now
+    let s = plan_ticks(&g, B, B + 5, 1000, false, B + 10_005, 4).unwrap();
+    assert_eq!(s.fire, vec![B, B + 1000, B + 2000, B + 3000, B + 4000]);
+    assert_eq!(s.next, Some(B + 5000));
+    // the look-ahead bounds it first
+    let s = plan_ticks(&g, B + 1000, B, 1000, false, B + 2500, 10).unwrap();
+    assert_eq!(s.fire, vec![B + 1000, B + 2000]);
+    assert_eq!(s.next, Some(B + 3000));
+    // missed ticks: counted, then the first tick inside the grace and the ones after it
+    let s = plan_ticks(&g, B, B + 5_500, 1000, false, B + 7_500, 10).unwrap();
+    assert_eq!(
+        (s.skipped, s.fire.clone()),
+        (5, vec![B + 5000, B + 6000, B + 7000])
+    );
+    let s = plan_ticks(&g, B, B + 5_500, 1000, true, B + 6_500, 10).unwrap();
+    assert_eq!((s.skipped, s.fire), (0, vec![B + 4000, B + 5000, B + 6000]));
+    // a schedule every ms far behind catches up in bounded steps
+    let s = plan_ticks(&Grid::Every(1), B, B + 500, 1000, false, B + 500, 10).unwrap();
+    assert_eq!(s.fire.len(), MAX_STEP_TICKS);
+    assert_eq!(s.next, Some(B + MAX_STEP_TICKS as u64));
 }
 
 #[test]

@@ -133,10 +133,14 @@ async fn c30_one_tick_many_schedulers() {
     }
     let _ = runner.shutdown().await.unwrap();
     // a task handed back at a worker's shutdown may run twice (at-least-once); what must be
-    // exact is the tasks enqueued: one per tick. A tick fired ahead whose task still waited
-    // was taken back by the pause (counted as cancelled), at most one per schedule.
+    // exact is the tasks enqueued: one per tick. Ticks fired ahead whose tasks still waited
+    // were taken back by the pause (counted as cancelled), at most MAX_TICKS_AHEAD per
+    // schedule.
     let stats = q.stats().await.unwrap();
-    assert!(stats.cancelled_total <= 2, "{stats:?}");
+    assert!(
+        stats.cancelled_total <= 2 * dueq::schedule::MAX_TICKS_AHEAD as u64,
+        "{stats:?}"
+    );
     assert_eq!(
         stats.enqueued_total - stats.cancelled_total,
         every_s.fired_total + cron_s.fired_total
@@ -199,8 +203,8 @@ async fn c31_misfire_skip_and_fire_once() {
     .await;
     let _ = stop.send(());
     firer.await.unwrap();
-    // the first tick nobody fires: the next one, or the one after it when the next one was
-    // fired ahead (its task waits for it)
+    // the first tick nobody fires: the next one, or the first after those fired ahead (their
+    // tasks wait for them)
     let exists = |name: &str, t: u64| {
         let q = q.clone();
         let key = format!("schedule:{name}:{t}");
@@ -215,7 +219,7 @@ async fn c31_misfire_skip_and_fire_once() {
             .unwrap()
             .next_fire_at_ms
             .unwrap();
-        if exists(name, n).await {
+        while exists(name, n).await {
             n += 1000;
         }
         first_unfired.push(n);
@@ -558,9 +562,12 @@ async fn c30_cluster_one_task_per_tick() {
     for w in times.windows(2) {
         assert_eq!(w[1] - w[0], 500, "{times:?}");
     }
-    // the pause took back a tick fired ahead whose task still waited, if there was one
+    // the pause took back the ticks fired ahead whose tasks still waited, if there were any
     let stats = q.stats().await.unwrap();
-    assert!(stats.cancelled_total <= 1, "{stats:?}");
+    assert!(
+        stats.cancelled_total <= dueq::schedule::MAX_TICKS_AHEAD as u64,
+        "{stats:?}"
+    );
     assert_eq!(stats.enqueued_total - stats.cancelled_total, s.fired_total);
 }
 
@@ -674,6 +681,116 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
         || async move { task_of("skipper").await.is_some() },
     )
     .await;
+    let _ = stop.send(());
+    firer.await.unwrap();
+}
+
+/// A schedule every second fires up to `MAX_TICKS_AHEAD` ticks ahead of their time (within
+/// `FIRE_AHEAD_MS`), then waits until only `REFILL_AT` of them are left (halfway to the next
+/// one) and fires the next ones in one step; a pause, resume and delete take back every tick
+/// fired ahead whose task still waits, and only those. On a frozen Redis clock.
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_ticks_fire_ahead_in_steps_and_a_change_takes_them_all_back() {
+    use dueq::schedule::{MAX_TICKS_AHEAD, REFILL_AT};
+    let ctx = Ctx::new().await;
+    let clock = dueq::TestClock::frozen_at(ctx.redis_now_ms());
+    let client = Client::builder(&ctx.server.url())
+        .test_clock(clock.clone())
+        .connect()
+        .await
+        .unwrap();
+    let q = client.queue("steps").unwrap();
+    let t = q
+        .set_schedule(&ScheduleSpec::new("often", b"o".to_vec()).every_ms(1000))
+        .await
+        .unwrap()
+        .next_fire_at_ms
+        .unwrap();
+    let (stop, firer) = {
+        let (tx, rx) = oneshot::channel::<()>();
+        let firer = ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(20);
+        (
+            tx,
+            tokio::spawn(firer.run(async move {
+                let _ = rx.await;
+            })),
+        )
+    };
+    let fired = |n: u64| {
+        let q = q.clone();
+        async move {
+            wait_until_async(DEADLINE, "ticks fired", || async {
+                q.schedule("often").await.unwrap().unwrap().fired_total == n
+            })
+            .await;
+        }
+    };
+    let exists = |at: u64| {
+        let q = q.clone();
+        async move {
+            let k = TaskRef::key(format!("schedule:often:{at}")).unwrap();
+            q.get(&k).await.unwrap().is_some()
+        }
+    };
+    let k = MAX_TICKS_AHEAD as u64;
+    let left = REFILL_AT as u64;
+
+    // all within the look-ahead, at most MAX_TICKS_AHEAD of them
+    clock.set_ms(t - 1);
+    fired(k).await;
+    for i in 0..k {
+        assert!(exists(t + i * 1000).await, "tick {i} not fired ahead");
+    }
+    assert!(
+        !exists(t + k * 1000).await,
+        "more than MAX_TICKS_AHEAD fired ahead"
+    );
+    let s = q.schedule("often").await.unwrap().unwrap();
+    assert_eq!((s.next_fire_at_ms, s.last_fire_at_ms), (Some(t), None));
+    assert!(
+        q.claim(10, None).await.unwrap().tasks.is_empty(),
+        "handed out early"
+    );
+
+    // once only REFILL_AT wait, halfway to the next tick, the next ones fire in one step
+    let came = k - left; // ticks come when the refill is due
+    let refill_at = t + (came - 1) * 1000 + 500;
+    clock.set_ms(refill_at);
+    fired(k + came).await;
+    assert!(exists(t + (k + came - 1) * 1000).await);
+    let s = q.schedule("often").await.unwrap().unwrap();
+    assert_eq!(
+        (s.next_fire_at_ms, s.last_fire_at_ms),
+        (Some(t + came * 1000), Some(t + (came - 1) * 1000))
+    );
+
+    // a pause takes back every tick still ahead, and none that came
+    q.pause_schedule("often").await.unwrap().unwrap();
+    let stats = q.stats().await.unwrap();
+    assert_eq!(stats.cancelled_total, k);
+    assert_eq!(stats.scheduled, came);
+    for i in 0..k + came {
+        assert_eq!(exists(t + i * 1000).await, i < came, "tick {i}");
+    }
+    let s = q.schedule("often").await.unwrap().unwrap();
+    assert_eq!(
+        (s.fired_total, s.last_fire_at_ms),
+        (came, Some(t + (came - 1) * 1000))
+    );
+    // a resume fires them again from the first tick after now; a delete takes them back
+    assert_eq!(
+        q.resume_schedule("often").await.unwrap(),
+        Some(Some(t + came * 1000))
+    );
+    fired(came + k).await;
+    assert!(q.delete_schedule("often").await.unwrap());
+    let stats = q.stats().await.unwrap();
+    assert_eq!(
+        (stats.cancelled_total, stats.scheduled),
+        (2 * k, came),
+        "{stats:?}"
+    );
     let _ = stop.send(());
     firer.await.unwrap();
 }

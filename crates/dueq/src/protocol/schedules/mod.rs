@@ -11,33 +11,37 @@ use super::conn::Conn;
 use super::keys::{QueueKeys, SCHEDULES_KEY, SCHEDULES_WAKE};
 use super::scripts;
 use crate::error::{Error, Result};
+use crate::schedule::{MAX_TICKS_AHEAD, REFILL_AT};
 
-/// A schedule as stored: its definition bytes and state text.
+/// A schedule as stored: its definition bytes, state text and fired ticks (`schedule_fired`,
+/// '' for none).
 pub(crate) struct Raw {
     pub name: String,
     pub def: Vec<u8>,
     pub state: String,
+    pub ticks: String,
 }
 
 fn raws(r: &mut Reply) -> Result<Vec<Raw>> {
-    let mut out = Vec::with_capacity(r.remaining() / 3);
-    while r.remaining() >= 3 {
+    let mut out = Vec::with_capacity(r.remaining() / 4);
+    while r.remaining() >= 4 {
         out.push(Raw {
             name: r.string()?,
             def: r.bytes()?,
             state: r.string()?,
+            ticks: r.string()?,
         });
     }
     Ok(out)
 }
 
-/// The keys of the scripts that change a schedule: they fire ticks or take back a tick fired
+/// The keys of the scripts that change a schedule: they fire ticks or take back ticks fired
 /// ahead, so they touch the queue's tasks too. KEYS[1..8] sched, tasks, keys, meta, stats,
 /// `sixth`, schedule_state, schedule_next; then the group and option keys (KEYS[9..27]);
-/// `sixth` is `leases` for the fire script (is a task live?) and `errors` for the scripts that
-/// take a task back.
+/// KEYS[28] schedule_fired. `sixth` is `leases` for the fire script (is a task live?) and
+/// `errors` for the scripts that take a task back.
 fn schedule_keys<'a>(k: &'a QueueKeys, sixth: &'a String) -> Vec<&'a str> {
-    k.with_lane_keys(&[
+    let mut keys = k.with_lane_keys(&[
         &k.sched,
         &k.tasks,
         &k.keys,
@@ -46,7 +50,9 @@ fn schedule_keys<'a>(k: &'a QueueKeys, sixth: &'a String) -> Vec<&'a str> {
         sixth,
         &k.schedule_state,
         &k.schedule_next,
-    ])
+    ]);
+    keys.push(&k.schedule_fired);
+    keys
 }
 
 /// The Redis server's time, epoch ms (to compute the fire times a set or resume offers).
@@ -77,6 +83,7 @@ pub(crate) async fn set(
         .s(fingerprint)
         .s(&k.schedule_wake)
         .n(lead_ms);
+    a.n(REFILL_AT);
     for t in upcoming {
         a.n(t);
     }
@@ -142,7 +149,11 @@ pub(crate) async fn pause(
     upcoming: &[u64],
 ) -> Result<Paused> {
     let mut a = Args::default();
-    a.s(name).n(u8::from(paused)).s(&k.schedule_wake).n(lead_ms);
+    a.s(name)
+        .n(u8::from(paused))
+        .s(&k.schedule_wake)
+        .n(lead_ms)
+        .n(REFILL_AT);
     for t in upcoming {
         a.n(t);
     }
@@ -169,7 +180,7 @@ pub(crate) async fn pause(
 pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<(u64, Option<Raw>)> {
     let mut a = Args::default();
     a.s(name);
-    let keys = [&k.schedules, &k.schedule_state].map(String::as_str);
+    let keys = [&k.schedules, &k.schedule_state, &k.schedule_fired].map(String::as_str);
     let mut r = run(
         conn,
         "schedule_get",
@@ -188,6 +199,7 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<(u
             name: name.to_owned(),
             def: r.bytes()?,
             state: r.string()?,
+            ticks: r.string()?,
         }),
     ))
 }
@@ -201,7 +213,7 @@ pub(crate) async fn list_page(
 ) -> Result<(u64, String, Vec<Raw>)> {
     let mut a = Args::default();
     a.s(cursor).n(count);
-    let keys = [&k.schedules, &k.schedule_state].map(String::as_str);
+    let keys = [&k.schedules, &k.schedule_state, &k.schedule_fired].map(String::as_str);
     let mut r = run(
         conn,
         "schedule_list",
@@ -230,7 +242,13 @@ pub(crate) struct Due {
 pub(crate) async fn due(conn: &mut Conn, k: &QueueKeys, max: usize) -> Result<Due> {
     let mut a = Args::default();
     a.n(max).n(rand::random::<u32>().max(1));
-    let keys = [&k.schedule_next, &k.schedules, &k.schedule_state].map(String::as_str);
+    let keys = [
+        &k.schedule_next,
+        &k.schedules,
+        &k.schedule_state,
+        &k.schedule_fired,
+    ]
+    .map(String::as_str);
     let mut r = run(
         conn,
         "schedule_due",
@@ -251,8 +269,8 @@ pub(crate) struct FireItem<'a> {
     pub name: &'a str,
     pub expect_next: i64,
     pub missed: u64,
-    pub once: Option<(u64, Vec<u8>)>,
-    pub fire: Option<(u64, Vec<u8>)>,
+    /// The ticks to fire, ascending, each with its task spec.
+    pub ticks: &'a [(u64, Vec<u8>)],
     pub next: Option<u64>,
     pub overlap_skip: bool,
     /// The tasks' group, '' for none.
@@ -276,13 +294,16 @@ pub(crate) async fn fire(
     items: &[FireItem<'_>],
 ) -> Result<(u64, Vec<Fired>)> {
     let mut a = Args::default();
-    a.s(&k.wake).n(items.len());
-    let at = |t: &Option<(u64, Vec<u8>)>| t.as_ref().map_or(-1, |(ms, _)| *ms as i64);
+    a.s(&k.wake).n(items.len()).n(MAX_TICKS_AHEAD).n(REFILL_AT);
     for it in items {
-        a.s(it.name).n(it.expect_next).n(it.missed).n(at(&it.once));
-        a.0.push(it.once.as_ref().map(|(_, s)| s.clone()).unwrap_or_default());
-        a.n(at(&it.fire));
-        a.0.push(it.fire.as_ref().map(|(_, s)| s.clone()).unwrap_or_default());
+        a.s(it.name)
+            .n(it.expect_next)
+            .n(it.missed)
+            .n(it.ticks.len());
+        for (at, spec) in it.ticks {
+            a.n(at);
+            a.0.push(spec.clone());
+        }
         a.n(it.next.map_or(-1, |n| n as i64))
             .s(if it.overlap_skip { "s" } else { "a" })
             .s(it.group)

@@ -1,16 +1,16 @@
 -- schedule_due: the schedules a firer should act on now (their score in `schedule_next`,
 --   sched_act_at in lib.lua, has come: a tick is due or may fire ahead), with what firing
 --   them needs.
--- KEYS[1] schedule_next  KEYS[2] schedules  KEYS[3] schedule_state
+-- KEYS[1] schedule_next  KEYS[2] schedules  KEYS[3] schedule_state  KEYS[4] schedule_fired
 -- ARGV[1] most schedules to return (at most 1000)  ARGV[2] spread (a random number, 0 = none)
--- Returns: {now_ms, earliest score (when to act next) or -1, then name, definition, state per
---   schedule to act on}
+-- Returns: {now_ms, earliest score (when to act next) or -1, then name, definition, state,
+--   fired ticks ('' none) per schedule to act on}
 -- An index entry without a definition or state (left by hand) is dropped.
 -- With more schedules due than one batch, `spread` picks which batch: the due entries are the
 -- index's lowest ranks, so a slice of them at a random rank is as cheap as the first one, and
 -- processes firing at once take mostly different schedules instead of racing for the same
 -- ones (the loser of a race is refused and has done its work for nothing).
-local index, defs, state = KEYS[1], KEYS[2], KEYS[3]
+local index, defs, state, ticks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = now_ms()
 local max = math.min(tonumber(ARGV[1]), 1000)
 local spread = tonumber(ARGV[2] or '0') or 0
@@ -25,11 +25,13 @@ if spread > 0 and #due == max then
 end
 local out, n = {now, -1}, 2
 local defs_of, states_of = hmget_chunked(defs, due), hmget_chunked(state, due)
+local ticks_of = hmget_chunked(ticks, due)
 local gone = {}
 for i = 1, #due do
   local def, st = defs_of[i], states_of[i]
   if def and st then
-    out[n + 1] = due[i]; out[n + 2] = def; out[n + 3] = st; n = n + 3
+    out[n + 1] = due[i]; out[n + 2] = def; out[n + 3] = st; out[n + 4] = ticks_of[i] or ''
+    n = n + 4
   else
     gone[#gone + 1] = due[i]
   end

@@ -1,7 +1,8 @@
 -- schedule_list: one page of a queue's schedules (HSCAN order; a page holds about ARGV[2]).
--- KEYS[1] schedules  KEYS[2] schedule_state
+-- KEYS[1] schedules  KEYS[2] schedule_state  KEYS[3] schedule_fired
 -- ARGV[1] cursor ('0' to start), ARGV[2] page size hint (at most 1000)
--- Returns: {now_ms, next cursor ('0' at the end), then name, definition, state per schedule}
+-- Returns: {now_ms, next cursor ('0' at the end), then name, definition, state, fired ticks
+--   ('' none) per schedule}
 local now = now_ms()
 local r = redis.call('HSCAN', KEYS[2], ARGV[1], 'COUNT', math.min(tonumber(ARGV[2]), 1000))
 local out, n = {now, r[1]}, 2
@@ -9,7 +10,9 @@ local page = r[2]
 for i = 1, #page, 2 do
   local def = redis.call('HGET', KEYS[1], page[i])
   if def then
-    out[n + 1] = page[i]; out[n + 2] = def; out[n + 3] = page[i + 1]; n = n + 3
+    out[n + 1] = page[i]; out[n + 2] = def; out[n + 3] = page[i + 1]
+    out[n + 4] = redis.call('HGET', KEYS[3], page[i]) or ''
+    n = n + 4
   end
 end
 return out

@@ -1,12 +1,12 @@
 -- schedule_pause: pauses or resumes a schedule. Ticks while paused are neither fired nor
 --   counted as skipped; a resume continues at the schedule's first tick after now. A pause
---   takes back a tick fired ahead whose task still waits (sched_withdraw).
+--   takes back the ticks fired ahead whose tasks still wait (sched_withdraw).
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] errors
 --   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)
--- ARGV[1] name, ARGV[2] paused (0|1), ARGV[3] schedule wake channel, ARGV[4] lead ms (see
---   schedule_fire.lua), ARGV[5..] for a resume, the next fire times after the client's reading
---   of the Redis time, ascending
+--   option keys (see lib.lua)  KEYS[28] schedule_fired
+-- ARGV[1] name, ARGV[2] paused (0|1), ARGV[3] schedule wake channel, ARGV[4] lead ms,
+--   ARGV[5] refill (see schedule_fire.lua), ARGV[6..] for a resume, the next fire times after
+--   the client's reading of the Redis time, ascending
 -- Returns: {now_ms, 1 if the schedule exists else 0, next fire ms or -1}; for a resume
 --   whose offered times were all past by the script's now, {now_ms, 2, -1} (stale, nothing
 --   written: offer newer ones)
@@ -14,30 +14,38 @@ local T = {tasks = KEYS[2], keys = KEYS[3], stats = KEYS[5], errors = KEYS[6]}
 local G = group_keys(9)
 G.meta = KEYS[4]
 local O = option_keys(18)
-local state, index = KEYS[7], KEYS[8]
-local name, flag, lead = ARGV[1], ARGV[2], tonumber(ARGV[4])
+local state, index, ticks = KEYS[7], KEYS[8], KEYS[28]
+local name, flag, lead, refill = ARGV[1], ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local st = redis.call('HGET', state, name)
 if not st then return {now, 0, -1} end
 local next_at, last, skipped, paused, fired, fp, prev = sched_state(st)
 if not next_at then return redis.error_reply('dueq: unreadable schedule state of ' .. name) end
+local S, N = sched_ticks(redis.call('HGET', ticks, name), last, prev)
 if paused == flag then
   if flag == '1' then return {now, 1, -1} end
-  if tonumber(last) > now then return {now, 1, tonumber(last)} end
+  for i = 1, #N do
+    if N[i] > now then return {now, 1, N[i]} end
+  end
   return {now, 1, tonumber(next_at)}
 end
 if flag == '1' then
   local _
-  _, last, prev, fired = sched_withdraw(T, G, O, name, last, prev, fired, now)
+  _, last, prev, fired = sched_withdraw(T, G, O, name, S, N, fired, now)
   redis.call('ZREM', index, name)
+  if #S > 0 then
+    redis.call('HSET', ticks, name, sched_ticks_text(S, #S))
+  else
+    redis.call('HDEL', ticks, name)
+  end
 else
   next_at = '-1'
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     if tonumber(ARGV[i]) > now then next_at = ARGV[i] break end
   end
-  if next_at == '-1' and #ARGV >= 5 then return {now, 2, -1} end
+  if next_at == '-1' and #ARGV >= 6 then return {now, 2, -1} end
   if tonumber(next_at) >= 0 then
-    redis.call('ZADD', index, sched_act_at(next_at, last, lead), name)
+    redis.call('ZADD', index, sched_act_at(next_at, N, lead, refill), name)
   end
   redis.call('PUBLISH', ARGV[3], next_at)
 end
