@@ -189,8 +189,8 @@ impl Queue {
     }
 
     /// Deletes the schedule `name`; whether it existed. Tasks it already enqueued stay, but
-    /// for the task of a tick fired ahead that has not come yet
-    /// ([`FIRE_AHEAD_MS`](crate::schedule::FIRE_AHEAD_MS)), which is taken back.
+    /// for the tasks of ticks fired ahead that have not come yet
+    /// ([`FIRE_AHEAD_MS`](crate::schedule::FIRE_AHEAD_MS)), which are taken back.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for a bad name, [`ErrorKind::Redis`] when Redis fails.
@@ -199,8 +199,8 @@ impl Queue {
         schedules::delete(&mut self.client().conn(), self.keys(), name).await
     }
 
-    /// Pauses the schedule `name`: no tick fires or counts until it is resumed (the task of a
-    /// tick fired ahead that has not come yet is taken back). `None` when there is no such
+    /// Pauses the schedule `name`: no tick fires or counts until it is resumed (the tasks of
+    /// ticks fired ahead that have not come yet are taken back). `None` when there is no such
     /// schedule, else `Some(())`.
     ///
     /// # Errors

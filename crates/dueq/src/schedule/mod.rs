@@ -397,7 +397,7 @@ pub struct Schedule {
     pub last_fire_at_ms: Option<u64>,
     /// Ticks not fired: missed (misfire `skip`) or skipped for overlap.
     pub skipped_total: u64,
-    /// Tasks enqueued by ticks (a tick fired ahead included; one taken back is not).
+    /// Tasks enqueued by ticks (ticks fired ahead included; ones taken back are not).
     pub fired_total: u64,
     /// Whether it is paused (no tick fires nor counts while paused).
     pub paused: bool,
@@ -419,7 +419,7 @@ pub struct SetReport {
 pub(crate) struct State {
     pub next: Option<u64>,
     pub next_raw: i64,
-    /// The latest fired tick; after now while a tick fired ahead waits.
+    /// The latest fired tick; after now while ticks fired ahead wait.
     pub last: Option<u64>,
     pub skipped: u64,
     pub paused: bool,
