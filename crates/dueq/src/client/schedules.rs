@@ -22,6 +22,10 @@ const OFFERED: usize = 4;
 const STALE_TRIES: usize = 5;
 /// Schedules one firing step looks at and fires in one script call.
 pub(crate) const FIRE_BATCH: usize = 200;
+/// Most ticks one fire script call creates (DESIGN 3: one call does bounded work): a step
+/// stops adding schedules once their ticks reach it, and the rest are fired by the next step
+/// (schedules fire up to ten ticks ahead, so a batch of new schedules would be 2 000).
+const FIRE_TICKS: usize = 1_000;
 
 /// What one firing step did on a queue.
 #[derive(Debug, Clone, Copy, Default)]
@@ -266,10 +270,17 @@ impl Queue {
         if due.due.is_empty() {
             return Ok(report);
         }
-        let mut planned = Vec::with_capacity(due.due.len());
+        let mut planned: Vec<Planned> = Vec::with_capacity(due.due.len());
+        let mut ticks = 0;
         for raw in &due.due {
+            if ticks >= FIRE_TICKS {
+                break; // the rest are still due: the next step fires them
+            }
             match plan_one(raw, due.now_ms) {
-                Ok(Some(p)) => planned.push(p),
+                Ok(Some(p)) => {
+                    ticks += p.ticks.len();
+                    planned.push(p);
+                }
                 Ok(None) => {}
                 Err(e) => tracing::warn!(queue = self.name(), schedule = raw.name, error = %e,
                     "schedule cannot be fired; fix or delete it"),

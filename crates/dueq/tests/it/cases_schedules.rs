@@ -795,6 +795,101 @@ async fn several_ticks_fire_ahead_in_steps_and_a_change_takes_them_all_back() {
     firer.await.unwrap();
 }
 
+/// One fire call creates at most 1 000 ticks (DESIGN 3, bounded work per call): 150 new
+/// schedules every second, ten ticks each fired ahead at once, take several calls. Read from
+/// `SLOWLOG` (threshold 0): each `schedule_fire` call's argument count gives its schedules.
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_call_creates_at_most_a_thousand_ticks() {
+    let ctx = Ctx::new().await;
+    let clock = dueq::TestClock::frozen_at(ctx.redis_now_ms());
+    let client = Client::builder(&ctx.server.url())
+        .test_clock(clock.clone())
+        .connect()
+        .await
+        .unwrap();
+    let q = client.queue("bounded").unwrap();
+    let n = 150;
+    let mut t = 0;
+    for i in 0..n {
+        let spec = ScheduleSpec::new(format!("s{i}"), b"x".to_vec()).every_ms(1000);
+        t = q
+            .set_schedule(&spec)
+            .await
+            .unwrap()
+            .next_fire_at_ms
+            .unwrap();
+    }
+    let mut raw = ctx.raw();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .exec(&mut raw)
+        .unwrap();
+    redis::cmd("SLOWLOG").arg("RESET").exec(&mut raw).unwrap();
+    clock.set_ms(t - 1);
+    let (stop, firer) = {
+        let (tx, rx) = oneshot::channel::<()>();
+        let firer = ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(20);
+        (
+            tx,
+            tokio::spawn(firer.run(async move {
+                let _ = rx.await;
+            })),
+        )
+    };
+    // (a schedule set after the real clock passed a whole second has its first tick a second
+    // later, so others may fire one tick more: the due one and ten ahead)
+    let all = n * dueq::schedule::MAX_TICKS_AHEAD as u64;
+    wait_until_async(DEADLINE, "every schedule fired ahead", || async {
+        q.stats().await.unwrap().enqueued_total >= all
+    })
+    .await;
+    let _ = stop.send(());
+    firer.await.unwrap();
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(10_000)
+        .query(&mut raw)
+        .unwrap();
+    // per entry: id, time, duration, args (the first 31, then "... (N more arguments)")
+    let mut calls = 0;
+    for entry in &log {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        let Some(redis::Value::Array(args)) = fields.get(3) else {
+            continue;
+        };
+        let text = |v: &redis::Value| match v {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            redis::Value::SimpleString(s) => s.clone(),
+            _ => String::new(),
+        };
+        if args.len() < 2 || !text(&args[1]).ends_with("_schedule_fire") {
+            continue;
+        }
+        calls += 1;
+        let more: usize = text(args.last().unwrap())
+            .trim_start_matches("... (")
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // FCALL, name, numkeys, 28 keys, 4 arguments, then 8 + 2 per tick per schedule: at
+        // most 1 000 ticks and the last schedule's 10 more (11 ticks, 30 arguments, a
+        // schedule) is under 3 000; all 1 500 in one call would be over 4 000
+        let per_schedules = args.len() - 1 + more - 35;
+        assert!(
+            per_schedules < 3_000,
+            "a call of {per_schedules} schedule arguments"
+        );
+    }
+    assert!(calls >= 2, "{all} ticks in {calls} fire calls");
+}
+
 /// On the real clock: a worker's firer fires each tick ahead, so its task is enqueued before
 /// the tick and starts at or after it, never before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
