@@ -578,17 +578,20 @@ end
 -- A schedule's newest fired ticks (`schedule_fired`: name -> "t1 t2 ..." ascending): every
 -- tick fired ahead (at most `ahead_max`, see schedule_fire.lua), whose times a change needs to
 -- take their tasks back, and the one fired before them. Read with the state's `last` and
--- `prev` (strings) merged in, so that a schedule stored or fired by a version that kept no
--- list reads right. Returns the ticks as strings and as numbers, ascending.
+-- `prev` (strings) merged in, and without entries after `last` (ticks a version that kept no
+-- list took back), so that a schedule stored, fired or changed by such a version reads
+-- right. Returns the ticks as strings and as numbers, ascending.
 local function sched_ticks(text, last, prev)
   local S, N, n = {}, {}, 0
+  local p, l = tonumber(prev), tonumber(last)
   if text then
     for t in string.gmatch(text, '%d+') do
+      local v = tonumber(t)
+      if l and v > l then break end
       n = n + 1
-      S[n], N[n] = t, tonumber(t)
+      S[n], N[n] = t, v
     end
   end
-  local p, l = tonumber(prev), tonumber(last)
   if p and p >= 0 and (n == 0 or p > N[n]) then n = n + 1 S[n], N[n] = prev, p end
   if l and l >= 0 and (n == 0 or l > N[n]) then n = n + 1 S[n], N[n] = last, l end
   return S, N

@@ -26,6 +26,7 @@ mod flow_model;
 mod options;
 mod partitions;
 mod schedules_ahead;
+mod schedules_ahead_review;
 // the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
 #[cfg(debug_assertions)]
 mod protocol_model;

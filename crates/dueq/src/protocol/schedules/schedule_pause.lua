@@ -1,6 +1,7 @@
 -- schedule_pause: pauses or resumes a schedule. Ticks while paused are neither fired nor
 --   counted as skipped; a resume continues at the schedule's first tick after now. A pause
---   takes back the ticks fired ahead whose tasks still wait (sched_withdraw).
+--   takes back the ticks fired ahead whose tasks still wait (sched_withdraw); so does a
+--   resume, for ticks a pause by an older version (which took back only the newest) left.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] errors
 --   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
 --   option keys (see lib.lua)  KEYS[28] schedule_fired
@@ -29,21 +30,23 @@ if paused == flag then
   end
   return {now, 1, tonumber(next_at)}
 end
-if flag == '1' then
-  local _
-  _, last, prev, fired = sched_withdraw(T, G, O, name, S, N, fired, now)
-  redis.call('ZREM', index, name)
-  if #S > 0 then
-    redis.call('HSET', ticks, name, sched_ticks_text(S, #S))
-  else
-    redis.call('HDEL', ticks, name)
-  end
-else
+if flag == '0' then
   next_at = '-1'
   for i = 6, #ARGV do
     if tonumber(ARGV[i]) > now then next_at = ARGV[i] break end
   end
   if next_at == '-1' and #ARGV >= 6 then return {now, 2, -1} end
+end
+local _
+_, last, prev, fired = sched_withdraw(T, G, O, name, S, N, fired, now)
+if #S > 0 then
+  redis.call('HSET', ticks, name, sched_ticks_text(S, #S))
+else
+  redis.call('HDEL', ticks, name)
+end
+if flag == '1' then
+  redis.call('ZREM', index, name)
+else
   if tonumber(next_at) >= 0 then
     redis.call('ZADD', index, sched_act_at(next_at, N, lead, refill), name)
   end
