@@ -9,8 +9,8 @@ Runs against a redis-server of its own (it FLUSHALLs it: never point it at a sha
 It stores 99 600 every-second schedules (state and index entry), then calls the script
 (as a function of a library with lib.lua at its head, as crates/dueq/src/protocol/scripts.rs
 builds it; FUNCTION LOAD, then FCALL) 600 times with the next
-166 schedules each, TICKS ticks per schedule (5: a firer of W8 refills five ticks fired
-ahead per schedule), each schedule once, so a variant that stops early meets no tick it
+100 schedules each, TICKS ticks per schedule (10: a firer of W8 refills ten ticks fired
+ahead per schedule, 1 000 ticks a call), each schedule once, so a variant that stops early meets no tick it
 created itself. Redis CPU (INFO cpu) over the calls, per tick handed in. Variants,
 interleaved round by round, median per variant:
   noop     reads its ARGV count and returns (the cost of the call and its arguments)
@@ -25,7 +25,7 @@ import statistics, struct, sys
 
 from harness import PROTO, Redis, function, library as make_library
 
-NS, BATCH, CALLS, TICKS = 99600, 166, 600, 5
+NS, BATCH, CALLS, TICKS = 99600, 100, 600, 10
 
 
 EARLY = ('\ndo\n  local o = {now}\n  for i = 1, n do o[3 * i - 1] = 2 o[3 * i] = 0'
@@ -36,7 +36,7 @@ FLOOR = '''local sched, tasks, keys, state, index, fired = KEYS[1], KEYS[2], KEY
 local n = tonumber(ARGV[2])
 local names, recs, kargs, zs, sargs, targs, zi = {}, {}, {}, {}, {}, {}, {}
 local b, nr = 5, 0
-local seq = redis.call('HINCRBY', KEYS[4], 'seq', n * 5) - n * 5
+local seq = redis.call('HINCRBY', KEYS[4], 'seq', n * 10) - n * 10
 for i = 1, n do
   local name, c = ARGV[b], tonumber(ARGV[b + 3])
   names[i] = name
@@ -111,14 +111,14 @@ def run(r, src):
     c0, handed = r.cpu(), 0
     for c in range(CALLS):
         batch = names[c * BATCH:(c + 1) * BATCH]
-        args = [q + 'wake', len(batch), 10, 5]
+        args = [q + 'wake', len(batch), 12, 2]
         for name in batch:
             args += [name, start, 0, TICKS]
             for k in range(TICKS):
                 t = start + 1000 * k
                 key = ('schedule:%s:%d' % (name, t)).encode()
                 args += [t, struct.pack('<IHIH', 0, 5, 30000, len(key)) + key + b'{}']
-            args += [start + 1000 * TICKS, 'a', b'', 10000]
+            args += [start + 1000 * TICKS, 'a', b'', 12000]
         r('FCALL', 'steps_fire', len(keys), *keys, *args)
         handed += len(batch) * TICKS
     return (r.cpu() - c0) * 1e6 / handed

@@ -34,8 +34,8 @@ fn fig(metric: &'static str, value: f64) -> Figure {
 /// Keys seen, handler start lateness and firing lateness per tick task (ms).
 type Seen = Arc<Mutex<(HashSet<String>, Vec<i64>, Vec<i64>)>>;
 
-/// Seconds of the scheduling-only measurement: two refills of the ticks fired ahead
-/// (`REFILL_AT` of `MAX_TICKS_AHEAD` ticks every second: every five seconds).
+/// Seconds of the scheduling-only measurement: one refill of the ticks fired ahead of every
+/// schedule (`MAX_TICKS_AHEAD` less `REFILL_AT` ticks every second: every ten seconds).
 const FIRE_ONLY_SECS: u64 = 10;
 
 /// Sets `n` daily schedules that all fire about 45 minutes from now (UTC), so that none fires

@@ -100,7 +100,7 @@ pub struct ScheduleResponse {
     pub priority: u8,
     /// Group of each task, if any.
     pub group: Option<String>,
-    /// Next fire time, epoch ms (Redis clock); `null` while paused. Ticks fire up to 10 s
+    /// Next fire time, epoch ms (Redis clock); `null` while paused. Ticks fire up to 12 s
     /// ahead (their tasks wait, due at their ticks); each is next until its time comes.
     pub next_fire_at_ms: Option<u64>,
     /// The next 5 fire times (empty while paused).

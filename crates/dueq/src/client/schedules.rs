@@ -24,7 +24,7 @@ const STALE_TRIES: usize = 5;
 pub(crate) const FIRE_BATCH: usize = 200;
 /// Most ticks one fire script call creates (DESIGN 3: one call does bounded work): a step
 /// stops adding schedules once their ticks reach it, and the rest are fired by the next step
-/// (schedules fire up to ten ticks ahead, so a batch of new schedules would be 2 000).
+/// (schedules fire up to twelve ticks ahead, so a batch of new schedules would be 2 400).
 const FIRE_TICKS: usize = 1_000;
 
 /// What one firing step did on a queue.

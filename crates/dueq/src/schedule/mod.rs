@@ -36,17 +36,17 @@ pub const UPCOMING: usize = 5;
 /// path like any task (however many schedules share the tick), instead of being created
 /// after it. At most [`MAX_TICKS_AHEAD`] ticks of a schedule wait ahead at once, and a firer
 /// acts on a schedule again once at most [`REFILL_AT`] of them still wait, so one step fires
-/// several ticks of a frequent schedule (a schedule every second: five ticks every five
+/// several ticks of a frequent schedule (a schedule every second: ten ticks every ten
 /// seconds) and the Redis work per tick shrinks. A pause, a changed definition or a delete
 /// before a tick takes its task back (counted as cancelled). Schedules with
 /// [`Overlap::Skip`] fire at the tick itself: whether the previous task is still live can
 /// only be judged then.
-pub const FIRE_AHEAD_MS: u64 = 10_000;
+pub const FIRE_AHEAD_MS: u64 = 12_000;
 /// Most ticks of one schedule fired ahead of their time and waiting at once.
-pub const MAX_TICKS_AHEAD: usize = 10;
+pub const MAX_TICKS_AHEAD: usize = 12;
 /// A firer acts on a schedule again (to fire its next ticks ahead) once at most this many of
 /// its ticks fired ahead still wait.
-pub const REFILL_AT: usize = 5;
+pub const REFILL_AT: usize = 2;
 
 /// What happens to ticks missed while no process ran (more than `misfire_grace_ms` late).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

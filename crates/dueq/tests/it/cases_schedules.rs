@@ -587,7 +587,7 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
         .await
         .unwrap();
     let q = client.queue("ahead").unwrap();
-    let spec = |payload: &[u8]| ScheduleSpec::new("ahead", payload.to_vec()).every_ms(10_000);
+    let spec = |payload: &[u8]| ScheduleSpec::new("ahead", payload.to_vec()).every_ms(20_000);
     let t = q
         .set_schedule(&spec(b"a"))
         .await
@@ -596,7 +596,7 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
         .unwrap();
     q.set_schedule(
         &ScheduleSpec::new("skipper", b"s".to_vec())
-            .every_ms(10_000)
+            .every_ms(20_000)
             .overlap(Overlap::Skip),
     )
     .await
@@ -607,6 +607,8 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
         let k = key(name);
         async move { q.get(&k).await.unwrap() }
     };
+    // before the firer starts, so the tick is fired at t - 500 (one tick in the look-ahead)
+    clock.set_ms(t - 500);
     let (stop, firer) = {
         let (tx, rx) = oneshot::channel::<()>();
         let firer = ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(20);
@@ -624,7 +626,6 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
         .await;
     };
 
-    clock.set_ms(t - 500);
     fired_ahead(b"a").await;
     let task = task_of("ahead").await.unwrap();
     assert_eq!((task.due_at_ms, task.created_at_ms), (t, t - 500));

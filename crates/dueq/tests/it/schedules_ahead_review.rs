@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dueq::schedule::{MAX_TICKS_AHEAD, REFILL_AT};
+use dueq::schedule::{FIRE_AHEAD_MS, MAX_TICKS_AHEAD, REFILL_AT};
 use dueq::{
     Client, Misfire, Overlap, Queue, ScheduleFirer, ScheduleSpec, Task, TaskRef, TaskState,
 };
@@ -378,7 +378,7 @@ async fn mixed_old_version_pause_then_resume_keeps_firing() {
         .await
         .unwrap();
     let f = start_firer(&ctx.client, &q, 200);
-    wait_until_async(DEADLINE, "10 ticks fired ahead", || async {
+    wait_until_async(DEADLINE, "ticks fired ahead", || async {
         q.schedule("m").await.unwrap().unwrap().fired_total >= MAX_TICKS_AHEAD as u64
     })
     .await;
@@ -389,7 +389,7 @@ async fn mixed_old_version_pause_then_resume_keeps_firing() {
         "resume -> next {next} (now {resumed_at}); state {:?}",
         hget(&ctx, &q.keys().schedule_state, "m")
     );
-    // some tick 12 s or more after the resume must get its task (the look-ahead is 10 s,
+    // some tick 12 s or more after the resume must get its task (the look-ahead is FIRE_AHEAD_MS,
     // so every tick fired before the pause is earlier than that)
     let target = (resumed_at / 1000 + 12) * 1000;
     let c0 = script_calls(&ctx);
@@ -471,7 +471,7 @@ fn force_next(ctx: &Ctx, q: &Queue, name: &str, next: u64) {
         .unwrap();
     let _: () = redis::cmd("ZADD")
         .arg(&k.schedule_next)
-        .arg(next - 10_000)
+        .arg(next - FIRE_AHEAD_MS)
         .arg(name)
         .query(&mut ctx.raw())
         .unwrap();
@@ -527,10 +527,10 @@ async fn dst_berlin_0230_spring_forward_fired_ahead() {
     .unwrap();
     force_next(&ctx, &q, "c", TICK);
     let f = start_firer(&client, &q, 20);
-    clock.set_ms(TICK - 10_001);
+    clock.set_ms(TICK - FIRE_AHEAD_MS - 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(q.schedule("c").await.unwrap().unwrap().fired_total, 0);
-    clock.set_ms(TICK - 10_000);
+    clock.set_ms(TICK - FIRE_AHEAD_MS);
     wait_view(&q, "c", "fired ahead", |s| s.fired_total == 1).await;
     let s = q.schedule("c").await.unwrap().unwrap();
     assert_eq!((s.next_fire_at_ms, s.last_fire_at_ms), (Some(TICK), None));
@@ -705,24 +705,31 @@ async fn misfire_fire_once_after_downtime_shorter_and_longer_than_look_ahead() {
         .unwrap()
         .next_fire_at_ms
         .unwrap();
+    let (k, r) = (MAX_TICKS_AHEAD as u64, REFILL_AT as u64);
     let f = start_firer(&client, &q, 20);
     clock.set_ms(t - 1);
-    wait_view(&q, "f", "10 ahead", |s| s.fired_total == 10).await;
+    wait_view(&q, "f", "all ahead", |s| s.fired_total == k).await;
     stop_firer(f).await;
-    // down for 6.5 s: ticks t..t+6000 had their tasks already
-    clock.set_ms(t + 6_500);
+    // down until only REFILL_AT wait: the ticks up to then had their tasks already
+    let came = k - r; // ticks that came meanwhile
+    clock.set_ms(t + (came - 1) * 1000 + 500);
     let f = start_firer(&client, &q, 20);
-    wait_view(&q, "f", "refilled", |s| s.fired_total == 17).await;
+    wait_view(&q, "f", "refilled", |s| s.fired_total == k + came).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let s = q.schedule("f").await.unwrap().unwrap();
     assert_eq!(
         (s.next_fire_at_ms, s.last_fire_at_ms, s.skipped_total),
-        (Some(t + 7_000), Some(t + 6_000), 0)
+        (Some(t + came * 1000), Some(t + (came - 1) * 1000), 0)
     );
     let ticks = check_common(&ctx, &q, "f", &[]).await;
-    assert_eq!(ticks, (0..17).map(|i| t + i * 1000).collect::<Vec<_>>());
+    assert_eq!(
+        ticks,
+        (0..k + came).map(|i| t + i * 1000).collect::<Vec<_>>()
+    );
     stop_firer(f).await;
-    // down for long: last tick fired t+16000; now t+40500 (grace 1000: t+40000 within it)
+    // down for long: now t+40500 (grace 1000: t+40000 within it)
+    let last_fired = t + (k + came - 1) * 1000;
+    assert!(last_fired < t + 39_000);
     clock.set_ms(t + 40_500);
     let f = start_firer(&client, &q, 20);
     wait_view(&q, "f", "after long downtime", |s| {
@@ -732,15 +739,15 @@ async fn misfire_fire_once_after_downtime_shorter_and_longer_than_look_ahead() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     claim_none_early(&q, t + 40_500).await;
     let s = q.schedule("f").await.unwrap().unwrap();
-    let ticks = check_common(&ctx, &q, "f", &[(t + 16_000, t + 38_999)]).await;
-    let after: Vec<u64> = ticks.iter().copied().filter(|&x| x > t + 16_000).collect();
+    let ticks = check_common(&ctx, &q, "f", &[(last_fired, t + 38_999)]).await;
+    let after: Vec<u64> = ticks.iter().copied().filter(|&x| x > last_fired).collect();
     eprintln!("after downtime: {after:?} view {s:?}");
-    // one for the missed span (t+17000..t+39000: latest t+39000), t+40000, then ahead
+    // one for the missed span (latest t+39000), t+40000, then ahead
     assert_eq!(after[0], t + 39_000, "{after:?}");
     assert_eq!(after[1], t + 40_000, "{after:?}");
     assert_eq!(
         after[2..].to_vec(),
-        (1..=10).map(|i| t + 40_000 + i * 1000).collect::<Vec<_>>()
+        (1..=k).map(|i| t + 40_000 + i * 1000).collect::<Vec<_>>()
     );
     assert_eq!(s.skipped_total, 0);
     assert_eq!(s.fired_total, ticks.len() as u64);
@@ -799,7 +806,9 @@ async fn tiny_every_ms_frozen_clock_steps() {
             let waiting = ticks.iter().filter(|&&t| t > now).count();
             assert!(waiting <= MAX_TICKS_AHEAD, "{name}: {waiting} waiting");
             assert!(
-                ticks.iter().all(|&t| t <= now + 10_000 && t % e == 0),
+                ticks
+                    .iter()
+                    .all(|&t| t <= now + FIRE_AHEAD_MS && t.is_multiple_of(e)),
                 "{name}: off-grid or beyond the look-ahead"
             );
             let first = *ticks.first().unwrap();
@@ -825,7 +834,7 @@ async fn tiny_every_ms_frozen_clock_steps() {
                 "{name}: view last"
             );
             // a refill is never missed: at least REFILL_AT wait unless fewer fit the look-ahead
-            let fit = (10_000 / e) as usize;
+            let fit = (FIRE_AHEAD_MS / e) as usize;
             assert!(
                 waiting >= REFILL_AT.min(fit),
                 "{name}: only {waiting} waiting at +{}",

@@ -92,18 +92,17 @@ for i = 1, n do
     code[i] = 0
   else
     local S, N = sched_ticks(fired_texts[i], last, prev)
-    -- ticks of this schedule waiting ahead of their time, before and after this step
-    local waiting = 0
+    -- the step's ticks as numbers, and how many of the schedule's ticks wait ahead of their
+    -- time after it (its fired ones, then the step's after now: both ascending)
+    local tn, waiting = {}, 0
+    for k = 1, c do tn[k] = tonumber(ARGV[b + 2 + 2 * k]) end
     for k = #N, 1, -1 do
       if N[k] > now then waiting = waiting + 1 else break end
     end
-    local first, final = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 2 + 2 * c])
-    if c > 0 and final > now then
-      -- the ticks after now are the step's last ones (ascending)
-      for k = c, 1, -1 do
-        if tonumber(ARGV[b + 2 + 2 * k]) > now then waiting = waiting + 1 else break end
-      end
+    for k = c, 1, -1 do
+      if tn[k] > now then waiting = waiting + 1 else break end
     end
+    local final = tn[c]
     if c > 0 and (final > now + lead or (final > now and waiting > ahead_max)) then
       code[i] = -3
     else
@@ -113,8 +112,7 @@ for i = 1, n do
       local planned = false
       local ns = #S
       for k = 1, c do
-        local t_s = ARGV[b + 2 + 2 * k]
-        local t = k == 1 and first or (k == c and final or tonumber(t_s))
+        local t_s, t = ARGV[b + 2 + 2 * k], tn[k]
         if t > last_n then
           -- the previous tick's task: live if planned just now, else looked up
           if overlap_skip and last_n >= 0
@@ -151,14 +149,16 @@ end
 if count > 0 then
   local seq = redis.call('HINCRBY', meta, 'seq', count) - count
   local recs, kargs, byprio, nby, used, grouped, gused = {}, {}, {}, {}, {}, {}, {}
-  local nr, tails = 0, {}
+  local nr, tails, prio_of = 0, {}, {}
   for j = 1, nt do
     local i = todo_i[j]
     if i then
       seq = seq + 1
       local id = string.format('%012x', seq)
       local spec, t = todo_spec[j], todo_at[j]
-      local p = rec_prio(spec)
+      -- every tick of a schedule has its priority
+      local p = prio_of[i]
+      if not p then p = rec_prio(spec) prio_of[i] = p end
       recs[nr + 1] = id
       local tail = tails[t]
       if not tail then tail = struct.pack('<I6', t) .. created_at tails[t] = tail end
