@@ -397,7 +397,7 @@ pub enum ScheduleCommand {
         /// Queue name.
         queue: String,
     },
-    /// Delete a schedule (tasks it enqueued stay).
+    /// Delete a schedule (tasks of ticks that came stay; those of ticks fired ahead are taken back).
     Delete {
         /// Queue name.
         queue: String,
