@@ -11,9 +11,10 @@ use dueq::{
     SetOutcome, TaskRef, Worker, WorkerHandle,
 };
 use dueq_testkit::wait_until_async;
-use tokio::sync::oneshot;
 
-use crate::support::{Ctx, DEADLINE};
+#[cfg(debug_assertions)]
+use crate::support::frozen_client;
+use crate::support::{Ctx, DEADLINE, Firer, queue_firer, spawn_firer, stop_firer};
 
 /// key → (due_at_ms, started_at_ms) of every task a handler ran.
 type Log = Arc<Mutex<Vec<(String, u64, u64)>>>;
@@ -39,22 +40,16 @@ fn worker(client: &Client, queue: &str, log: &Log, work: Duration) -> WorkerHand
 }
 
 /// Runs a firer of every queue with schedules (as `dueq serve` does) until the sender is used.
-fn server_firer(client: &Client) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = oneshot::channel::<()>();
-    let firer = ScheduleFirer::all_queues(client.clone()).poll_ms(200);
-    let join = tokio::spawn(firer.run(async move {
-        let _ = rx.await;
-    }));
-    (tx, join)
+fn server_firer(client: &Client) -> Firer {
+    spawn_firer(ScheduleFirer::all_queues(client.clone()).poll_ms(200))
 }
 
-fn queue_firer(ctx: &Ctx, q: &Queue) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = oneshot::channel::<()>();
-    let firer = ScheduleFirer::for_queues(ctx.client.clone(), vec![q.clone()]);
-    let join = tokio::spawn(firer.run(async move {
-        let _ = rx.await;
-    }));
-    (tx, join)
+/// Runs a firer of `q` on the test's client, with the default fallback poll.
+fn default_firer(ctx: &Ctx, q: &Queue) -> Firer {
+    spawn_firer(ScheduleFirer::for_queues(
+        ctx.client.clone(),
+        vec![q.clone()],
+    ))
 }
 
 /// Fire times (ms) of schedule `name`'s tasks that ran, from their keys, with duplicates.
@@ -196,13 +191,12 @@ async fn c31_misfire_skip_and_fire_once() {
             SetOutcome::Created
         );
     }
-    let (stop, firer) = queue_firer(&ctx, &q);
+    let firer = default_firer(&ctx, &q);
     wait_until_async(DEADLINE, "two ticks fired", || async {
         q.schedule("skip").await.unwrap().unwrap().fired_total >= 2
     })
     .await;
-    let _ = stop.send(());
-    firer.await.unwrap();
+    stop_firer(firer).await;
     // the first tick nobody fires: the next one, or the first after those fired ahead (their
     // tasks wait for them)
     let exists = |name: &str, t: u64| {
@@ -228,15 +222,14 @@ async fn c31_misfire_skip_and_fire_once() {
     let n = first_unfired[0];
     // ticks n .. n+4 s are missed once Redis time passes n+5 s (grace 1 s); n+5 s is on time
     wait_redis_time(&ctx, n + 5_300).await;
-    let (stop, firer) = queue_firer(&ctx, &q);
+    let firer = default_firer(&ctx, &q);
     wait_until_async(DEADLINE, "both back on the grid", || async {
         let a = q.schedule("skip").await.unwrap().unwrap();
         let b = q.schedule("once").await.unwrap().unwrap();
         a.last_fire_at_ms >= Some(n + 7_000) && b.last_fire_at_ms >= Some(n + 7_000)
     })
     .await;
-    let _ = stop.send(());
-    firer.await.unwrap();
+    stop_firer(firer).await;
     let skip = q.schedule("skip").await.unwrap().unwrap();
     assert_eq!(skip.skipped_total, 5);
     for i in 0..5 {
@@ -314,11 +307,7 @@ async fn c33_overlap_skip() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_firer_fires_a_new_queue_from_its_first_tick() {
     let ctx = Ctx::new().await;
-    let (tx, rx) = oneshot::channel::<()>();
-    let firer = ScheduleFirer::all_queues(ctx.client.clone()).poll_ms(30_000);
-    let join = tokio::spawn(firer.run(async move {
-        let _ = rx.await;
-    }));
+    let firer = spawn_firer(ScheduleFirer::all_queues(ctx.client.clone()).poll_ms(30_000));
     // the firer has read the (empty) registry and listens once the client reports wake-ups
     wait_until_async(DEADLINE, "the firer's registry subscription", || async {
         let (_, n): (String, u64) = redis::cmd("PUBSUB")
@@ -341,8 +330,7 @@ async fn a_server_firer_fires_a_new_queue_from_its_first_tick() {
         s.skipped_total, 0,
         "ticks skipped before the firer found the queue"
     );
-    let _ = tx.send(());
-    join.await.unwrap();
+    stop_firer(firer).await;
 }
 
 /// A schedule's priority and group go to every task it fires, and `overlap: skip` sees the
@@ -358,13 +346,12 @@ async fn schedule_tasks_carry_priority_and_group() {
         .group("tenant-a");
     q.set_schedule(&spec).await.unwrap();
     assert_eq!(q.schedule("sync").await.unwrap().unwrap().spec, spec);
-    let (stop, join) = queue_firer(&ctx, &q);
+    let firer = default_firer(&ctx, &q);
     wait_until_async(DEADLINE, "two ticks skipped behind the first", || async {
         q.schedule("sync").await.unwrap().unwrap().skipped_total >= 2
     })
     .await;
-    let _ = stop.send(());
-    join.await.unwrap();
+    stop_firer(firer).await;
     let s = q.schedule("sync").await.unwrap().unwrap();
     assert_eq!(
         s.fired_total, 1,
@@ -512,13 +499,12 @@ async fn a_paused_queue_keeps_firing() {
     q.set_schedule(&ScheduleSpec::new("p", b"x".to_vec()).every_ms(500))
         .await
         .unwrap();
-    let (stop, firer) = queue_firer(&ctx, &q);
+    let firer = default_firer(&ctx, &q);
     wait_until_async(DEADLINE, "two ticks fired", || async {
         q.schedule("p").await.unwrap().unwrap().fired_total >= 2
     })
     .await;
-    let _ = stop.send(());
-    firer.await.unwrap();
+    stop_firer(firer).await;
     let stats = q.stats().await.unwrap();
     assert!(stats.scheduled >= 2 && stats.active == 0, "{stats:?}");
 }
@@ -580,12 +566,7 @@ async fn c30_cluster_one_task_per_tick() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
     let ctx = Ctx::new().await;
-    let clock = dueq::TestClock::frozen_at(ctx.redis_now_ms());
-    let client = Client::builder(&ctx.server.url())
-        .test_clock(clock.clone())
-        .connect()
-        .await
-        .unwrap();
+    let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("ahead").unwrap();
     let spec = |payload: &[u8]| ScheduleSpec::new("ahead", payload.to_vec()).every_ms(20_000);
     let t = q
@@ -609,16 +590,7 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
     };
     // before the firer starts, so the tick is fired at t - 500 (one tick in the look-ahead)
     clock.set_ms(t - 500);
-    let (stop, firer) = {
-        let (tx, rx) = oneshot::channel::<()>();
-        let firer = ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(20);
-        (
-            tx,
-            tokio::spawn(firer.run(async move {
-                let _ = rx.await;
-            })),
-        )
-    };
+    let firer = queue_firer(&client, &q, 20);
     let fired_ahead = |payload: &'static [u8]| async move {
         wait_until_async(DEADLINE, "the tick fired ahead", || async move {
             task_of("ahead").await.is_some_and(|t| t.payload == payload)
@@ -682,8 +654,7 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
         || async move { task_of("skipper").await.is_some() },
     )
     .await;
-    let _ = stop.send(());
-    firer.await.unwrap();
+    stop_firer(firer).await;
 }
 
 /// A schedule every second fires up to `MAX_TICKS_AHEAD` ticks ahead of their time (within
@@ -695,12 +666,7 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
 async fn several_ticks_fire_ahead_in_steps_and_a_change_takes_them_all_back() {
     use dueq::schedule::{MAX_TICKS_AHEAD, REFILL_AT};
     let ctx = Ctx::new().await;
-    let clock = dueq::TestClock::frozen_at(ctx.redis_now_ms());
-    let client = Client::builder(&ctx.server.url())
-        .test_clock(clock.clone())
-        .connect()
-        .await
-        .unwrap();
+    let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("steps").unwrap();
     let t = q
         .set_schedule(&ScheduleSpec::new("often", b"o".to_vec()).every_ms(1000))
@@ -708,16 +674,7 @@ async fn several_ticks_fire_ahead_in_steps_and_a_change_takes_them_all_back() {
         .unwrap()
         .next_fire_at_ms
         .unwrap();
-    let (stop, firer) = {
-        let (tx, rx) = oneshot::channel::<()>();
-        let firer = ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(20);
-        (
-            tx,
-            tokio::spawn(firer.run(async move {
-                let _ = rx.await;
-            })),
-        )
-    };
+    let firer = queue_firer(&client, &q, 20);
     let fired = |n: u64| {
         let q = q.clone();
         async move {
@@ -792,8 +749,7 @@ async fn several_ticks_fire_ahead_in_steps_and_a_change_takes_them_all_back() {
         (2 * k, came),
         "{stats:?}"
     );
-    let _ = stop.send(());
-    firer.await.unwrap();
+    stop_firer(firer).await;
 }
 
 /// One fire call creates at most 1 000 ticks (DESIGN 3, bounded work per call): 150 new
@@ -803,12 +759,7 @@ async fn several_ticks_fire_ahead_in_steps_and_a_change_takes_them_all_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fire_call_creates_at_most_a_thousand_ticks() {
     let ctx = Ctx::new().await;
-    let clock = dueq::TestClock::frozen_at(ctx.redis_now_ms());
-    let client = Client::builder(&ctx.server.url())
-        .test_clock(clock.clone())
-        .connect()
-        .await
-        .unwrap();
+    let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("bounded").unwrap();
     let n = 150;
     let mut t = 0;
@@ -830,16 +781,7 @@ async fn a_fire_call_creates_at_most_a_thousand_ticks() {
         .unwrap();
     redis::cmd("SLOWLOG").arg("RESET").exec(&mut raw).unwrap();
     clock.set_ms(t - 1);
-    let (stop, firer) = {
-        let (tx, rx) = oneshot::channel::<()>();
-        let firer = ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(20);
-        (
-            tx,
-            tokio::spawn(firer.run(async move {
-                let _ = rx.await;
-            })),
-        )
-    };
+    let firer = queue_firer(&client, &q, 20);
     // (a schedule set after the real clock passed a whole second has its first tick a second
     // later, so others may fire one tick more: the due one and ten ahead)
     let all = n * dueq::schedule::MAX_TICKS_AHEAD as u64;
@@ -847,8 +789,7 @@ async fn a_fire_call_creates_at_most_a_thousand_ticks() {
         q.stats().await.unwrap().enqueued_total >= all
     })
     .await;
-    let _ = stop.send(());
-    firer.await.unwrap();
+    stop_firer(firer).await;
     let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(10_000)

@@ -5,36 +5,24 @@
 
 use std::time::Duration;
 
-use dueq::{CancelOutcome, Client, ScheduleFirer, ScheduleSpec, TaskRef};
+use dueq::{CancelOutcome, Client, ScheduleSpec, TaskRef};
 use dueq_testkit::wait_until_async;
-use tokio::sync::oneshot;
 
-use crate::support::{Ctx, DEADLINE, script_calls};
+use crate::support::{Ctx, DEADLINE, Firer, queue_firer, script_calls};
 
-fn firer(client: &Client, q: &dueq::Queue) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = oneshot::channel::<()>();
-    let f = ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(200);
-    (
-        tx,
-        tokio::spawn(f.run(async move {
-            let _ = rx.await;
-        })),
-    )
+fn firer(client: &Client, q: &dueq::Queue) -> Firer {
+    queue_firer(client, q, 200)
 }
 
 /// Sets schedule `s` every `every` ms on `q`, starts a firer and waits for a tick fired ahead
-/// (see [`wait_fired_ahead`]); returns the firer's stop and join handles and that tick.
-async fn fire_ahead_every(
-    ctx: &Ctx,
-    q: &dueq::Queue,
-    every: u64,
-) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>, u64) {
+/// (see [`wait_fired_ahead`]); returns the firer and that tick.
+async fn fire_ahead_every(ctx: &Ctx, q: &dueq::Queue, every: u64) -> (Firer, u64) {
     q.set_schedule(&ScheduleSpec::new("s", b"a".to_vec()).every_ms(every))
         .await
         .unwrap();
-    let (stop, join) = firer(&ctx.client, q);
+    let f = firer(&ctx.client, q);
     let t = wait_fired_ahead(ctx, q, "s", every).await;
-    (stop, join, t)
+    (f, t)
 }
 
 /// Waits for the tick fired ahead (a task under a `schedule:{name}:` key whose fire time is
@@ -99,7 +87,7 @@ async fn cancelled_ahead_task_then_pause_resume_before_tick() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rv1");
     let every = 3_000;
-    let (stop, join, t) = fire_ahead_every(&ctx, &q, every).await;
+    let ((stop, join), t) = fire_ahead_every(&ctx, &q, every).await;
     let k = TaskRef::key(format!("schedule:s:{t}")).unwrap();
     assert_eq!(q.cancel(&k).await.unwrap(), CancelOutcome::Cancelled);
     q.pause_schedule("s").await.unwrap().unwrap();
@@ -117,7 +105,7 @@ async fn cancelled_ahead_task_then_new_timing_before_tick() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rv2");
     let every = 3_000;
-    let (stop, join, t) = fire_ahead_every(&ctx, &q, every).await;
+    let ((stop, join), t) = fire_ahead_every(&ctx, &q, every).await;
     let k = TaskRef::key(format!("schedule:s:{t}")).unwrap();
     assert_eq!(q.cancel(&k).await.unwrap(), CancelOutcome::Cancelled);
     let r = q
@@ -246,7 +234,7 @@ async fn a_state_with_a_tick_fired_ahead_reads_by_the_older_pattern() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("compat");
     let every = 2_000;
-    let (stop, join, t) = fire_ahead_every(&ctx, &q, every).await;
+    let ((stop, join), t) = fire_ahead_every(&ctx, &q, every).await;
     let _ = stop.send(());
     join.await.unwrap();
     let raw: String = redis::cmd("HGET")

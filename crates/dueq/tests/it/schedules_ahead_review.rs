@@ -7,45 +7,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dueq::schedule::{FIRE_AHEAD_MS, MAX_TICKS_AHEAD, REFILL_AT};
-use dueq::{
-    Client, Misfire, Overlap, Queue, ScheduleFirer, ScheduleSpec, Task, TaskRef, TaskState,
-};
+use dueq::{Client, Misfire, Overlap, Queue, ScheduleSpec, Task, TaskRef, TaskState};
 use dueq_testkit::wait_until_async;
-use tokio::sync::oneshot;
 
-use crate::support::{Ctx, DEADLINE, script_calls};
+#[cfg(debug_assertions)]
+use crate::support::frozen_client;
+use crate::support::{Ctx, DEADLINE, queue_firer, script_calls, stop_firer};
 
 // ---------------------------------------------------------------------------------------
 // helpers
-
-type Firer = (oneshot::Sender<()>, tokio::task::JoinHandle<()>);
-
-fn start_firer(client: &Client, q: &Queue, poll_ms: u64) -> Firer {
-    let (tx, rx) = oneshot::channel::<()>();
-    let f = ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(poll_ms);
-    (
-        tx,
-        tokio::spawn(f.run(async move {
-            let _ = rx.await;
-        })),
-    )
-}
-
-async fn stop_firer(f: Firer) {
-    let _ = f.0.send(());
-    f.1.await.unwrap();
-}
-
-#[cfg(debug_assertions)]
-async fn frozen(ctx: &Ctx, at: u64) -> (dueq::TestClock, Client) {
-    let clock = dueq::TestClock::frozen_at(at);
-    let client = Client::builder(&ctx.server.url())
-        .test_clock(clock.clone())
-        .connect()
-        .await
-        .unwrap();
-    (clock, client)
-}
 
 /// Every scheduled task of the queue (browse, all pages).
 async fn scheduled(q: &Queue) -> Vec<Task> {
@@ -183,7 +153,7 @@ async fn race_firers_vs_replace_pause_resume() {
     for _ in 0..3 {
         let c = Client::connect(&ctx.server.url()).await.unwrap();
         let fq = c.queue("race1").unwrap();
-        firers.push(start_firer(&c, &fq, 50));
+        firers.push(queue_firer(&c, &fq, 50));
     }
     let mut rng = Rng(seed());
     let m2 = {
@@ -273,7 +243,7 @@ async fn race_firers_vs_delete_recreate() {
     for _ in 0..3 {
         let c = Client::connect(&ctx.server.url()).await.unwrap();
         let fq = c.queue("race2").unwrap();
-        firers.push(start_firer(&c, &fq, 50));
+        firers.push(queue_firer(&c, &fq, 50));
     }
     let mut rng = Rng(seed());
     let mut spans = Vec::new();
@@ -377,7 +347,7 @@ async fn mixed_old_version_pause_then_resume_keeps_firing() {
     q.set_schedule(&ScheduleSpec::new("m", b"m".to_vec()).every_ms(1000))
         .await
         .unwrap();
-    let f = start_firer(&ctx.client, &q, 200);
+    let f = queue_firer(&ctx.client, &q, 200);
     wait_until_async(DEADLINE, "ticks fired ahead", || async {
         q.schedule("m").await.unwrap().unwrap().fired_total >= MAX_TICKS_AHEAD as u64
     })
@@ -516,7 +486,7 @@ async fn dst_berlin_0230_spring_forward_fired_ahead() {
     const TICK: u64 = 1_743_296_400_000; // 2025-03-30 01:00 UTC = 03:00 CEST (02:30 in the gap)
     const NEXT: u64 = 1_743_381_000_000; // 2025-03-31 00:30 UTC = 02:30 CEST
     let ctx = Ctx::new().await;
-    let (clock, client) = frozen(&ctx, TICK - 60_000).await;
+    let (clock, client) = frozen_client(&ctx, TICK - 60_000).await;
     let q = client.queue("dst1").unwrap();
     q.set_schedule(
         &ScheduleSpec::new("c", b"c".to_vec())
@@ -526,7 +496,7 @@ async fn dst_berlin_0230_spring_forward_fired_ahead() {
     .await
     .unwrap();
     force_next(&ctx, &q, "c", TICK);
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     clock.set_ms(TICK - FIRE_AHEAD_MS - 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(q.schedule("c").await.unwrap().unwrap().fired_total, 0);
@@ -557,7 +527,7 @@ async fn dst_berlin_0230_fall_back_fires_first_occurrence_only() {
     const SECOND: u64 = 1_761_442_200_000; // 01:30 UTC = 02:30 CET (no tick)
     const NEXT: u64 = 1_761_528_600_000; // 2025-10-27 01:30 UTC = 02:30 CET
     let ctx = Ctx::new().await;
-    let (clock, client) = frozen(&ctx, FIRST - 60_000).await;
+    let (clock, client) = frozen_client(&ctx, FIRST - 60_000).await;
     let q = client.queue("dst2").unwrap();
     q.set_schedule(
         &ScheduleSpec::new("c", b"c".to_vec())
@@ -567,7 +537,7 @@ async fn dst_berlin_0230_fall_back_fires_first_occurrence_only() {
     .await
     .unwrap();
     force_next(&ctx, &q, "c", FIRST);
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     clock.set_ms(FIRST - 5_000);
     wait_view(&q, "c", "fired ahead", |s| s.fired_total == 1).await;
     clock.set_ms(SECOND - 5_000);
@@ -600,14 +570,14 @@ async fn dst_berlin_per_second_cron_across_both_transitions() {
     const FOLD: u64 = 1_761_440_400_000; // 2025-10-26 01:00 UTC: 02:00 CET, second pass
     const FOLD_NEXT: u64 = 1_761_526_800_000; // 2025-10-27 01:00 UTC = 02:00 CET
     let ctx = Ctx::new().await;
-    let (clock, client) = frozen(&ctx, GAP - 15_000).await;
+    let (clock, client) = frozen_client(&ctx, GAP - 15_000).await;
     let q = client.queue("dst3").unwrap();
     let spec = ScheduleSpec::new("s", b"s".to_vec())
         .cron("* * 2 * * *")
         .tz("Europe/Berlin");
     q.set_schedule(&spec).await.unwrap();
     force_next(&ctx, &q, "s", GAP);
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     clock.set_ms(GAP - 9_000);
     wait_view(&q, "s", "gap tick fired", |s| s.fired_total == 1).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -655,7 +625,7 @@ async fn dst_berlin_per_second_cron_across_both_transitions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlap_skip_never_fires_ahead() {
     let ctx = Ctx::new().await;
-    let (clock, client) = frozen(&ctx, ctx.redis_now_ms()).await;
+    let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("skip").unwrap();
     let t = q
         .set_schedule(
@@ -667,7 +637,7 @@ async fn overlap_skip_never_fires_ahead() {
         .unwrap()
         .next_fire_at_ms
         .unwrap();
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     clock.set_ms(t - 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(q.schedule("k").await.unwrap().unwrap().fired_total, 0);
@@ -693,7 +663,7 @@ async fn overlap_skip_never_fires_ahead() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn misfire_fire_once_after_downtime_shorter_and_longer_than_look_ahead() {
     let ctx = Ctx::new().await;
-    let (clock, client) = frozen(&ctx, ctx.redis_now_ms()).await;
+    let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("misfire").unwrap();
     let t = q
         .set_schedule(
@@ -706,14 +676,14 @@ async fn misfire_fire_once_after_downtime_shorter_and_longer_than_look_ahead() {
         .next_fire_at_ms
         .unwrap();
     let (k, r) = (MAX_TICKS_AHEAD as u64, REFILL_AT as u64);
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     clock.set_ms(t - 1);
     wait_view(&q, "f", "all ahead", |s| s.fired_total == k).await;
     stop_firer(f).await;
     // down until only REFILL_AT wait: the ticks up to then had their tasks already
     let came = k - r; // ticks that came meanwhile
     clock.set_ms(t + (came - 1) * 1000 + 500);
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     wait_view(&q, "f", "refilled", |s| s.fired_total == k + came).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let s = q.schedule("f").await.unwrap().unwrap();
@@ -731,7 +701,7 @@ async fn misfire_fire_once_after_downtime_shorter_and_longer_than_look_ahead() {
     let last_fired = t + (k + came - 1) * 1000;
     assert!(last_fired < t + 39_000);
     clock.set_ms(t + 40_500);
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     wait_view(&q, "f", "after long downtime", |s| {
         s.next_fire_at_ms.is_some_and(|n| n > t + 40_500)
     })
@@ -766,7 +736,7 @@ async fn misfire_fire_once_after_downtime_shorter_and_longer_than_look_ahead() {
 async fn tiny_every_ms_frozen_clock_steps() {
     let ctx = Ctx::new().await;
     let t0 = ctx.redis_now_ms();
-    let (clock, client) = frozen(&ctx, t0).await;
+    let (clock, client) = frozen_client(&ctx, t0).await;
     let q = client.queue("tiny").unwrap();
     let everys = [1u64, 7, 150];
     for e in everys {
@@ -774,7 +744,7 @@ async fn tiny_every_ms_frozen_clock_steps() {
             .await
             .unwrap();
     }
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     let mut now = t0;
     for step in [0u64, 3, 40, 400, 1, 2_500, 10_000, 7] {
         now += step;
@@ -860,7 +830,7 @@ async fn firer_does_not_spin_real_clock() {
             .await
             .unwrap();
     }
-    let f = start_firer(&ctx.client, &q, 5_000);
+    let f = queue_firer(&ctx.client, &q, 5_000);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let c0 = script_calls(&ctx);
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -883,7 +853,7 @@ async fn firer_does_not_spin_real_clock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn view_after_each_change() {
     let ctx = Ctx::new().await;
-    let (clock, client) = frozen(&ctx, ctx.redis_now_ms()).await;
+    let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("view").unwrap();
     let spec = |p: &[u8], e: u64| ScheduleSpec::new("v", p.to_vec()).every_ms(e);
     let t = q
@@ -892,7 +862,7 @@ async fn view_after_each_change() {
         .unwrap()
         .next_fire_at_ms
         .unwrap();
-    let f = start_firer(&client, &q, 20);
+    let f = queue_firer(&client, &q, 20);
     let check = |label: &'static str, now: u64| {
         let q = q.clone();
         let ctx = &ctx;
@@ -1069,9 +1039,9 @@ async fn race_cluster_firers_vs_replace_pause_resume() {
     let q = a.queue("crace").unwrap();
     let spec = |p: String, every: u64| ScheduleSpec::new("c", p.into_bytes()).every_ms(every);
     q.set_schedule(&spec("p0".into(), 100)).await.unwrap();
-    let fa = start_firer(&a, &q, 50);
+    let fa = queue_firer(&a, &q, 50);
     let qb = b.queue("crace").unwrap();
-    let fb = start_firer(&b, &qb, 50);
+    let fb = queue_firer(&b, &qb, 50);
     let mut rng = Rng(seed());
     let mut paused = false;
     let start = std::time::Instant::now();

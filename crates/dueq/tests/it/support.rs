@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use dueq::{AckOutcome, ClaimedTask, Client, Queue, TaskSpec};
+use dueq::{AckOutcome, ClaimedTask, Client, Queue, ScheduleFirer, TaskSpec};
 use dueq_testkit::RedisServer;
+use tokio::sync::oneshot;
 
 /// A fresh server and a client connected to it.
 pub struct Ctx {
@@ -33,6 +34,41 @@ impl Ctx {
     pub fn raw(&self) -> redis::Connection {
         self.server.conn()
     }
+}
+
+/// A running schedule firer: the sender stops it, the handle ends after it.
+pub type Firer = (oneshot::Sender<()>, tokio::task::JoinHandle<()>);
+
+/// Runs `firer` until the returned sender is used (or dropped).
+pub fn spawn_firer(firer: ScheduleFirer) -> Firer {
+    let (tx, rx) = oneshot::channel::<()>();
+    let join = tokio::spawn(firer.run(async move {
+        let _ = rx.await;
+    }));
+    (tx, join)
+}
+
+/// Runs a firer of queue `q` on `client` that looks again at least every `poll_ms`.
+pub fn queue_firer(client: &Client, q: &Queue, poll_ms: u64) -> Firer {
+    spawn_firer(ScheduleFirer::for_queues(client.clone(), vec![q.clone()]).poll_ms(poll_ms))
+}
+
+/// Stops a firer and waits for it to end.
+pub async fn stop_firer(f: Firer) {
+    let _ = f.0.send(());
+    f.1.await.unwrap();
+}
+
+/// A client of the test's server whose Redis clock is frozen at `at` (debug builds).
+#[cfg(debug_assertions)]
+pub async fn frozen_client(ctx: &Ctx, at: u64) -> (dueq::TestClock, Client) {
+    let clock = dueq::TestClock::frozen_at(at);
+    let client = Client::builder(&ctx.server.url())
+        .test_clock(clock.clone())
+        .connect()
+        .await
+        .unwrap();
+    (clock, client)
 }
 
 /// Calls of dueq operations (`FCALL`) the server has run so far.
