@@ -23,8 +23,8 @@ const STALE_TRIES: usize = 5;
 /// Schedules one firing step looks at and fires in one script call.
 pub(crate) const FIRE_BATCH: usize = 200;
 /// Most ticks one fire script call creates (DESIGN 3: one call does bounded work): a step
-/// stops adding schedules once their ticks reach it, and the rest are fired by the next step
-/// (schedules fire up to twelve ticks ahead, so a batch of new schedules would be 2 400).
+/// fires the schedules it read in as many calls as that takes (schedules fire up to twelve
+/// ticks ahead, so a batch of new schedules would be 2 400 in one call).
 const FIRE_TICKS: usize = 1_000;
 
 /// What one firing step did on a queue.
@@ -271,16 +271,9 @@ impl Queue {
             return Ok(report);
         }
         let mut planned: Vec<Planned> = Vec::with_capacity(due.due.len());
-        let mut ticks = 0;
         for raw in &due.due {
-            if ticks >= FIRE_TICKS {
-                break; // the rest are still due: the next step fires them
-            }
             match plan_one(raw, due.now_ms) {
-                Ok(Some(p)) => {
-                    ticks += p.ticks.len();
-                    planned.push(p);
-                }
+                Ok(Some(p)) => planned.push(p),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(queue = self.name(), schedule = raw.name, error = %e,
                     "schedule cannot be fired; fix or delete it"),
@@ -291,24 +284,51 @@ impl Queue {
             report.busy = false;
             return Ok(report);
         }
-        let items: Vec<FireItem<'_>> = planned.iter().map(|p| p.item()).collect();
-        let (_, fired) = schedules::fire(&mut conn, self.keys(), &items).await?;
-        report.stalled = fired.iter().all(|f| f.code != 1);
-        for (item, f) in items.iter().zip(&fired) {
-            if f.code == 1 {
-                report.fired += f.created;
-                report.skipped += f.skipped;
-                crate::due::metrics::schedule_ticks(
-                    self.client(),
-                    self.name(),
-                    item.name,
-                    f.created,
-                    f.skipped,
-                );
+        report.stalled = true;
+        // every schedule read is fired, in calls of at most FIRE_TICKS ticks
+        for chunk in fire_calls(&planned) {
+            let items: Vec<FireItem<'_>> = chunk.iter().map(|p| p.item()).collect();
+            let (_, fired) = schedules::fire(&mut conn, self.keys(), &items).await?;
+            for (item, f) in items.iter().zip(&fired) {
+                if f.code == 1 {
+                    report.stalled = false;
+                    report.fired += f.created;
+                    report.skipped += f.skipped;
+                    crate::due::metrics::schedule_ticks(
+                        self.client(),
+                        self.name(),
+                        item.name,
+                        f.created,
+                        f.skipped,
+                    );
+                }
             }
         }
         Ok(report)
     }
+}
+
+/// `planned` in runs of at most [`FIRE_TICKS`] ticks (a schedule with more, which a step
+/// never plans, would make a run of its own).
+fn fire_calls(planned: &[Planned]) -> impl Iterator<Item = &[Planned]> {
+    let mut rest = planned;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut ticks = 0;
+        let end = rest
+            .iter()
+            .position(|p| {
+                ticks += p.ticks.len();
+                ticks > FIRE_TICKS
+            })
+            .unwrap_or(rest.len())
+            .max(1);
+        let (run, after) = rest.split_at(end);
+        rest = after;
+        Some(run)
+    })
 }
 
 /// A schedule's planned step, owning what its [`FireItem`] borrows.
@@ -316,8 +336,10 @@ struct Planned {
     name: String,
     expect_next: i64,
     skipped: u64,
-    /// The ticks to fire with their task specs.
-    ticks: Vec<(u64, Vec<u8>)>,
+    /// The ticks to fire.
+    ticks: Vec<u64>,
+    /// Their tasks' spec, with an empty key (the script puts each tick's in).
+    spec: Vec<u8>,
     next: Option<u64>,
     overlap_skip: bool,
     group: Option<String>,
@@ -331,6 +353,7 @@ impl Planned {
             expect_next: self.expect_next,
             missed: self.skipped,
             ticks: &self.ticks,
+            spec: &self.spec,
             next: self.next,
             overlap_skip: self.overlap_skip,
             group: self.group.as_deref().unwrap_or(""),
@@ -358,24 +381,18 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
     ) else {
         return Ok(None);
     };
-    let task = |at: u64| {
-        let key = format!("schedule:{}:{at}", spec.name);
-        (
-            at,
-            record::spec(
-                spec.max_attempts,
-                spec.lease_ms,
-                spec.priority,
-                &key,
-                &spec.payload,
-            ),
-        )
-    };
     Ok(Some(Planned {
         name: spec.name.clone(),
         expect_next: st.next_raw,
         skipped: plan.skipped,
-        ticks: plan.fire.iter().map(|&t| task(t)).collect(),
+        ticks: plan.fire,
+        spec: record::spec(
+            spec.max_attempts,
+            spec.lease_ms,
+            spec.priority,
+            "",
+            &spec.payload,
+        ),
         next: plan.next,
         overlap_skip: spec.overlap == Overlap::Skip,
         group: spec.group.clone(),

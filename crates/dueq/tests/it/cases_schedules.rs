@@ -333,15 +333,18 @@ async fn a_server_firer_fires_a_new_queue_from_its_first_tick() {
     stop_firer(firer).await;
 }
 
-/// A schedule's priority and group go to every task it fires, and `overlap: skip` sees the
-/// task of an earlier tick as live while it waits in its group (not in the scheduled set).
+/// A schedule's task template (payload, attempts, lease, priority, group) goes to every task
+/// it fires, and `overlap: skip` sees the task of an earlier tick as live while it waits in
+/// its group (not in the scheduled set).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedule_tasks_carry_priority_and_group() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("tenant");
-    let spec = ScheduleSpec::new("sync", b"s".to_vec())
+    let spec = ScheduleSpec::new("sync", b"payload of sync".to_vec())
         .every_ms(200)
         .overlap(Overlap::Skip)
+        .max_attempts(3)
+        .lease_ms(12_345)
         .priority(4)
         .group("tenant-a");
     q.set_schedule(&spec).await.unwrap();
@@ -361,7 +364,15 @@ async fn schedule_tasks_carry_priority_and_group() {
     assert_eq!(c.tasks.len(), 1);
     let t = &c.tasks[0];
     assert_eq!((t.priority, t.group.as_deref()), (4, Some("tenant-a")));
-    assert!(t.key.as_deref().unwrap().starts_with("schedule:sync:"));
+    assert_eq!(
+        (t.payload.as_slice(), t.max_attempts, t.attempt),
+        (b"payload of sync".as_slice(), 3, 1)
+    );
+    assert_eq!(t.lease_expires_at_ms - t.claimed_at_ms, 12_345);
+    assert_eq!(
+        t.key.as_deref(),
+        Some(format!("schedule:sync:{}", t.due_at_ms).as_str())
+    );
 }
 
 /// [C34](../../../../shared/cases/CASES.md) on the library: every bad spec is refused naming
@@ -820,12 +831,12 @@ async fn a_fire_call_creates_at_most_a_thousand_ticks() {
             .unwrap()
             .parse()
             .unwrap();
-        // FCALL, name, numkeys, 28 keys, 4 arguments, then 8 + 2 per tick per schedule: at
-        // most 1 000 ticks and the last schedule's 10 more (11 ticks, 30 arguments, a
-        // schedule) is under 3 000; all 1 500 in one call would be over 4 000
+        // FCALL, name, numkeys, 28 keys, 4 arguments, then 9 + 1 per tick per schedule: at
+        // most 1 000 ticks and the last schedule's 11 more, 84 schedules of 12 ticks, is
+        // under 1 800; all 1 800 ticks in one call would be 3 150
         let per_schedules = args.len() - 1 + more - 35;
         assert!(
-            per_schedules < 3_000,
+            per_schedules < 2_000,
             "a call of {per_schedules} schedule arguments"
         );
     }

@@ -269,8 +269,11 @@ pub(crate) struct FireItem<'a> {
     pub name: &'a str,
     pub expect_next: i64,
     pub missed: u64,
-    /// The ticks to fire, ascending, each with its task spec.
-    pub ticks: &'a [(u64, Vec<u8>)],
+    /// The ticks to fire, ascending.
+    pub ticks: &'a [u64],
+    /// Their tasks' spec ([`record::spec`](crate::protocol::record::spec)) with an empty key:
+    /// the script puts each tick's business key in.
+    pub spec: &'a [u8],
     pub next: Option<u64>,
     pub overlap_skip: bool,
     /// The tasks' group, '' for none.
@@ -300,14 +303,14 @@ pub(crate) async fn fire(
             .n(it.expect_next)
             .n(it.missed)
             .n(it.ticks.len());
-        for (at, spec) in it.ticks {
+        for at in it.ticks {
             a.n(at);
-            a.0.push(spec.clone());
         }
         a.n(it.next.map_or(-1, |n| n as i64))
             .s(if it.overlap_skip { "s" } else { "a" })
             .s(it.group)
-            .n(it.lead_ms);
+            .n(it.lead_ms)
+            .s(it.spec);
     }
     let keys = schedule_keys(k, &k.leases);
     let mut r = run(

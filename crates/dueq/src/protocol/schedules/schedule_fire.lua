@@ -6,13 +6,12 @@
 --   ticks of a schedule fired ahead of their time at once), ARGV[4] refill (a schedule is
 --   acted on again once at most this many of them still wait, sched_act_at), then per
 --   schedule: name; expected next fire ms (the state's, as read when planning); missed ticks
---   to count as skipped; c, the number of ticks to fire, then c pairs of tick ms and its task
---   spec, ascending (a fire_once tick for a missed span first, then the ticks from the next
---   one on, the later ones ahead of their time); next fire ms after them (-1 none); overlap
---   ('a' allow | 's' skip); the tasks' group ('' none); lead ms (how far ahead of its time a
---   tick may fire: 0 or FIRE_AHEAD_MS)
---   A spec is the task record without its tail (lib.lua), business key
---   'schedule:<name>:<tick ms>' and priority inside it.
+--   to count as skipped; c, the number of ticks to fire, then the c tick ms, ascending (a
+--   fire_once tick for a missed span first, then the ticks from the next one on, the later
+--   ones ahead of their time); next fire ms after them (-1 none); overlap ('a' allow | 's'
+--   skip); the tasks' group ('' none); lead ms (how far ahead of its time a tick may fire: 0
+--   or FIRE_AHEAD_MS); the ticks' task spec (the record without its tail, lib.lua) with an
+--   empty key: each tick's task gets business key 'schedule:<name>:<tick ms>' put in.
 -- Returns: {now_ms, then per schedule: code, tasks created, ticks skipped (overlap + missed)}
 --   code 1 applied; 0 stale (the state's next fire time is not the expected one: another
 --   process fired it, or it was replaced, paused or resumed meanwhile; nothing written);
@@ -58,7 +57,7 @@ do
     names[i], at[i] = ARGV[b], b
     local c = tonumber(ARGV[b + 3])
     cnt[i] = c
-    b = b + 8 + 2 * c
+    b = b + 9 + c
   end
 end
 
@@ -70,7 +69,7 @@ local code, made, skipped = {}, {}, {}
 -- fired ticks and its index score (nil: it leaves the index), joined in step 4
 local last_of, sk_of, paused_of, fired_of, fp_of, S_of, act_of, next_of = {}, {}, {}, {}, {},
   {}, {}, {}
-local todo_i, todo_key, todo_at, todo_tick, todo_spec, nt = {}, {}, {}, {}, {}, 0
+local todo_i, todo_key, todo_at, todo_tick, nt = {}, {}, {}, {}, 0
 local lead_s, lead = nil, 0
 for i = 1, n do
   local b, c = at[i], cnt[i]
@@ -78,7 +77,7 @@ for i = 1, n do
   local next_at, last, skipped_total, paused, fired, fp, prev
   if states[i] then next_at, last, skipped_total, paused, fired, fp, prev = sched_state(states[i]) end
   code[i], made[i], skipped[i] = 1, 0, 0
-  local e = b + 4 + 2 * c -- next fire ms; overlap, group and lead follow
+  local e = b + 4 + c -- next fire ms; overlap, group, lead and the spec follow
   -- one lead for every schedule as a rule
   if ARGV[e + 3] ~= lead_s then lead_s = ARGV[e + 3] lead = tonumber(lead_s) end
   local last_n = next_at and tonumber(last)
@@ -95,7 +94,7 @@ for i = 1, n do
     -- the step's ticks as numbers, and how many of the schedule's ticks wait ahead of their
     -- time after it (its fired ones, then the step's after now: both ascending)
     local tn, waiting = {}, 0
-    for k = 1, c do tn[k] = tonumber(ARGV[b + 2 + 2 * k]) end
+    for k = 1, c do tn[k] = tonumber(ARGV[b + 3 + k]) end
     for k = #N, 1, -1 do
       if N[k] > now then waiting = waiting + 1 else break end
     end
@@ -112,7 +111,7 @@ for i = 1, n do
       local planned = false
       local ns = #S
       for k = 1, c do
-        local t_s, t = ARGV[b + 2 + 2 * k], tn[k]
+        local t_s, t = ARGV[b + 3 + k], tn[k]
         if t > last_n then
           -- the previous tick's task: live if planned just now, else looked up
           if overlap_skip and last_n >= 0
@@ -121,7 +120,7 @@ for i = 1, n do
           else
             nt = nt + 1
             todo_i[nt], todo_key[nt], todo_at[nt] = i, 'schedule:' .. name .. ':' .. t_s, t
-            todo_spec[nt], todo_tick[nt] = ARGV[b + 3 + 2 * k], t_s
+            todo_tick[nt] = t_s
             ns = ns + 1
             S[ns], N[ns] = t_s, t
             last, last_n, planned = t_s, t, true
@@ -149,24 +148,31 @@ end
 if count > 0 then
   local seq = redis.call('HINCRBY', meta, 'seq', count) - count
   local recs, kargs, byprio, nby, used, grouped, gused = {}, {}, {}, {}, {}, {}, {}
-  local nr, tails, prio_of = 0, {}, {}
+  local nr, tails = 0, {}
+  -- the schedule whose spec is split (`head`, key-length field `kp`, `body` after the key),
+  -- and the record head for keys of `hlen` bytes
+  local si, head, kp, body, p, hlen, hdr
   for j = 1, nt do
     local i = todo_i[j]
     if i then
       seq = seq + 1
       local id = string.format('%012x', seq)
-      local spec, t = todo_spec[j], todo_at[j]
-      -- every tick of a schedule has its priority
-      local p = prio_of[i]
-      if not p then p = rec_prio(spec) prio_of[i] = p end
+      local key, t = todo_key[j], todo_at[j]
+      if i ~= si then
+        local spec = ARGV[at[i] + 8 + cnt[i]]
+        si, head, hlen = i, string.sub(spec, 1, HDR_LEN - 2), nil
+        kp, body = struct_unpack('<I2', spec, HDR_LEN - 1), string.sub(spec, HDR_LEN + 1)
+        p = math.floor(kp / KLEN_MOD)
+      end
+      if #key ~= hlen then hlen = #key hdr = head .. struct.pack('<I2', kp + hlen) end
       recs[nr + 1] = id
       local tail = tails[t]
       if not tail then tail = struct.pack('<I6', t) .. created_at tails[t] = tail end
-      recs[nr + 2] = spec .. tail
-      kargs[nr + 1] = todo_key[j]
+      recs[nr + 2] = hdr .. key .. body .. tail
+      kargs[nr + 1] = key
       kargs[nr + 2] = id
       nr = nr + 2
-      local group = ARGV[at[i] + 6 + 2 * cnt[i]]
+      local group = ARGV[at[i] + 6 + cnt[i]]
       if group ~= '' then
         grouped[#grouped + 1] = {group, id, t, p}
         if p > 0 then gused[p] = true end
