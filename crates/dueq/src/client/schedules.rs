@@ -20,7 +20,7 @@ const OFFERED: usize = 4;
 /// How often a set or resume is offered newer fire times when all offered ones had passed
 /// by the script's clock (a schedule of a few ms), before it gives up.
 const STALE_TRIES: usize = 5;
-/// Schedules one firing step looks at and fires in one script call.
+/// Schedules one firing step looks at and fires (in calls of at most [`FIRE_TICKS`] ticks).
 pub(crate) const FIRE_BATCH: usize = 200;
 /// Most ticks one fire script call creates (DESIGN 3: one call does bounded work): a step
 /// fires the schedules it read in as many calls as that takes (schedules fire up to twelve
@@ -340,6 +340,8 @@ struct Planned {
     ticks: Vec<u64>,
     /// Their tasks' spec, with an empty key (the script puts each tick's in).
     spec: Vec<u8>,
+    /// The stored definition planned from.
+    def: Vec<u8>,
     next: Option<u64>,
     overlap_skip: bool,
     group: Option<String>,
@@ -354,6 +356,7 @@ impl Planned {
             missed: self.skipped,
             ticks: &self.ticks,
             spec: &self.spec,
+            def: &self.def,
             next: self.next,
             overlap_skip: self.overlap_skip,
             group: self.group.as_deref().unwrap_or(""),
@@ -393,6 +396,7 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
             "",
             &spec.payload,
         ),
+        def: raw.def.clone(),
         next: plan.next,
         overlap_skip: spec.overlap == Overlap::Skip,
         group: spec.group.clone(),

@@ -142,7 +142,7 @@ scripts! {
     SCHEDULE_GET => "schedules/schedule_get.lua", 3, READS;
     SCHEDULE_LIST => "schedules/schedule_list.lua", 3, READS;
     SCHEDULE_DUE => "schedules/schedule_due.lua", 4, DRAINS;
-    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 28, ADDS;
+    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 29, ADDS;
     WORKER_BEAT => "workers/worker_beat.lua", 1, ADDS;
     WORKER_REMOVE => "workers/worker_remove.lua", 1, DRAINS;
     WORKER_LIST => "workers/worker_list.lua", 1, READS;

@@ -30,6 +30,8 @@ mod schedules_ahead_review;
 // the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
 #[cfg(debug_assertions)]
 mod protocol_model;
+#[cfg(debug_assertions)]
+mod schedules_template_review;
 mod webhook;
 mod weights;
 mod worker;

@@ -274,6 +274,8 @@ pub(crate) struct FireItem<'a> {
     /// Their tasks' spec ([`record::spec`](crate::protocol::record::spec)) with an empty key:
     /// the script puts each tick's business key in.
     pub spec: &'a [u8],
+    /// The stored definition the step was planned from (a replace since refuses the step).
+    pub def: &'a [u8],
     pub next: Option<u64>,
     pub overlap_skip: bool,
     /// The tasks' group, '' for none.
@@ -310,9 +312,11 @@ pub(crate) async fn fire(
             .s(if it.overlap_skip { "s" } else { "a" })
             .s(it.group)
             .n(it.lead_ms)
-            .s(it.spec);
+            .s(it.spec)
+            .s(it.def);
     }
-    let keys = schedule_keys(k, &k.leases);
+    let mut keys = schedule_keys(k, &k.leases);
+    keys.push(&k.schedules);
     let mut r = run(
         conn,
         "schedule_fire",

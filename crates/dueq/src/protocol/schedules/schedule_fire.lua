@@ -1,7 +1,8 @@
 -- schedule_fire: fires planned schedule ticks, each at most once however many processes try.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
 --   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)  KEYS[28] schedule_fired (sched_ticks)
+--   option keys (see lib.lua)  KEYS[28] schedule_fired (sched_ticks)  KEYS[29] schedules
+--   (hash name -> definition)
 -- ARGV[1] task wake channel, ARGV[2] n (schedules in this batch), ARGV[3] ahead_max (most
 --   ticks of a schedule fired ahead of their time at once), ARGV[4] refill (a schedule is
 --   acted on again once at most this many of them still wait, sched_act_at), then per
@@ -11,10 +12,12 @@
 --   ones ahead of their time); next fire ms after them (-1 none); overlap ('a' allow | 's'
 --   skip); the tasks' group ('' none); lead ms (how far ahead of its time a tick may fire: 0
 --   or FIRE_AHEAD_MS); the ticks' task spec (the record without its tail, lib.lua) with an
---   empty key: each tick's task gets business key 'schedule:<name>:<tick ms>' put in.
+--   empty key: each tick's task gets business key 'schedule:<name>:<tick ms>' put in; the
+--   definition the step was planned from (as read).
 -- Returns: {now_ms, then per schedule: code, tasks created, ticks skipped (overlap + missed)}
---   code 1 applied; 0 stale (the state's next fire time is not the expected one: another
---   process fired it, or it was replaced, paused or resumed meanwhile; nothing written);
+--   code 1 applied; 0 stale (the state's next fire time is not the expected one, or the
+--   definition is not the one planned from: another process fired it, or it was replaced,
+--   paused or resumed meanwhile; nothing written);
 --   -1 gone (deleted); -2 paused; -3 a tick is too far ahead by this script's clock (after
 --   now + lead, or more than ahead_max would wait; nothing written)
 -- A tick is claimed atomically by comparing the stored next fire time (and requiring it to
@@ -22,7 +25,7 @@
 -- tick, so it is handed out by the normal claim path, never early, also when it was fired
 -- ahead of it.
 local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local state, index, ticks = KEYS[7], KEYS[8], KEYS[28]
+local state, index, ticks, defs = KEYS[7], KEYS[8], KEYS[28], KEYS[29]
 local G = group_keys(9)
 G.meta = meta
 local O = option_keys(18)
@@ -57,13 +60,14 @@ do
     names[i], at[i] = ARGV[b], b
     local c = tonumber(ARGV[b + 3])
     cnt[i] = c
-    b = b + 9 + c
+    b = b + 10 + c
   end
 end
 
 -- 1. claim each schedule's step against its state; plan the ticks to create.
 local states = hmget_chunked(state, names)
 local fired_texts = hmget_chunked(ticks, names)
+local defs_now = hmget_chunked(defs, names)
 local code, made, skipped = {}, {}, {}
 -- per applied schedule: the fields of its new state (`fired` may still rise in step 3), its
 -- fired ticks and its index score (nil: it leaves the index), joined in step 4
@@ -77,7 +81,7 @@ for i = 1, n do
   local next_at, last, skipped_total, paused, fired, fp, prev
   if states[i] then next_at, last, skipped_total, paused, fired, fp, prev = sched_state(states[i]) end
   code[i], made[i], skipped[i] = 1, 0, 0
-  local e = b + 4 + c -- next fire ms; overlap, group, lead and the spec follow
+  local e = b + 4 + c -- next fire ms; overlap, group, lead, the spec and the definition follow
   -- one lead for every schedule as a rule
   if ARGV[e + 3] ~= lead_s then lead_s = ARGV[e + 3] lead = tonumber(lead_s) end
   local last_n = next_at and tonumber(last)
@@ -85,9 +89,11 @@ for i = 1, n do
     code[i] = -1
   elseif paused == '1' then
     code[i] = -2
-  elseif next_at ~= expect then
-    -- (a next fire time at or before `last`, left by an older version's change, needs no
-    -- refusal: ticks at or before `last` are never fired again, below)
+  elseif next_at ~= expect or defs_now[i] ~= ARGV[e + 5] then
+    -- (a replace that keeps the timing may keep the next fire time: the definition tells
+    -- that the ticks planned from the old one must not fire. A next fire time at or before
+    -- `last`, left by an older version's change, needs no refusal: ticks at or before
+    -- `last` are never fired again, below)
     code[i] = 0
   else
     local S, N = sched_ticks(fired_texts[i], last, prev)
