@@ -77,6 +77,8 @@ struct SchedulesPage {
     csrf: String,
     queue: String,
     rows: Vec<ScheduleRow>,
+    /// How far ahead of its tick a task is enqueued, s.
+    ahead_s: u64,
 }
 
 /// `?done=`: what an action just did.
@@ -104,6 +106,7 @@ pub(super) async fn page(
         csrf: s.csrf,
         queue: name,
         rows: list.into_iter().map(|s| ScheduleRow::new(s, now)).collect(),
+        ahead_s: dueq::schedule::FIRE_AHEAD_MS / 1000,
     }))
 }
 
