@@ -31,6 +31,8 @@ mod schedules_ahead_review;
 #[cfg(debug_assertions)]
 mod protocol_model;
 #[cfg(debug_assertions)]
+mod schedules_defcheck_review;
+#[cfg(debug_assertions)]
 mod schedules_template_review;
 mod webhook;
 mod weights;
