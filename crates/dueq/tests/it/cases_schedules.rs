@@ -14,7 +14,7 @@ use dueq_testkit::wait_until_async;
 
 #[cfg(debug_assertions)]
 use crate::support::frozen_client;
-use crate::support::{Ctx, DEADLINE, Firer, queue_firer, spawn_firer, stop_firer};
+use crate::support::{Ctx, DEADLINE, Firer, queue_firer, set_first_tick, spawn_firer, stop_firer};
 
 /// key → (due_at_ms, started_at_ms) of every task a handler ran.
 type Log = Arc<Mutex<Vec<(String, u64, u64)>>>;
@@ -580,12 +580,7 @@ async fn a_tick_fired_ahead_waits_and_is_taken_back_by_a_change_before_it() {
     let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("ahead").unwrap();
     let spec = |payload: &[u8]| ScheduleSpec::new("ahead", payload.to_vec()).every_ms(20_000);
-    let t = q
-        .set_schedule(&spec(b"a"))
-        .await
-        .unwrap()
-        .next_fire_at_ms
-        .unwrap();
+    let t = set_first_tick(&q, &spec(b"a")).await;
     q.set_schedule(
         &ScheduleSpec::new("skipper", b"s".to_vec())
             .every_ms(20_000)
@@ -679,12 +674,11 @@ async fn several_ticks_fire_ahead_in_steps_and_a_change_takes_them_all_back() {
     let ctx = Ctx::new().await;
     let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("steps").unwrap();
-    let t = q
-        .set_schedule(&ScheduleSpec::new("often", b"o".to_vec()).every_ms(1000))
-        .await
-        .unwrap()
-        .next_fire_at_ms
-        .unwrap();
+    let t = set_first_tick(
+        &q,
+        &ScheduleSpec::new("often", b"o".to_vec()).every_ms(1000),
+    )
+    .await;
     let firer = queue_firer(&client, &q, 20);
     let fired = |n: u64| {
         let q = q.clone();
@@ -776,12 +770,7 @@ async fn a_fire_call_creates_at_most_a_thousand_ticks() {
     let mut t = 0;
     for i in 0..n {
         let spec = ScheduleSpec::new(format!("s{i}"), b"x".to_vec()).every_ms(1000);
-        t = q
-            .set_schedule(&spec)
-            .await
-            .unwrap()
-            .next_fire_at_ms
-            .unwrap();
+        t = set_first_tick(&q, &spec).await;
     }
     let mut raw = ctx.raw();
     redis::cmd("CONFIG")

@@ -12,7 +12,9 @@ use dueq_testkit::wait_until_async;
 
 #[cfg(debug_assertions)]
 use crate::support::frozen_client;
-use crate::support::{Ctx, DEADLINE, queue_firer, script_calls, stop_firer};
+use crate::support::{
+    Ctx, DEADLINE, Rng, queue_firer, script_calls, seed, set_first_tick, stop_firer,
+};
 
 // ---------------------------------------------------------------------------------------
 // helpers
@@ -73,31 +75,6 @@ fn orphan_keys(ctx: &Ctx, q: &Queue) -> Vec<(String, String)> {
             !e
         })
         .collect()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("REVIEW_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("REVIEW_SEED={s}");
-    s
 }
 
 /// Asserts every invariant that must hold of schedule `name` with no worker running (every
@@ -627,16 +604,13 @@ async fn overlap_skip_never_fires_ahead() {
     let ctx = Ctx::new().await;
     let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("skip").unwrap();
-    let t = q
-        .set_schedule(
-            &ScheduleSpec::new("k", b"k".to_vec())
-                .every_ms(1000)
-                .overlap(Overlap::Skip),
-        )
-        .await
-        .unwrap()
-        .next_fire_at_ms
-        .unwrap();
+    let t = set_first_tick(
+        &q,
+        &ScheduleSpec::new("k", b"k".to_vec())
+            .every_ms(1000)
+            .overlap(Overlap::Skip),
+    )
+    .await;
     let f = queue_firer(&client, &q, 20);
     clock.set_ms(t - 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -665,16 +639,13 @@ async fn misfire_fire_once_after_downtime_shorter_and_longer_than_look_ahead() {
     let ctx = Ctx::new().await;
     let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("misfire").unwrap();
-    let t = q
-        .set_schedule(
-            &ScheduleSpec::new("f", b"f".to_vec())
-                .every_ms(1000)
-                .misfire(Misfire::FireOnce),
-        )
-        .await
-        .unwrap()
-        .next_fire_at_ms
-        .unwrap();
+    let t = set_first_tick(
+        &q,
+        &ScheduleSpec::new("f", b"f".to_vec())
+            .every_ms(1000)
+            .misfire(Misfire::FireOnce),
+    )
+    .await;
     let (k, r) = (MAX_TICKS_AHEAD as u64, REFILL_AT as u64);
     let f = queue_firer(&client, &q, 20);
     clock.set_ms(t - 1);
@@ -856,12 +827,7 @@ async fn view_after_each_change() {
     let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
     let q = client.queue("view").unwrap();
     let spec = |p: &[u8], e: u64| ScheduleSpec::new("v", p.to_vec()).every_ms(e);
-    let t = q
-        .set_schedule(&spec(b"a", 1000))
-        .await
-        .unwrap()
-        .next_fire_at_ms
-        .unwrap();
+    let t = set_first_tick(&q, &spec(b"a", 1000)).await;
     let f = queue_firer(&client, &q, 20);
     let check = |label: &'static str, now: u64| {
         let q = q.clone();

@@ -110,13 +110,34 @@ fn release(g: &Shared) {
     cv.notify_all();
 }
 
+type TickTask = (u64, u8, u32, u64, Option<String>, Vec<u8>);
+
+/// Every task of `tasks` carries the template of `spec` (`what` names it in a failure).
+fn assert_template(tasks: &[TickTask], spec: &ScheduleSpec, what: &str) {
+    for (due, prio, attempts, lease, group, payload) in tasks {
+        assert_eq!(
+            (
+                *prio,
+                *attempts,
+                *lease,
+                group.as_deref(),
+                payload.as_slice()
+            ),
+            (
+                spec.priority,
+                spec.max_attempts,
+                spec.lease_ms,
+                spec.group.as_deref(),
+                spec.payload.as_slice()
+            ),
+            "{what}: tick {due}"
+        );
+    }
+}
+
 /// `(due_at_ms, priority, max_attempts, lease_ms, group, payload)` of every tick task of
 /// `name`, by the queue's `keys` hash.
-async fn tick_tasks(
-    ctx: &Ctx,
-    q: &Queue,
-    name: &str,
-) -> Vec<(u64, u8, u32, u64, Option<String>, Vec<u8>)> {
+async fn tick_tasks(ctx: &Ctx, q: &Queue, name: &str) -> Vec<TickTask> {
     let all: Vec<(String, String)> = redis::cmd("HGETALL")
         .arg(&q.keys().keys)
         .query(&mut ctx.raw())
@@ -260,25 +281,11 @@ async fn a_replace_while_a_fire_call_is_in_flight_fires_nothing_by_the_old_defin
     for (name, spec) in &changed {
         let tasks = tick_tasks(&ctx, &q, name).await;
         assert!(!tasks.is_empty(), "{name}: no tick task");
-        for (due, prio, attempts, lease, group, payload) in &tasks {
-            assert_eq!(
-                (
-                    *prio,
-                    *attempts,
-                    *lease,
-                    group.as_deref(),
-                    payload.as_slice()
-                ),
-                (
-                    spec.priority,
-                    spec.max_attempts,
-                    spec.lease_ms,
-                    spec.group.as_deref(),
-                    spec.payload.as_slice()
-                ),
-                "{name}: tick {due} fired by the old definition"
-            );
-        }
+        assert_template(
+            &tasks,
+            spec,
+            &format!("{name}: fired by the old definition"),
+        );
         if *name == "overlap" {
             // overlap skip fires at the tick itself: a task due later came from the old
             // (allow) definition, fired ahead
@@ -301,24 +308,6 @@ async fn a_replace_while_a_fire_call_is_in_flight_fires_nothing_by_the_old_defin
             fired(&q, name).await,
             "{name}: one task per fired tick"
         );
-        for (due, prio, attempts, lease, group, payload) in &tasks {
-            assert_eq!(
-                (
-                    *prio,
-                    *attempts,
-                    *lease,
-                    group.as_deref(),
-                    payload.as_slice()
-                ),
-                (
-                    spec.priority,
-                    spec.max_attempts,
-                    spec.lease_ms,
-                    spec.group.as_deref(),
-                    spec.payload.as_slice()
-                ),
-                "{name}: tick {due}"
-            );
-        }
+        assert_template(&tasks, &spec, name);
     }
 }

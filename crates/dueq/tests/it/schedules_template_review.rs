@@ -13,7 +13,9 @@ use dueq::schedule::{MAX_SCHEDULE_NAME_BYTES, MAX_TICKS_AHEAD};
 use dueq::{CancelOutcome, Client, Queue, ScheduleSpec, TaskRef, TaskState};
 use dueq_testkit::wait_until_async;
 
-use crate::support::{Ctx, DEADLINE, frozen_client, queue_firer, script_calls, stop_firer};
+use crate::support::{
+    Ctx, DEADLINE, Rng, frozen_client, queue_firer, script_calls, seed, set_first_tick, stop_firer,
+};
 
 // ---------------------------------------------------------------------------------------
 // helpers
@@ -405,31 +407,6 @@ fn fire_calls_logged(ctx: &Ctx) -> usize {
         .count()
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("REVIEW_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("REVIEW_SEED={s}");
-    s
-}
-
 /// Schedule name → its tasks' ticks.
 type ByName = BTreeMap<String, BTreeSet<u64>>;
 
@@ -503,12 +480,7 @@ async fn racing_firers_over_many_schedules_fire_each_tick_once() {
         let spec = ScheduleSpec::new(format!("s{i}"), format!("s{i}").into_bytes())
             .every_ms(1000)
             .priority((i % 10) as u8);
-        let t = q
-            .set_schedule(&spec)
-            .await
-            .unwrap()
-            .next_fire_at_ms
-            .unwrap();
+        let t = set_first_tick(&q, &spec).await;
         first.insert(spec.name, t);
     }
     let calls0 = script_calls(&ctx);

@@ -119,3 +119,38 @@ pub async fn ack_all(q: &Queue, tasks: &[ClaimedTask]) {
         assert_eq!(o, AckOutcome::Acked);
     }
 }
+
+/// A small random generator (xorshift64) for the randomized schedule tests, so they need no
+/// rand API; seeded by [`seed`].
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// The seed of a randomized test: `REVIEW_SEED` to repeat a run, else the time (printed, so a
+/// failing run can be repeated).
+pub fn seed() -> u64 {
+    let s = std::env::var("REVIEW_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("REVIEW_SEED={s}");
+    s
+}
+
+/// Sets `spec` on `q` and returns its next fire time (the schedule's first tick when new).
+pub async fn set_first_tick(q: &Queue, spec: &dueq::ScheduleSpec) -> u64 {
+    q.set_schedule(spec).await.unwrap().next_fire_at_ms.unwrap()
+}
