@@ -22,6 +22,12 @@ impl Served {
     pub(crate) fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
+
+    /// SIGKILL: the process gets no chance to hand anything back.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for Served {
