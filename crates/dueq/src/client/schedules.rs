@@ -26,6 +26,10 @@ pub(crate) const FIRE_BATCH: usize = 200;
 /// fires the schedules it read in as many calls as that takes (schedules fire up to twelve
 /// ticks ahead, so a batch of new schedules would be 2 400 in one call).
 const FIRE_TICKS: usize = 1_000;
+/// Bytes one firing step reads, and one fire call writes, in definitions and tick records
+/// (beyond one schedule): with the 1 MiB payload limit, 200 schedules of twelve ticks would
+/// otherwise be gigabytes in a call. A schedule past the budget waits for the next step.
+const STEP_BYTES: usize = 4 << 20;
 
 /// What one firing step did on a queue.
 #[derive(Debug, Clone, Copy, Default)]
@@ -260,7 +264,7 @@ impl Queue {
     /// that is due, up to [`FIRE_BATCH`] schedules, and says when to look again.
     pub(crate) async fn fire_due_schedules(&self) -> Result<FireReport> {
         let mut conn = self.client().conn();
-        let due = schedules::due(&mut conn, self.keys(), FIRE_BATCH).await?;
+        let due = schedules::due(&mut conn, self.keys(), FIRE_BATCH, STEP_BYTES).await?;
         let mut report = FireReport {
             now_ms: due.now_ms,
             next_fire_at_ms: due.earliest_ms,
@@ -285,8 +289,8 @@ impl Queue {
             return Ok(report);
         }
         report.stalled = true;
-        // every schedule read is fired, in calls of at most FIRE_TICKS ticks
-        for chunk in fire_calls(&planned) {
+        // every schedule read is fired, in calls of at most FIRE_TICKS ticks and STEP_BYTES
+        for chunk in fire_calls(&planned, FIRE_TICKS, STEP_BYTES) {
             let items: Vec<FireItem<'_>> = chunk.iter().map(|p| p.item()).collect();
             let (_, fired) = schedules::fire(&mut conn, self.keys(), &items).await?;
             for (item, f) in items.iter().zip(&fired) {
@@ -308,20 +312,26 @@ impl Queue {
     }
 }
 
-/// `planned` in runs of at most [`FIRE_TICKS`] ticks (a schedule with more, which a step
-/// never plans, would make a run of its own).
-fn fire_calls(planned: &[Planned]) -> impl Iterator<Item = &[Planned]> {
+/// `planned` in runs of at most `max_ticks` ticks and `max_bytes` of definitions and tick
+/// records (one schedule at least: a schedule with more, which a step never plans for its
+/// ticks, makes a run of its own).
+fn fire_calls(
+    planned: &[Planned],
+    max_ticks: usize,
+    max_bytes: usize,
+) -> impl Iterator<Item = &[Planned]> {
     let mut rest = planned;
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
-        let mut ticks = 0;
+        let (mut ticks, mut bytes) = (0, 0);
         let end = rest
             .iter()
             .position(|p| {
                 ticks += p.ticks.len();
-                ticks > FIRE_TICKS
+                bytes += p.bytes();
+                ticks > max_ticks || bytes > max_bytes
             })
             .unwrap_or(rest.len())
             .max(1);
@@ -349,6 +359,11 @@ struct Planned {
 }
 
 impl Planned {
+    /// What its fire step carries and writes: the definition, and a record per tick.
+    fn bytes(&self) -> usize {
+        self.def.len() + self.ticks.len() * self.spec.len()
+    }
+
     fn item(&self) -> FireItem<'_> {
         FireItem {
             name: &self.name,
@@ -402,4 +417,86 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
         group: spec.group.clone(),
         lead_ms: spec.lead_ms(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Client;
+
+    fn planned(ticks: usize, payload: usize) -> Planned {
+        Planned {
+            name: "s".into(),
+            expect_next: 0,
+            skipped: 0,
+            ticks: (0..ticks as u64).collect(),
+            spec: vec![0; payload],
+            def: vec![0; payload],
+            next: None,
+            overlap_skip: false,
+            group: None,
+            lead_ms: 0,
+        }
+    }
+
+    fn sizes(p: &[Planned], ticks: usize, bytes: usize) -> Vec<usize> {
+        fire_calls(p, ticks, bytes).map(<[Planned]>::len).collect()
+    }
+
+    #[test]
+    fn fire_calls_end_at_the_tick_cap_or_the_byte_cap_with_one_schedule_at_least() {
+        let small: Vec<Planned> = (0..25).map(|_| planned(10, 100)).collect();
+        assert_eq!(sizes(&small, 100, usize::MAX), [10, 10, 5]);
+        // 1 100 bytes a schedule: three fit 4 000
+        assert_eq!(sizes(&small[..7], usize::MAX, 4_000), [3, 3, 1]);
+        // one larger than the cap still goes, alone
+        let big = vec![planned(12, 5_000), planned(1, 10), planned(12, 5_000)];
+        assert_eq!(sizes(&big, 1_000, 4_000), [1, 1, 1]);
+        assert!(sizes(&[], 10, 10).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_step_reads_definitions_up_to_its_byte_budget() {
+        let server = dueq_testkit::RedisServer::start();
+        let client = Client::connect(&server.url()).await.unwrap();
+        let q = client.queue("big").unwrap();
+        // 40 schedules of 100 KiB each: 4 MB of definitions
+        for i in 0..40 {
+            let spec = ScheduleSpec::new(format!("s{i}"), vec![b'x'; 100 << 10]).every_ms(1_000);
+            q.set_schedule(&spec).await.unwrap();
+        }
+        let due = |budget| {
+            let q = q.clone();
+            async move {
+                schedules::due(&mut q.client().conn(), q.keys(), FIRE_BATCH, budget)
+                    .await
+                    .unwrap()
+                    .due
+            }
+        };
+        dueq_testkit::wait_until_async(Duration::from_secs(10), "all 40 due", || async {
+            due(0).await.len() == 40
+        })
+        .await;
+        // a budget of 1 MiB: the first slice of 16 (1.6 MB) spends it
+        let cut = due(1 << 20).await;
+        assert_eq!(cut.len(), 16);
+        assert!(
+            cut.iter()
+                .all(|r| r.def.len() > 100 << 10 && !r.state.is_empty())
+        );
+        // 2 MiB: two slices
+        assert_eq!(due(2 << 20).await.len(), 32);
+        assert_eq!(due(8 << 20).await.len(), 40);
+        // a step fires every schedule it read, in calls of at most STEP_BYTES (here about
+        // three schedules of twelve ticks a call)
+        let r = q.fire_due_schedules().await.unwrap();
+        assert!(r.fired >= 40, "{r:?}");
+        for i in 0..40 {
+            let s = q.schedule(&format!("s{i}")).await.unwrap().unwrap();
+            assert!(s.fired_total >= 1, "s{i} never fired: {s:?}");
+        }
+    }
 }
