@@ -60,7 +60,9 @@ struct Run {
     schedule: String,
     fire_at_ms: u64,
     attempt: u64,
-    started_ms: u64,
+    /// The task's due time and its claim's, Redis time.
+    due_ms: u64,
+    claimed_ms: u64,
 }
 
 fn parse(line: &str) -> Run {
@@ -77,7 +79,8 @@ fn parse(line: &str) -> Run {
         schedule,
         fire_at_ms: num(parts.next()),
         attempt: num(words.next()),
-        started_ms: num(words.next()),
+        due_ms: num(words.next()),
+        claimed_ms: num(words.next()),
     }
 }
 
@@ -94,9 +97,9 @@ fn c30_five_workers_and_two_servers_one_killed_run_each_tick_once() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ran.txt");
     // each run appends one short line (O_APPEND keeps concurrent writers' lines whole): the
-    // task's key, its attempt, and the time it started on the host clock, which is Redis's
+    // task's key, its attempt, its due time and the Redis time it was claimed at
     let script = format!(
-        "echo \"$DUEQ_TASK_KEY $DUEQ_TASK_ATTEMPT $(date +%s%3N)\" >> {}",
+        "echo \"$DUEQ_TASK_KEY $DUEQ_TASK_ATTEMPT $DUEQ_TASK_DUE_AT_MS $DUEQ_TASK_CLAIMED_AT_MS\" >> {}",
         out.display()
     );
     let mut workers: Vec<Child> = (0..5).map(|_| worker(&url, &script)).collect();
@@ -138,12 +141,17 @@ fn c30_five_workers_and_two_servers_one_killed_run_each_tick_once() {
     // tick -> attempts it ran in, per schedule
     let mut ticks: BTreeMap<&str, BTreeMap<u64, Vec<u64>>> = BTreeMap::new();
     for r in &runs {
+        assert_eq!(
+            r.due_ms, r.fire_at_ms,
+            "schedule:{}:{} is due at its fire time",
+            r.schedule, r.fire_at_ms
+        );
         assert!(
-            r.started_ms >= r.fire_at_ms,
-            "schedule:{}:{} ran early, at {}",
+            r.claimed_ms >= r.due_ms,
+            "schedule:{}:{} ran early: claimed at {}",
             r.schedule,
             r.fire_at_ms,
-            r.started_ms
+            r.claimed_ms
         );
         ticks
             .entry(&r.schedule)

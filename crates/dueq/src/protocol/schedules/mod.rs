@@ -238,17 +238,10 @@ pub(crate) struct Due {
 
 /// The schedules due now (at most `max`), with the Redis time and the earliest next fire.
 /// Up to `max` due schedules; with more due, the batch at a random place among them, so that
-/// processes firing at once mostly take different ones (`schedule_due.lua`). Definitions
-/// are read 16 at a time until `budget_bytes` of them were read (0 = no budget), so fewer
-/// come back when their payloads are large.
-pub(crate) async fn due(
-    conn: &mut Conn,
-    k: &QueueKeys,
-    max: usize,
-    budget_bytes: usize,
-) -> Result<Due> {
+/// processes firing at once mostly take different ones (`schedule_due.lua`).
+pub(crate) async fn due(conn: &mut Conn, k: &QueueKeys, max: usize) -> Result<Due> {
     let mut a = Args::default();
-    a.n(max).n(rand::random::<u32>().max(1)).n(budget_bytes);
+    a.n(max).n(rand::random::<u32>().max(1));
     let keys = [
         &k.schedule_next,
         &k.schedules,

@@ -3,9 +3,6 @@
 --   them needs.
 -- KEYS[1] schedule_next  KEYS[2] schedules  KEYS[3] schedule_state  KEYS[4] schedule_fired
 -- ARGV[1] most schedules to return (at most 1000)  ARGV[2] spread (a random number, 0 = none)
--- ARGV[3] byte budget of the definitions read (0 = none): they are read DEF_SLICE at a time,
---   and no further slice is read once the budget is spent, so a step over schedules with
---   large payloads loads a few MiB, not hundreds (the ones left stay due for the next step)
 -- Returns: {now_ms, earliest score (when to act next) or -1, then name, definition, state,
 --   fired ticks ('' none) per schedule to act on}
 -- An index entry without a definition or state (left by hand) is dropped.
@@ -17,8 +14,6 @@ local index, defs, state, ticks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = now_ms()
 local max = math.min(tonumber(ARGV[1]), 1000)
 local spread = tonumber(ARGV[2] or '0') or 0
-local budget = tonumber(ARGV[3] or '0') or 0
-local DEF_SLICE = 16
 local due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, max)
 -- a full first batch: maybe more are due (an idle look reads no more than before)
 if spread > 0 and #due == max then
@@ -29,19 +24,7 @@ if spread > 0 and #due == max then
   end
 end
 local out, n = {now, -1}, 2
-local defs_of, bytes = {}, 0
-for i = 1, #due, DEF_SLICE do
-  if budget > 0 and bytes >= budget then
-    due = {unpack(due, 1, i - 1)}
-    break
-  end
-  local part = redis.call('HMGET', defs, unpack(due, i, math.min(i + DEF_SLICE - 1, #due)))
-  for j = 1, #part do
-    defs_of[i + j - 1] = part[j]
-    if part[j] then bytes = bytes + #part[j] end
-  end
-end
-local states_of = hmget_chunked(state, due)
+local defs_of, states_of = hmget_chunked(defs, due), hmget_chunked(state, due)
 local ticks_of = hmget_chunked(ticks, due)
 local gone = {}
 for i = 1, #due do
