@@ -201,51 +201,73 @@ fn c24_rate_limit_across_processes() {
 ///
 /// Queue concurrency 7; three `dueq work` processes with concurrency 50 each, commands that
 /// take 200 ms. Proves, sampling Redis's active set every few ms, that never more than 7
-/// tasks are active at once and that 7 are reached; then SIGKILLs one worker while it holds
-/// tasks and proves its slots come back when its leases (1 500 ms, a queue setting) expire:
-/// every task still succeeds and the limit still holds.
+/// tasks are active at once and that 7 are reached; then SIGKILLs one worker while it runs a
+/// command (so it holds a lease) and proves its slots come back when its leases (1 500 ms, a
+/// queue setting) expire: once they have, the two left reach 7 active again (a leaked slot
+/// would cap them below), every task still succeeds and the limit still holds.
 #[test]
 fn c25_concurrency_limit_across_processes() {
     let server = RedisServer::start();
     let url = server.url();
     settings(&url, "mail", r#"{"concurrency": 7, "lease_ms": 1500}"#);
-    enqueue_due(&url, "mail", 120, "");
+    enqueue_due(&url, "mail", 200, "");
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("runs.txt");
-    let script = format!("sleep 0.2; echo \"$PPID\" >> {}", log.display());
+    // a line when a command starts and one when it ends, each with its worker's pid
+    let script = format!(
+        "echo \"start $PPID\" >> {0}; sleep 0.2; echo \"end $PPID\" >> {0}",
+        log.display()
+    );
+    // the most active at once, over the whole run and since the victim's leases expired
     let max_seen = Arc::new(AtomicU64::new(0));
+    let max_after = Arc::new(AtomicU64::new(0));
+    let after = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
-        let (max_seen, done) = (max_seen.clone(), done.clone());
+        let (max_seen, max_after) = (max_seen.clone(), max_after.clone());
+        let (after, done) = (after.clone(), done.clone());
         let mut conn = server.conn();
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
                 let n = zcard(&mut conn, "dueq:{mail}:active");
                 max_seen.fetch_max(n, Ordering::Relaxed);
+                if after.load(Ordering::Relaxed) {
+                    max_after.fetch_max(n, Ordering::Relaxed);
+                }
                 std::thread::sleep(Duration::from_millis(2));
             }
         })
     };
     let mut workers: Vec<Worker> = (0..3).map(|_| worker(&url, "mail", 50, &script)).collect();
-    // let the three share the work, then kill the first while it runs commands
+    // let the three share the work, then kill the first while it runs a command
+    let victim = workers[0].0.id().to_string();
+    let count = |what: &str| lines(&log).iter().filter(|l| **l == what).count();
+    let (start, end) = (format!("start {victim}"), format!("end {victim}"));
     wait_until(
         Duration::from_secs(20),
-        "the first worker ran tasks",
-        || {
-            let victim = workers[0].0.id().to_string();
-            lines(&log).contains(&victim)
-        },
+        "the first worker runs a command",
+        || count(&start) > count(&end),
     );
-    let victim = workers.remove(0);
-    drop(victim);
-    wait_until(Duration::from_secs(40), "120 tasks succeeded", || {
-        stat(&url, "mail", "succeeded_total") == 120
+    drop(workers.remove(0));
+    wait_until(
+        Duration::from_secs(20),
+        "the killed worker's leases expired",
+        || stat(&url, "mail", "lease_expired_total") >= 1,
+    );
+    after.store(true, Ordering::Relaxed);
+    wait_until(Duration::from_secs(60), "200 tasks succeeded", || {
+        stat(&url, "mail", "succeeded_total") == 200
     });
     done.store(true, Ordering::Relaxed);
     sampler.join().unwrap();
     let max = max_seen.load(Ordering::Relaxed);
     assert!(max <= 7, "{max} tasks active at once");
     assert_eq!(max, 7, "the limit was never reached");
+    let max_after = max_after.load(Ordering::Relaxed);
+    assert_eq!(
+        max_after, 7,
+        "after the killed worker's leases expired, at most {max_after} active: slots leaked"
+    );
     assert_eq!(stat(&url, "mail", "dead"), 0);
 }
 
