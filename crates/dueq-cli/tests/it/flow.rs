@@ -110,7 +110,8 @@ fn counter(server: &RedisServer, queue: &str, field: &str) -> u64 {
 /// HTTP claimer (through `dueq serve`). Proves that in every sliding 1 000 ms window by the
 /// Redis clock at most 100 tasks were claimed over all four (claim times: the workers' own
 /// `DUEQ_TASK_CLAIMED_AT_MS`, and for HTTP the lease deadline minus the lease asked for), that
-/// the drain takes at least 5 s (so the limit was what paced it), that the HTTP claimer took
+/// the drain takes at least 5 s (so the limit was what paced it) and at most 8 s (the slots it
+/// opened were used, not left to pass), that the HTTP claimer took
 /// part, and that while throttled the processes sleep to the next slot instead of spinning:
 /// fewer than 3 script calls per task over the drain (one ack each plus claims that mostly
 /// find a slot; a claim loop spinning in four processes would make thousands per second).
@@ -185,10 +186,13 @@ fn c24_rate_limit_across_processes() {
             i + 1 - from
         );
     }
+    // "about 50 s, not less" for 5 000: here about 5 s (the limit paced it) and not much
+    // more (the processes kept using the slots the limit opened; measured 5.06 s)
+    let span = claims[599] - claims[0];
+    assert!(span >= 5_000, "600 tasks at 100/s took {span} ms");
     assert!(
-        claims[599] - claims[0] >= 5_000,
-        "600 tasks at 100/s took {} ms",
-        claims[599] - claims[0]
+        span <= 8_000,
+        "600 tasks at 100/s took {span} ms: slots left unused"
     );
     let per_task = calls as f64 / 600.0;
     assert!(
