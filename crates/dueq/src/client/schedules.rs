@@ -275,7 +275,7 @@ impl Queue {
         if due.due.is_empty() {
             return Ok(report);
         }
-        let mut planned: Vec<Planned> = Vec::with_capacity(due.due.len());
+        let mut planned: Vec<Planned<'_>> = Vec::with_capacity(due.due.len());
         for raw in &due.due {
             match plan_one(raw, due.now_ms) {
                 Ok(Some(p)) => planned.push(p),
@@ -316,11 +316,11 @@ impl Queue {
 /// `planned` in runs of at most `max_ticks` ticks and `max_bytes` of definitions and tick
 /// records (one schedule at least: a schedule with more, which a step never plans for its
 /// ticks, makes a run of its own).
-fn fire_calls(
-    planned: &[Planned],
+fn fire_calls<'p, 'a>(
+    planned: &'p [Planned<'a>],
     max_ticks: usize,
     max_bytes: usize,
-) -> impl Iterator<Item = &[Planned]> {
+) -> impl Iterator<Item = &'p [Planned<'a>]> {
     let mut rest = planned;
     std::iter::from_fn(move || {
         if rest.is_empty() {
@@ -342,8 +342,9 @@ fn fire_calls(
     })
 }
 
-/// A schedule's planned step, owning what its [`FireItem`] borrows.
-struct Planned {
+/// A schedule's planned step, owning what its [`FireItem`] borrows but the definition, which
+/// it borrows from the read it was planned from.
+struct Planned<'a> {
     name: String,
     expect_next: i64,
     skipped: u64,
@@ -352,14 +353,14 @@ struct Planned {
     /// Their tasks' spec, with an empty key (the script puts each tick's in).
     spec: Vec<u8>,
     /// The stored definition planned from.
-    def: Vec<u8>,
+    def: &'a [u8],
     next: Option<u64>,
     overlap_skip: bool,
     group: Option<String>,
     lead_ms: u64,
 }
 
-impl Planned {
+impl Planned<'_> {
     /// What its fire step carries and writes: the definition, and a record per tick.
     fn bytes(&self) -> usize {
         self.def.len() + self.ticks.len() * self.spec.len()
@@ -372,7 +373,7 @@ impl Planned {
             missed: self.skipped,
             ticks: &self.ticks,
             spec: &self.spec,
-            def: &self.def,
+            def: self.def,
             next: self.next,
             overlap_skip: self.overlap_skip,
             group: self.group.as_deref().unwrap_or(""),
@@ -381,7 +382,7 @@ impl Planned {
     }
 }
 
-fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
+fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned<'_>>> {
     let (spec, st) = decode(raw)?;
     let grid: Grid = spec.grid()?;
     let Some(next) = st.next else {
@@ -412,7 +413,7 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned>> {
             "",
             &spec.payload,
         ),
-        def: raw.def.clone(),
+        def: &raw.def,
         next: plan.next,
         overlap_skip: spec.overlap == Overlap::Skip,
         group: spec.group.clone(),
@@ -425,14 +426,14 @@ mod tests {
     use super::*;
     use crate::Client;
 
-    fn planned(ticks: usize, payload: usize) -> Planned {
+    fn planned(ticks: usize, payload: usize) -> Planned<'static> {
         Planned {
             name: "s".into(),
             expect_next: 0,
             skipped: 0,
             ticks: (0..ticks as u64).collect(),
             spec: vec![0; payload],
-            def: vec![0; payload],
+            def: vec![0; payload].leak(),
             next: None,
             overlap_skip: false,
             group: None,

@@ -13,7 +13,7 @@ use dueq_testkit::wait_until_async;
 #[cfg(debug_assertions)]
 use crate::support::frozen_client;
 use crate::support::{
-    Ctx, DEADLINE, Rng, queue_firer, script_calls, seed, set_first_tick, stop_firer,
+    Ctx, DEADLINE, Rng, queue_firer, schedule_keys, script_calls, seed, set_first_tick, stop_firer,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -60,12 +60,8 @@ fn hget(ctx: &Ctx, key: &str, field: &str) -> Option<String> {
 
 /// `schedule:` entries of the queue's `keys` hash whose task is missing from `tasks`.
 fn orphan_keys(ctx: &Ctx, q: &Queue) -> Vec<(String, String)> {
-    let all: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(&q.keys().keys)
-        .query(&mut ctx.raw())
-        .unwrap();
-    all.into_iter()
-        .filter(|(k, _)| k.starts_with("schedule:"))
+    schedule_keys(ctx, q)
+        .into_iter()
         .filter(|(_, id)| {
             let e: bool = redis::cmd("HEXISTS")
                 .arg(&q.keys().tasks)

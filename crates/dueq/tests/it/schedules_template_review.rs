@@ -14,22 +14,12 @@ use dueq::{CancelOutcome, Client, Queue, ScheduleSpec, TaskRef, TaskState};
 use dueq_testkit::wait_until_async;
 
 use crate::support::{
-    Ctx, DEADLINE, Rng, frozen_client, queue_firer, script_calls, seed, set_first_tick, stop_firer,
+    Ctx, DEADLINE, Rng, frozen_client, queue_firer, schedule_keys, script_calls, seed,
+    set_first_tick, stop_firer,
 };
 
 // ---------------------------------------------------------------------------------------
 // helpers
-
-/// `(key, id)` of every `schedule:` entry of the queue's `keys` hash.
-fn schedule_keys(ctx: &Ctx, q: &Queue) -> Vec<(String, String)> {
-    let all: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(&q.keys().keys)
-        .query(&mut ctx.raw())
-        .unwrap();
-    all.into_iter()
-        .filter(|(k, _)| k.starts_with("schedule:"))
-        .collect()
-}
 
 /// The raw record of task `id` (None when it is gone).
 fn raw_record(ctx: &Ctx, q: &Queue, id: &str) -> Option<Vec<u8>> {

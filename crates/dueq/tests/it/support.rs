@@ -72,6 +72,17 @@ pub async fn frozen_client(ctx: &Ctx, at: u64) -> (dueq::TestClock, Client) {
 }
 
 /// Calls of dueq operations (`FCALL`) the server has run so far.
+/// `(key, id)` of every `schedule:` entry of the queue's `keys` hash.
+pub fn schedule_keys(ctx: &Ctx, q: &Queue) -> Vec<(String, String)> {
+    let all: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(&q.keys().keys)
+        .query(&mut ctx.raw())
+        .unwrap();
+    all.into_iter()
+        .filter(|(k, _)| k.starts_with("schedule:"))
+        .collect()
+}
+
 pub fn script_calls(ctx: &Ctx) -> u64 {
     dueq_testkit::info_field(&mut ctx.raw(), "commandstats", "cmdstat_fcall")
         .unwrap_or_default()
