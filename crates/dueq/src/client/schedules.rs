@@ -361,9 +361,10 @@ struct Planned<'a> {
 }
 
 impl Planned<'_> {
-    /// What its fire step carries and writes: the definition, and a record per tick.
+    /// What its fire step carries and writes: the definition and the spec, and a record per
+    /// tick.
     fn bytes(&self) -> usize {
-        self.def.len() + self.ticks.len() * self.spec.len()
+        self.def.len() + (1 + self.ticks.len()) * self.spec.len()
     }
 
     fn item(&self) -> FireItem<'_> {
@@ -449,7 +450,7 @@ mod tests {
     fn fire_calls_end_at_the_tick_cap_or_the_byte_cap_with_one_schedule_at_least() {
         let small: Vec<Planned> = (0..25).map(|_| planned(10, 100)).collect();
         assert_eq!(sizes(&small, 100, usize::MAX), [10, 10, 5]);
-        // 1 100 bytes a schedule: three fit 4 000
+        // 1 200 bytes a schedule (definition, spec, ten records): three fit 4 000
         assert_eq!(sizes(&small[..7], usize::MAX, 4_000), [3, 3, 1]);
         // one larger than the cap still goes, alone
         let big = vec![planned(12, 5_000), planned(1, 10), planned(12, 5_000)];
