@@ -48,8 +48,8 @@ pub fn object_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ObjectE
             kind: ObjectErrorKind::Array,
         });
     }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let e = e.into_inner();
         let message = if !e.is_data() || path == "." {
@@ -69,7 +69,14 @@ pub fn object_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ObjectE
             ObjectErrorKind::Malformed
         };
         ObjectError { message, kind }
-    })
+    })?;
+    // bytes after the value (`{"a":1} garbage`, a second object) make the body malformed:
+    // applying the first value would act on half of what was sent
+    de.end().map_err(|e| ObjectError {
+        message: format!("bytes after the JSON object ({e}): send one JSON object"),
+        kind: ObjectErrorKind::Invalid,
+    })?;
+    Ok(value)
 }
 
 /// A stored payload as a JSON value: the value itself when the bytes are JSON, else the text
