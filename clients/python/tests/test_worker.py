@@ -64,6 +64,8 @@ def test_worker_runs_acks_nacks_and_keeps_the_concurrency_limit(queue: dueq.Queu
     assert s is not None and s.succeeded_total == 40 and s.dead == 1 and s.active == 0
     page = queue.dead_list()
     assert page.tasks[0].task.last_error == "refunded"
+    # the DLQ shows the attempts made against the attempts allowed (the queue's default, 5)
+    assert (page.tasks[0].task.attempt, page.tasks[0].task.max_attempts) == (1, 5)
 
 
 def test_a_handler_exception_is_the_last_error(queue: dueq.Queue) -> None:

@@ -40,7 +40,10 @@ test("runs, acks, nacks and keeps the concurrency limit", async () => {
   assert.equal(stats.lease_lost, 0);
   const s = await q.stats();
   assert.deepEqual([s.succeeded_total, s.dead, s.active], [40, 1, 0]);
-  assert.equal((await q.deadList()).tasks[0].last_error, "refunded");
+  const dead = (await q.deadList()).tasks[0];
+  assert.equal(dead.last_error, "refunded");
+  // the DLQ shows the attempts made against the attempts allowed (the queue's default, 5)
+  assert.deepEqual([dead.attempt, dead.max_attempts], [1, 5]);
 });
 
 test("a thrown error is the task's last_error; long handlers keep their lease", async () => {
