@@ -470,8 +470,8 @@ pub struct WorkArgs {
     /// higher one has nothing due (default: share in proportion to the weights).
     #[arg(long)]
     pub strict: bool,
-    /// Commands running at once.
-    #[arg(long, default_value_t = 4)]
+    /// Commands running at once, 1 to 10000.
+    #[arg(long, default_value_t = 4, value_parser = parse_concurrency)]
     pub concurrency: usize,
     /// Lease of each claim, ms (default: the task's own); renewed while the command runs.
     #[arg(long)]
@@ -487,6 +487,14 @@ pub struct WorkArgs {
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `--concurrency` of `dueq work`: 0 would run nothing.
+fn parse_concurrency(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=10_000).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: concurrency must be 1 to 10000")),
+    }
 }
 
 /// `NAME[=WEIGHT]` of `dueq work --queue`: the name is checked where the worker is built.

@@ -97,10 +97,14 @@ impl Relay {
     }
 
     /// Looks up a row's task in Redis: live by key, else finished by its id (a task found by
-    /// id counts only if it carries the row's key: after a wipe Redis reuses ids).
+    /// id counts only if it carries the row's key: after a wipe Redis reuses ids). A lookup
+    /// by key also finds the key's newest dead task, which may be another row's: only its
+    /// live task counts there.
     pub(crate) async fn find(&self, row: &OutRow) -> Result<Found> {
         let q = self.queue(&row.queue).await?;
-        if let Some(t) = q.get(&row.key_ref()?).await? {
+        if let Some(t) = q.get(&row.key_ref()?).await?
+            && is_live(&t)
+        {
             return Ok(Found::Live(t.id.to_string()));
         }
         let Some(id) = &row.task_id else {
@@ -311,7 +315,10 @@ impl Relay {
     async fn renew(&self, q: &Queue, r: &OutRow, target: &TaskRef) -> Result<Option<Update>> {
         // (a row that never knew its old task's id cannot tell the two apart)
         let ours = match &r.task_id {
-            Some(old) => q.get(target).await?.is_some_and(|t| t.id.as_str() != old),
+            Some(old) => q
+                .get(target)
+                .await?
+                .is_some_and(|t| is_live(&t) && t.id.as_str() != old),
             None => false,
         };
         if !ours && q.cancel(target).await? == CancelOutcome::InProgress {
@@ -551,4 +558,9 @@ async fn recv(listener: &mut Option<PgListener>) -> Result<()> {
         }
         None => std::future::pending().await,
     }
+}
+
+/// Whether `t` is scheduled or running (a lookup by key also answers a dead task).
+fn is_live(t: &dueq::Task) -> bool {
+    matches!(t.state, TaskState::Scheduled | TaskState::Active)
 }

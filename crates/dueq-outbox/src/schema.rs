@@ -12,6 +12,11 @@ use crate::error::Result;
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "outbox", include_str!("../migrations/0001_outbox.sql")),
     (2, "renew", include_str!("../migrations/0002_renew.sql")),
+    (
+        3,
+        "lease_floor",
+        include_str!("../migrations/0003_lease_floor.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises concurrent [`migrate`] calls (any constant

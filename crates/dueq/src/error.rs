@@ -20,15 +20,18 @@ pub enum ErrorKind {
     Conflict,
     /// Redis could not be reached or answered with an error (connection lost, timeout,
     /// `BUSY`, `READONLY`, ...). The operation may or may not have been applied when the
-    /// failure came after the request was sent; an enqueue with a key is safe to send again, and
-    /// an ack, nack, cancel or reschedule sent again answers that it was already applied.
+    /// failure came after the request was sent. An enqueue with a key sent again returns the
+    /// first task while that task is scheduled or running (no duplicate), but creates a
+    /// second task once the first has finished (succeeded, dead, cancelled or expired). An
+    /// ack, nack, cancel or reschedule sent again answers that it was already applied.
     Redis,
     /// Redis answered something the protocol does not expect (a broken invariant, or a
     /// server whose keys were changed by hand).
     Protocol,
     /// Fewer replicas than asked confirmed a durable write in time (`WAIT`; see
     /// [`ClientBuilder::replicas`](crate::ClientBuilder::replicas)). The write did happen on
-    /// the primary and may or may not survive a failover; repeating it by key is safe.
+    /// the primary and may or may not survive a failover. Repeating an enqueue by key adds
+    /// no duplicate while the first task is scheduled or running (see [`ErrorKind::Redis`]).
     NotReplicated,
 }
 

@@ -311,7 +311,8 @@ impl SettingsPatch {
             b.validate()?;
         }
         if let Some(Some(n)) = self.dead_max {
-            check_range("dead_max", n, 0, MAX_RETENTION)?;
+            // 0 would delete every task the moment it dies, unseen (DESIGN 2.18)
+            check_range("dead_max", n, 1, MAX_RETENTION)?;
         }
         if let Some(Some(n)) = self.succeeded_max {
             check_range("succeeded_max", n, 0, MAX_RETENTION)?;

@@ -24,6 +24,10 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
 /// Longest lease dueq accepts: about 49 days (it is stored in 32 bits).
 pub const MAX_LEASE_MS: u64 = u32::MAX as u64;
+/// Shortest lease dueq accepts (DESIGN 2.17): a worker renews a lease when less than half of it
+/// is left, so a shorter one expires under a live worker on an ordinary network or
+/// scheduling pause, and another worker runs the task at the same time.
+pub const MIN_LEASE_MS: u64 = 1_000;
 
 /// A task id: assigned by dueq at enqueue, unique in its queue, opaque ASCII of at most 64 bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -75,14 +79,15 @@ pub fn validate_key(key: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks a lease length: 1 ms to [`MAX_LEASE_MS`].
+/// Checks a lease length: [`MIN_LEASE_MS`] to [`MAX_LEASE_MS`].
 ///
 /// # Errors
 /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) outside that range.
 pub fn validate_lease_ms(lease_ms: u64) -> Result<()> {
-    if lease_ms == 0 || lease_ms > MAX_LEASE_MS {
+    if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
         return Err(Error::invalid(format!(
-            "lease_ms must be 1 to {MAX_LEASE_MS}"
+            "lease_ms must be {MIN_LEASE_MS} to {MAX_LEASE_MS}, got {lease_ms}: a shorter \
+             lease expires before a worker can renew it, and the task runs twice at once"
         )));
     }
     Ok(())
@@ -314,7 +319,8 @@ impl TaskSpec {
         self
     }
 
-    /// How long a worker holds the task before it is presumed dead (1 ms to about 49 days).
+    /// How long a worker holds the task before it is presumed dead (1 000 ms to about 49
+    /// days).
     /// Default: the queue's `lease_ms` setting (else 30 000), read at each claim.
     pub fn lease_ms(mut self, lease_ms: u64) -> Self {
         self.lease_ms = Some(lease_ms);
@@ -339,6 +345,23 @@ pub(crate) fn check_options(spec: &TaskSpec) -> Result<()> {
         }
         Some(Expiry::AtMs(t)) if t > MAX_DUE_AT_MS => {
             return Err(Error::invalid("expires_at_ms is past year 9999"));
+        }
+        _ => {}
+    }
+    // an expiry at or before the due time means the task can never run; when one time is
+    // relative and the other absolute, the enqueue script judges it by the Redis clock
+    match (spec.due, spec.expiry) {
+        (Due::DelayMs(d), Some(Expiry::TtlMs(t))) if t <= d => {
+            return Err(Error::invalid(format!(
+                "ttl_ms ({t}) must be more than delay_ms ({d}): a task that expires at or \
+                 before it is due can never run"
+            )));
+        }
+        (Due::AtMs(d), Some(Expiry::AtMs(t))) if t <= d => {
+            return Err(Error::invalid(format!(
+                "expires_at_ms ({t}) must be after due_at_ms ({d}): a task that expires at \
+                 or before it is due can never run"
+            )));
         }
         _ => {}
     }

@@ -159,6 +159,28 @@ fn bad_input_is_refused_with_a_clear_error() {
             vec!["work", "q", "--", "no-such-program-in-path"],
             "cannot run",
         ),
+        // values the runtime cannot honour (DESIGN 2.17)
+        (vec!["enqueue", "q", "--lease-ms", "999"], "lease_ms"),
+        (
+            vec!["enqueue", "q", "--delay-ms", "5000", "--ttl-ms", "4000"],
+            "ttl_ms",
+        ),
+        (
+            vec!["work", "q", "--lease-ms", "500", "--", "true"],
+            "lease_ms",
+        ),
+        (
+            vec!["work", "q", "--concurrency", "0", "--", "true"],
+            "concurrency",
+        ),
+        (
+            vec!["schedule", "set", "q", "s", "--every-ms", "500"],
+            "every_ms",
+        ),
+        (
+            vec!["settings", "set", "q", r#"{"lease_ms": 10}"#],
+            "lease_ms",
+        ),
     ] {
         let out = dueq(&url, &args);
         assert!(!out.status.success(), "{args:?} accepted");
@@ -343,4 +365,57 @@ fn settings_set_with_a_non_object_limit_names_the_field() {
     assert!(ok, "{s}");
     assert_eq!(s["concurrency"], serde_json::Value::Null);
     assert_eq!(s["rate_limit"], serde_json::Value::Null);
+}
+
+/// A task that `dueq work` failed until its attempts ran out is found by key (DESIGN 2.18),
+/// and the DLQ shows the attempts it made against the queue's `max_attempts` (a task
+/// enqueued without its own stores 0, "the queue's setting").
+#[test]
+fn a_task_dead_after_dueq_work_is_found_by_key_with_its_attempts() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, s) = dueq_json(
+        &url,
+        &[
+            "settings",
+            "set",
+            "q",
+            r#"{"max_attempts": 2, "backoff": {"base_ms": 10, "factor": 1.0, "max_ms": 10}}"#,
+        ],
+    );
+    assert!(ok, "{s}");
+    let (ok, e) = dueq_json(&url, &["enqueue", "q", "--key", "order:44:cancel"]);
+    assert!(ok, "{e}");
+    let mut w = std::process::Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(["--redis", &url, "work", "q", "--", "sh", "-c"])
+        .arg("echo card declined >&2; exit 3")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    dueq_testkit::wait_until(std::time::Duration::from_secs(20), "the task died", || {
+        dueq_json(&url, &["stats", "q"]).1["dead"] == 1
+    });
+    w.kill().unwrap();
+    w.wait().unwrap();
+    let (ok, t) = dueq_json(&url, &["get", "q", "--key", "order:44:cancel"]);
+    assert!(ok, "{t}");
+    assert_eq!(t["state"], "dead", "{t}");
+    assert_eq!(
+        (&t["attempt"], &t["max_attempts"]),
+        (&2.into(), &2.into()),
+        "{t}"
+    );
+    assert!(
+        t["last_error"].as_str().unwrap().contains("card declined"),
+        "{t}"
+    );
+    let (ok, d) = dueq_json(&url, &["dead", "list", "q"]);
+    assert!(ok, "{d}");
+    let task = &d["tasks"][0];
+    assert_eq!(
+        (&task["attempt"], &task["max_attempts"]),
+        (&2.into(), &2.into()),
+        "{d}"
+    );
 }

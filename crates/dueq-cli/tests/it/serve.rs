@@ -23,6 +23,11 @@ impl Served {
         self.log.lock().unwrap().join("\n")
     }
 
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL: the process gets no chance to hand anything back.
     pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();

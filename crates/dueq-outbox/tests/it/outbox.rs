@@ -42,6 +42,8 @@ async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
         ),
         ("q", ok.clone().max_attempts(0), "max_attempts"),
         ("q", ok.clone().lease_ms(0), "lease_ms"),
+        // shorter than a worker can renew (DESIGN 2.17)
+        ("q", ok.clone().lease_ms(dueq::MIN_LEASE_MS - 1), "lease_ms"),
         (
             "q",
             ok.clone().due_at_ms(dueq::MAX_DUE_AT_MS + 1),
@@ -80,6 +82,10 @@ async fn the_table_refuses_bad_rows_from_plain_sql() {
         (
             "INSERT INTO dueq_outbox (queue, key, due_at_ms, max_attempts) VALUES ('q', 'k', 0, 0)",
             "attempts_ok",
+        ),
+        (
+            "INSERT INTO dueq_outbox (queue, key, due_at_ms, lease_ms) VALUES ('q', 'k', 0, 999)",
+            "lease_ok",
         ),
     ] {
         let e = sqlx::query(sql).execute(&env.db.pool).await.unwrap_err();

@@ -47,7 +47,7 @@ impl TestDb {
             .connect(&url)
             .await
             .unwrap();
-        assert_eq!(migrate(&pool).await.unwrap(), vec![1, 2]);
+        assert_eq!(migrate(&pool).await.unwrap(), vec![1, 2, 3]);
         Self { pool, name }
     }
 }

@@ -42,8 +42,8 @@ pub struct ClaimRequest {
     /// Wait up to this long for the first due task, 0 to 60000 ms. Default 0.
     #[schema(maximum = 60000)]
     pub wait_ms: Option<u64>,
-    /// Lease for these tasks, 1 to 4294967295 ms (default: each task's own).
-    #[schema(minimum = 1, maximum = 4294967295_u64)]
+    /// Lease for these tasks, 1000 to 4294967295 ms (default: each task's own).
+    #[schema(minimum = 1000, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
 }
 
@@ -125,8 +125,8 @@ pub struct NackRequest {
 pub struct ExtendRequest {
     /// The token from the claim.
     pub lease_token: String,
-    /// New lease from now, ms (1 to 4294967295).
-    #[schema(minimum = 1, maximum = 4294967295_u64)]
+    /// New lease from now, ms (1000 to 4294967295).
+    #[schema(minimum = 1000, maximum = 4294967295_u64)]
     pub lease_ms: u64,
 }
 

@@ -22,24 +22,29 @@ use crate::state::AppState;
 pub struct ScheduleRequest {
     /// Cron pattern: 5 fields (minute first) or 6 (seconds first), wall-clock times in `tz`.
     pub cron: Option<String>,
-    /// Fixed interval, ms: fire times are whole multiples of it since the Unix epoch.
-    #[schema(minimum = 1)]
+    /// Fixed interval, ms, 1000 or more: fire times are whole multiples of it since the
+    /// Unix epoch.
+    #[schema(minimum = 1000)]
     pub every_ms: Option<u64>,
     /// IANA time zone of `cron` (`Europe/Berlin`). Default UTC, never the server's zone.
     pub tz: Option<String>,
     /// Payload of every task (any JSON value). Default `null`.
     #[schema(value_type = Object)]
     pub payload: Option<Box<RawValue>>,
-    /// Ticks more than `misfire_grace_ms` late (nothing ran): `skip` (counted in
-    /// `skipped_total`, the default) or `fire_once` (one task for the whole missed span).
+    /// Ticks whose task has not started `misfire_grace_ms` after their fire time (nothing
+    /// ran, or the queue was paused): `skip` (counted in `skipped_total`, the default) or
+    /// `fire_once` (one task for the whole missed span).
     pub misfire: Option<MisfireJson>,
-    /// How late a tick may still fire, ms, 0 to 86400000. Default 1000.
+    /// How late a tick's task may still start, ms, 100 to 86400000. Default 1000.
+    #[schema(minimum = 100, maximum = 86400000)]
     pub misfire_grace_ms: Option<u64>,
     /// `allow` (default) or `skip` (while the previous tick's task is live).
     pub overlap: Option<OverlapJson>,
     /// Attempts of each task, 1 to 65535. Default 5.
+    #[schema(minimum = 1, maximum = 65535)]
     pub max_attempts: Option<u32>,
-    /// Lease of each task, ms. Default 30000.
+    /// Lease of each task, 1000 to 4294967295 ms. Default 30000.
+    #[schema(minimum = 1000, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
     /// Priority of each task, 0 (first, the default) to 9.
     #[schema(maximum = 9)]

@@ -49,13 +49,13 @@ pub struct SettingsBody {
     /// Attempts of tasks enqueued without their own, 1 to 65535 (default 5).
     #[schema(minimum = 1, maximum = 65535)]
     pub max_attempts: Option<u32>,
-    /// Lease of tasks enqueued without their own, ms (default 30000).
-    #[schema(minimum = 1, maximum = 4294967295_u64)]
+    /// Lease of tasks enqueued without their own, 1000 to 4294967295 ms (default 30000).
+    #[schema(minimum = 1000, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
     /// Retry delays (default: 1 s doubling to 1 h).
     pub backoff: Option<BackoffBody>,
-    /// Dead-letter cap, 0 to 100000000 (default 10000).
-    #[schema(minimum = 0, maximum = 100000000)]
+    /// Dead-letter cap, 1 to 100000000 (default 10000).
+    #[schema(minimum = 1, maximum = 100000000)]
     pub dead_max: Option<u64>,
     /// Succeeded tasks kept for lookup, 0 to 100000000 (default 0).
     #[schema(minimum = 0, maximum = 100000000)]

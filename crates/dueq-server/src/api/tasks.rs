@@ -62,9 +62,9 @@ pub struct EnqueueRequest {
     /// `max_attempts` setting, else 5.
     #[schema(minimum = 1, maximum = 65535)]
     pub max_attempts: Option<u32>,
-    /// Lease of a claim, 1 to 4294967295 ms. Default: the queue's `lease_ms` setting, else
+    /// Lease of a claim, 1000 to 4294967295 ms. Default: the queue's `lease_ms` setting, else
     /// 30000.
-    #[schema(minimum = 1, maximum = 4294967295_u64)]
+    #[schema(minimum = 1000, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
     /// Group (a tenant, a customer), 1 to 256 bytes: `group_concurrency` and
     /// `group_rate_limit` apply to each group on its own, and due tasks of different groups
@@ -91,7 +91,8 @@ pub struct EnqueueRequest {
     pub debounce_max_ms: Option<u64>,
     /// Durable write (DESIGN 2.14): answer only once this many replicas confirm the write
     /// (`WAIT`, up to 1 000 ms), else 503 `not_replicated` (the task was written on the
-    /// primary: re-send it with its `key` to be sure). 0 to 16; default the server's setting
+    /// primary: a re-send with its `key` returns it while it is scheduled or running, and
+    /// creates a second task once it has finished). 0 to 16; default the server's setting
     /// (none unless configured). In a batch the largest value of its tasks applies to all.
     #[schema(minimum = 0, maximum = 16)]
     pub replicas: Option<u8>,

@@ -243,7 +243,12 @@ async fn long_poll_times_out_empty_and_ends_at_shutdown() {
 async fn expired_leases_are_recovered_by_the_claim() {
     let c = Ctx::new().await;
     let id = c.enqueue("q", json!({"payload": 1})).await;
-    let r = c.post("/v1/queues/q/claim", json!({"lease_ms": 100})).await;
+    // the shortest lease allowed (DESIGN 2.17); a shorter one is refused
+    let r = c.post("/v1/queues/q/claim", json!({"lease_ms": 999})).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+    let r = c
+        .post("/v1/queues/q/claim", json!({"lease_ms": 1000}))
+        .await;
     assert_eq!(r.body["tasks"][0]["id"], id.as_str());
     let r = c.post("/v1/queues/q/claim", json!({"wait_ms": 5000})).await;
     let t = &r.body["tasks"][0];

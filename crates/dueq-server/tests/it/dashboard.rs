@@ -310,6 +310,21 @@ async fn task_page_shows_state_and_last_error() {
         assert!(t.contains("order:1 &#38; &#60;2&#62;"));
         assert!(!t.contains("<b>bold") && !t.contains("<script>alert"));
     }
+    // a dead task is found by its key too (DESIGN 2.18)
+    let r = c
+        .patch(&format!("/v1/queues/q/tasks/{id}"), json!({"delay_ms": 0}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    fail(&c, "q", "gave up", true).await;
+    let r = b
+        .get(&format!(
+            "/ui/task?queue=q&by=key&value={}",
+            enc("order:1 & <2>")
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert!(r.text.contains(r#"id="task-state">dead<"#), "{}", r.text);
+    assert!(r.text.contains("2 of 5"), "{}", r.text);
     for (query, status) in [
         ("queue=q&by=id&value=nosuchid", StatusCode::NOT_FOUND),
         ("queue=q&by=key&value=nokey", StatusCode::NOT_FOUND),
@@ -337,6 +352,8 @@ async fn dead_letter_page_retries_and_deletes() {
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     assert!(r.text.contains(&format!(r#"data-id="{a}""#)) && r.text.contains("gave up too"));
     assert!(r.text.contains("1–2 of 2"));
+    // attempts made of attempts allowed: the queue's default (5) when the task set none
+    assert!(r.text.contains(r#"<td class="num">1/5</td>"#), "{}", r.text);
     let csrf = csrf_of(&r.text);
 
     let r = b.post(&format!("/ui/queues/q/dead/{a}/retry"), "").await;

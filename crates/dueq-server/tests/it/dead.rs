@@ -87,3 +87,41 @@ async fn list_retry_delete() {
     );
     assert_eq!(c.get("/v1/queues/q/dead").await.body["total"], 0);
 }
+
+/// A dead task is found by its business key (DESIGN 2.18) over HTTP, and the DLQ shows the
+/// attempts it had: the queue's default resolved, for a single nack and a batch of nacks.
+#[tokio::test]
+async fn a_dead_task_is_found_by_key_and_shows_its_attempts() {
+    let c = Ctx::new().await;
+    let id = kill(&c, json!({"payload": 1, "key": "order:44:cancel"})).await;
+    let r = c.get("/v1/queues/q/keys/order%3A44%3Acancel").await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["id"], id.as_str());
+    assert_eq!(r.body["state"], "dead");
+    assert_eq!(r.body["attempt"], 1);
+    assert_eq!(r.body["max_attempts"], 5);
+    // cancel by key acts on live tasks only
+    let r = c.delete("/v1/queues/q/keys/order%3A44%3Acancel").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{r:?}");
+    assert_eq!(r.body["outcome"], "not_found");
+
+    // a batch of nacks
+    c.enqueue("q", json!({"payload": 2, "key": "b"})).await;
+    let t = c.claim("q", 1).await;
+    let r = c
+        .post(
+            "/v1/queues/q/nacks",
+            json!({"nacks": [{"id": t[0]["id"], "lease_token": t[0]["lease_token"],
+                "permanent": true, "error": "batch"}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let r = c.get("/v1/queues/q/dead").await;
+    for t in r.body["tasks"].as_array().unwrap() {
+        assert_eq!(
+            (&t["attempt"], &t["max_attempts"]),
+            (&json!(1), &json!(5)),
+            "{t}"
+        );
+    }
+}

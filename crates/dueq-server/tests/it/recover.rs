@@ -24,7 +24,7 @@ async fn expired_leases_are_recovered_without_claims() {
         .enqueue("q", json!({"payload": 2, "max_attempts": 1}))
         .await;
     let r = c
-        .post("/v1/queues/q/claim", json!({"max": 2, "lease_ms": 200}))
+        .post("/v1/queues/q/claim", json!({"max": 2, "lease_ms": 1000}))
         .await;
     let claimed: Vec<&str> = r.body["tasks"]
         .as_array()

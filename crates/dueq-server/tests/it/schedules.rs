@@ -38,6 +38,14 @@ async fn c34_bad_schedules_get_400_naming_the_field() {
         ("s", json!({}), "cron"),
         ("s", json!({"every_ms": 1000, "priority": 10}), "priority"),
         ("s", json!({"every_ms": 1000, "group": ""}), "group"),
+        // values the runtime cannot honour (DESIGN 2.17)
+        ("s", json!({"every_ms": 999}), "every_ms"),
+        ("s", json!({"every_ms": 1000, "lease_ms": 500}), "lease_ms"),
+        (
+            "s",
+            json!({"every_ms": 1000, "misfire_grace_ms": 0}),
+            "misfire_grace_ms",
+        ),
         (
             "s",
             json!({"every_ms": 1000, "queue_weight": 3}),
@@ -166,7 +174,7 @@ async fn serve_fires_schedules_and_reports_metrics() {
         &c,
         "ticks",
         "often",
-        json!({"every_ms": 200, "payload": "t"}),
+        json!({"every_ms": 1000, "payload": "t"}),
     )
     .await;
     assert_eq!(r.status, StatusCode::CREATED);
@@ -179,7 +187,7 @@ async fn serve_fires_schedules_and_reports_metrics() {
     live.shutdown().await;
     let s = c.get("/v1/queues/ticks/schedules/often").await.body;
     let last = s["last_fire_at_ms"].as_u64().unwrap();
-    assert_eq!(last % 200, 0);
+    assert_eq!(last % 1000, 0);
     let t = c
         .get(&format!("/v1/queues/ticks/keys/schedule%3Aoften%3A{last}"))
         .await;

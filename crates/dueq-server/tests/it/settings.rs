@@ -39,6 +39,8 @@ async fn settings_get_patch_clear_and_refuse_nonsense() {
         ),
         (json!({"concurrency": 0}), "concurrency"),
         (json!({"concurrency": -3}), "concurrency"),
+        (json!({"lease_ms": 999}), "lease_ms"),
+        (json!({"dead_max": 0}), "dead_max"),
         (json!({"group_concurrency": 99999999}), "group_concurrency"),
         (json!({"concurency": 3}), "concurency"),
         (json!({"rate_limit": {"max": 1}}), "per_ms"),

@@ -121,6 +121,53 @@ async fn enqueue_refuses_bad_input_and_writes_nothing() {
         )
         .await;
     assert_error(&r, StatusCode::BAD_REQUEST, "invalid_json");
+    // bytes after the object: applying the first value would act on half of what was sent
+    for body in [
+        &b"{\"payload\":1} garbage"[..],
+        b"{\"payload\":1} {\"payload\":2}",
+        b"{\"payload\":1}x",
+    ] {
+        let r = c
+            .raw(
+                Method::POST,
+                "/v1/queues/q/tasks",
+                Some(body.to_vec()),
+                true,
+            )
+            .await;
+        assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+        assert!(
+            r.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("after the JSON"),
+            "{r:?}"
+        );
+    }
+    let r = c
+        .raw(
+            Method::PATCH,
+            "/v1/queues/q/settings",
+            Some(b"{\"concurrency\":5} {\"bogus\":1}".to_vec()),
+            true,
+        )
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+    // a lease below a second, an expiry at or before the due time (DESIGN 2.17)
+    for (b, field) in [
+        (json!({"payload": 1, "lease_ms": 999}), "lease_ms"),
+        (
+            json!({"payload": 1, "delay_ms": 5000, "ttl_ms": 4000}),
+            "ttl_ms",
+        ),
+    ] {
+        let r = c.post("/v1/queues/q/tasks", b).await;
+        assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+        assert!(
+            r.body["error"]["message"].as_str().unwrap().contains(field),
+            "{r:?}"
+        );
+    }
     let r = c
         .raw(
             Method::POST,
@@ -135,6 +182,23 @@ async fn enqueue_refuses_bad_input_and_writes_nothing() {
         "unsupported_media_type",
     );
     assert!(c.all_keys().is_empty(), "{:?}", c.all_keys());
+    // an expiry given as a time with a relative due time is judged by the Redis clock, in
+    // the enqueue script: the queue is named in the registry, but no task is written
+    let r = c
+        .post(
+            "/v1/queues/q/tasks",
+            json!({"payload": 1, "delay_ms": 60000, "expires_at_ms": 1}),
+        )
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expires_at_ms"),
+        "{r:?}"
+    );
+    assert!(c.queue_keys("q").is_empty(), "{:?}", c.queue_keys("q"));
 }
 
 #[tokio::test]

@@ -62,6 +62,10 @@ pub struct Claim {
     pub waits_for_slot: bool,
     /// Version of the queue's settings (changes with every settings change).
     pub settings_version: u64,
+    /// The schedule of each missed tick this claim dropped instead of handing it out: a
+    /// tick's task that had not started by its misfire deadline (DESIGN 2.16), one name per
+    /// tick.
+    pub missed_ticks: Vec<String>,
 }
 
 /// A cancel's outcome with its context.
@@ -203,7 +207,9 @@ impl Queue {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`] or [`ErrorKind::PayloadTooLarge`] (nothing written),
-    /// [`ErrorKind::Redis`] when Redis fails (safe to repeat when the task has a key).
+    /// [`ErrorKind::Redis`] when Redis fails. Repeating an enqueue with a key creates no
+    /// duplicate while the first task is scheduled or running; once it has finished, the
+    /// key is free and a repeat creates a second task.
     pub async fn enqueue(&self, spec: TaskSpec) -> Result<Enqueued> {
         let mut v = self.enqueue_batch(std::slice::from_ref(&spec)).await?;
         v.pop()
@@ -647,6 +653,7 @@ impl Queue {
             throttle: r.throttle,
             waits_for_slot: r.waits_for_slot,
             settings_version: r.settings_version,
+            missed_ticks: r.missed_ticks,
         })
     }
 
@@ -893,6 +900,7 @@ impl Claim {
         self.orphans |= o.orphans;
         self.throttle = self.throttle.or(o.throttle);
         self.waits_for_slot |= o.waits_for_slot;
+        self.missed_ticks.extend(o.missed_ticks);
     }
 }
 

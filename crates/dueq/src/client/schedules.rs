@@ -93,7 +93,7 @@ impl Queue {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the bad field (see [`ScheduleSpec::validate`]; also a
     /// cron pattern that never fires), [`ErrorKind::PayloadTooLarge`]; nothing written.
-    /// [`ErrorKind::Redis`] when Redis fails (safe to repeat).
+    /// [`ErrorKind::Redis`] when Redis fails (safe to repeat: a schedule is stored by name).
     pub async fn set_schedule(&self, spec: &ScheduleSpec) -> Result<SetReport> {
         let grid = spec.grid()?;
         let limit = self.client().payload_limit_bytes();
@@ -358,6 +358,8 @@ struct Planned<'a> {
     overlap_skip: bool,
     group: Option<String>,
     lead_ms: u64,
+    fire_once: bool,
+    grace_ms: u64,
 }
 
 impl Planned<'_> {
@@ -379,6 +381,8 @@ impl Planned<'_> {
             overlap_skip: self.overlap_skip,
             group: self.group.as_deref().unwrap_or(""),
             lead_ms: self.lead_ms,
+            fire_once: self.fire_once,
+            grace_ms: self.grace_ms,
         }
     }
 }
@@ -419,6 +423,8 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned<'_>>> {
         overlap_skip: spec.overlap == Overlap::Skip,
         group: spec.group.clone(),
         lead_ms: spec.lead_ms(),
+        fire_once: spec.misfire == Misfire::FireOnce,
+        grace_ms: spec.misfire_grace_ms,
     }))
 }
 
@@ -439,6 +445,8 @@ mod tests {
             overlap_skip: false,
             group: None,
             lead_ms: 0,
+            fire_once: false,
+            grace_ms: 1_000,
         }
     }
 

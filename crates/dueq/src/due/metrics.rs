@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | [`TASKS_CLAIMED_TOTAL`] | counter | `queue` | tasks handed out |
 //! | [`TASK_LATENESS_SECONDS`] | histogram | `queue` | hand-out (handler start) minus due time, Redis clock, seconds |
-//! | [`SCHEDULE_TICKS_TOTAL`] | counter | `queue`, `schedule`, `outcome` (`fired`, `skipped`) | schedule ticks this process fired or counted as skipped ([`ScheduleFirer`](super::ScheduleFirer)) |
+//! | [`SCHEDULE_TICKS_TOTAL`] | counter | `queue`, `schedule`, `outcome` (`fired`, `skipped`) | schedule ticks this process fired or counted as skipped ([`ScheduleFirer`](super::ScheduleFirer), and a claim that dropped a missed tick's task) |
 //!
 //! They go to the recorder of the [`Client`] when one was given
 //! ([`Client::with_metrics_recorder`], as `dueq serve` does), else to the process-wide
@@ -25,7 +25,9 @@ pub const TASK_LATENESS_SECONDS: &str = "dueq_task_lateness_seconds";
 
 /// Counter of schedule ticks, labels `queue`, `schedule`, `outcome` (`fired`: a task was
 /// enqueued; `skipped`: missed under misfire `skip`, or skipped for overlap). Each process
-/// counts the ticks it fired, so the sum over processes counts every tick once.
+/// counts the ticks it fired or skipped, so the sum over processes counts every tick once as
+/// `fired` when its task was enqueued; a tick fired ahead whose task a claim then drops as
+/// missed is counted `skipped` too, by the claiming process.
 pub const SCHEDULE_TICKS_TOTAL: &str = "dueq_schedule_ticks_total";
 
 /// Lateness buckets, seconds: 0.5 ms to 1 day (a backlog hours late lands in a bucket of its

@@ -210,6 +210,9 @@ impl PartitionClaimer {
             t.started_at_ms = t.claimed_at_ms.saturating_add(since_sent);
         }
         metrics::handed_out(self.queue.client(), self.queue.name(), &tasks);
+        for name in &claim.missed_ticks {
+            metrics::schedule_ticks(self.queue.client(), self.queue.name(), name, 0, 1);
+        }
         Ok(tasks)
     }
 

@@ -88,9 +88,10 @@ async fn run_durable(
             ErrorKind::NotReplicated,
             format!(
                 "{name}: written on the primary but confirmed by {acked} of {} replicas within \
-                 {} ms; it may be lost if the primary fails now (an enqueue with a key can be \
-                 sent again safely; an ack, nack, cancel or reschedule sent again finds it \
-                 applied: lease_lost or not_found)",
+                 {} ms; it may be lost if the primary fails now (an enqueue with a key sent \
+                 again returns the first task while that task is scheduled or running, but \
+                 creates a second one once the first has finished; an ack, nack, cancel or \
+                 reschedule sent again finds it applied: lease_lost or not_found)",
                 wait.replicas, wait.timeout_ms
             ),
         ));

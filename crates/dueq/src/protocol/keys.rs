@@ -175,6 +175,9 @@ pub struct QueueKeys {
     pub keys: String,
     /// Dead-letter queue: sorted set, score = time of death.
     pub dead: String,
+    /// The newest dead task under each business key: hash key → id, so a lookup by key
+    /// finds a task that died (written only when a keyed task dies).
+    pub dead_keys: String,
     /// Retained succeeded tasks: sorted set, score = finish time.
     pub done: String,
     /// Settings and sequences: hash.
@@ -268,6 +271,7 @@ impl QueueKeys {
             tasks: k("tasks"),
             keys: k("keys"),
             dead: k("dead"),
+            dead_keys: k("dead_keys"),
             done: k("done"),
             meta: k("meta"),
             stats: k("stats"),
@@ -345,6 +349,7 @@ impl QueueKeys {
             &self.tasks,
             &self.keys,
             &self.dead,
+            &self.dead_keys,
             &self.done,
             &self.meta,
             &self.stats,

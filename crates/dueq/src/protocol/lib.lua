@@ -5,10 +5,13 @@
 -- Returns: nothing (defines locals only)
 --
 -- Task record layout (value of the `tasks` hash, field = task id), little-endian:
---   I4 attempt (finished attempts) | I2 max_attempts | I4 lease_ms | I2 key length (low 12
---   bits) + 4096 * priority (high 4 bits) | key bytes | payload bytes | I6 due_at_ms
---   | I6 created_at_ms
--- Keys are at most 512 bytes, so records from before priorities read as priority 0.
+--   I4 attempt | I2 max_attempts | I4 lease_ms | I2 key field: key length (low 10 bits)
+--   + 1024 when a misfire deadline follows the key + 2048 when its schedule's misfire
+--   policy is fire_once + 4096 * priority (high 4 bits) | key bytes | [I6 misfire deadline]
+--   | payload bytes | I6 due_at_ms | I6 created_at_ms
+-- Keys are at most 512 bytes, so records from before priorities read as priority 0. The
+-- misfire deadline marks a schedule tick's task: if it has not started by then, the tick is
+-- missed (rec_misfire). Only the schedule firer writes one.
 -- The client builds everything before the 12-byte tail (the "spec"); scripts append the tail,
 -- which holds the two times only Redis may decide. 24 bytes of overhead keep a record with a
 -- 100-byte payload in a 128-byte allocation. The last error text lives in the `errors` hash
@@ -28,8 +31,13 @@ local CHUNK = 1000
 local MAX_DUE_MS = 253402300799999
 local MAX_ATTEMPT = 4294967295
 local HIST_MINUTES = 61
--- the key-length field of the record carries the priority above this
+-- the key field of the record carries the priority above this
 local KLEN_MOD = 4096
+-- the key field's bit that says a misfire deadline (6 bytes) follows the key (the key's
+-- length is the field modulo this), and the one that says the tick's schedule fires once
+-- for a missed span
+local MISFIRE_BIT = 1024
+local ONCE_BIT = 2048
 -- most scheduled tasks one call expires by the `expiry` index (claim, recover)
 local EXPIRE_BATCH = 100
 
@@ -69,20 +77,34 @@ end
 -- to stop one in the middle.
 local function rec_ok(rec)
   if type(rec) ~= 'string' or #rec < HDR_LEN + TAIL_LEN then return false end
-  local klen = struct_unpack('<I2', rec, 11) % KLEN_MOD
-  return HDR_LEN + klen + TAIL_LEN <= #rec
+  local kf = struct_unpack('<I2', rec, 11)
+  local body = HDR_LEN + kf % MISFIRE_BIT
+  if math.floor(kf / MISFIRE_BIT) % 2 == 1 then body = body + 6 end
+  return body + TAIL_LEN <= #rec
 end
 
 -- Returns attempt, max_attempts, lease_ms, due_at, created_at, key length.
 local function rec_head(rec)
   local attempt, max_attempts, lease_ms, klen = struct_unpack(HDR, rec)
   local due_at, created_at = struct_unpack(TAIL, rec, #rec - TAIL_LEN + 1)
-  return attempt, max_attempts, lease_ms, due_at, created_at, klen % KLEN_MOD
+  return attempt, max_attempts, lease_ms, due_at, created_at, klen % MISFIRE_BIT
 end
 
 local function rec_key(rec)
-  local klen = struct_unpack('<I2', rec, 11) % KLEN_MOD
+  local klen = struct_unpack('<I2', rec, 11) % MISFIRE_BIT
   return string.sub(rec, HDR_LEN + 1, HDR_LEN + klen)
+end
+
+-- The misfire deadline of a schedule tick's task that has not started yet (nil when the
+-- record has none, or its task started before: a retry is not a misfire), and whether its
+-- schedule fires once for a missed span. The bit test reads one byte (the key field's high
+-- one: MISFIRE_BIT is its 4), so a claim pays next to nothing for records without one.
+local function rec_misfire(rec)
+  if string.byte(rec, 12) % 8 < 4 then return nil end
+  local attempt, _, _, kf = struct_unpack(HDR, rec)
+  if attempt > 0 then return nil end
+  return (struct_unpack('<I6', rec, HDR_LEN + kf % MISFIRE_BIT + 1)),
+    math.floor(kf / ONCE_BIT) % 2 == 1
 end
 
 -- The priority (0..9) of a record or spec.
@@ -90,12 +112,18 @@ local function rec_prio(rec)
   return math.floor(struct_unpack('<I2', rec, 11) / KLEN_MOD)
 end
 
--- A copy of `rec` with a new attempt count and due time (nil keeps the old one).
+-- A copy of `rec` with a new attempt count and due time (nil keeps the old one), without a
+-- misfire deadline: a task retried, rescheduled or handed back is no longer judged by it.
 local function rec_update(rec, attempt, due_at)
-  local a, m, l, kp = struct.unpack(HDR, rec)
+  local a, m, l, kf = struct.unpack(HDR, rec)
   local d, c = struct.unpack(TAIL, rec, #rec - TAIL_LEN + 1)
-  return struct.pack(HDR, attempt or a, m, l, kp)
-    .. string.sub(rec, HDR_LEN + 1, #rec - TAIL_LEN) .. struct.pack(TAIL, due_at or d, c)
+  local body = string.sub(rec, HDR_LEN + 1, #rec - TAIL_LEN)
+  if math.floor(kf / MISFIRE_BIT) % 2 == 1 then
+    local klen = kf % MISFIRE_BIT
+    kf = kf - kf % KLEN_MOD + klen
+    body = string.sub(body, 1, klen) .. string.sub(body, klen + 7)
+  end
+  return struct.pack(HDR, attempt or a, m, l, kf) .. body .. struct.pack(TAIL, due_at or d, c)
 end
 
 -- Earliest score of a sorted set, or nil when it is empty.
@@ -121,12 +149,33 @@ local function release_key(keys_key, rec, id)
   end
 end
 
+-- Dead tasks by business key (`dead_keys`: key -> id of the newest dead task under it), so
+-- get by key finds a task that died. Written only when a keyed task dies.
+local function dead_key_add(dead_keys, rec, id)
+  local key = rec_key(rec)
+  if key ~= '' then redis.call('HSET', dead_keys, key, id) end
+end
+
+-- Drops the dead-key entry of task `id` (record `rec`) if it points at it.
+local function dead_key_drop(dead_keys, rec, id)
+  if not (rec and rec_ok(rec)) then return end
+  local key = rec_key(rec)
+  if key ~= '' and redis.call('HGET', dead_keys, key) == id then
+    redis.call('HDEL', dead_keys, key)
+  end
+end
+
 -- Keeps at most `cap` members in a retention sorted set (oldest go first) and drops their
--- records and errors; removes at most CHUNK per call so the work stays bounded.
-local function trim(zkey, tasks_key, errors_key, cap, groups_key)
+-- records and errors (and, given `dead_keys`, their dead-key entries); removes at most CHUNK
+-- per call so the work stays bounded.
+local function trim(zkey, tasks_key, errors_key, cap, groups_key, dead_keys)
   local excess = redis.call('ZCARD', zkey) - cap
   if excess <= 0 then return end
   local victims = redis.call('ZRANGE', zkey, 0, math.min(excess, CHUNK) - 1)
+  if dead_keys then
+    local recs = hmget_chunked(tasks_key, victims)
+    for i = 1, #victims do dead_key_drop(dead_keys, recs[i], victims[i]) end
+  end
   chunked('ZREM', zkey, victims)
   chunked('HDEL', tasks_key, victims)
   chunked('HDEL', errors_key, victims)
@@ -377,7 +426,7 @@ local function rate_forget(G, before, count)
 end
 
 -- One attempt of an active task failed (nack or expired lease). `K` names the keys:
--- sched, tasks, keys, dead, stats, meta, errors, `K.G` the group keys and `K.O` the option
+-- sched, tasks, keys, dead, dead_keys, stats, meta, errors, `K.G` the group keys and `K.O` the option
 -- keys (defined below; looked up at call time). The lease is
 -- already removed. Sets `K.woke` when the task's group became ready again.
 -- Returns 1, due_at when the task was rescheduled, 2, 0 when it went to the dead-letter queue.
@@ -398,9 +447,11 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
     redis.call('HSET', K.tasks, id, rec_update(rec, attempt, nil))
     redis.call('ZADD', K.dead, now, id)
     release_key(K.keys, rec, id)
+    dead_key_add(K.dead_keys, rec, id)
     redis.call('HINCRBY', K.stats, 'dead_total', 1)
     hist_add(K.hist, now, 'd', 1)
-    trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'), K.G.groups)
+    trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'), K.G.groups,
+      K.dead_keys)
     return 2, 0
   end
   local due = now + retry_ms
@@ -480,7 +531,7 @@ end
 
 -- Ends scheduled task `id` (record `rec`, already out of its scheduled index) as expired:
 -- dropped with its record and key, or kept in the dead-letter queue with the error
--- 'expired' when `to_dead`. `K` names tasks, keys, dead, errors, stats, meta, G, O.
+-- 'expired' when `to_dead`. `K` names tasks, keys, dead, dead_keys, errors, stats, meta, G, O.
 local function expire_task(K, id, rec, now, to_dead)
   redis.call('ZREM', K.O.expiry, id)
   release_key(K.keys, rec, id)
@@ -489,7 +540,9 @@ local function expire_task(K, id, rec, now, to_dead)
     -- a dead task keeps its group (in `groups`), so a retry puts it back in it
     redis.call('ZADD', K.dead, now, id)
     redis.call('HSET', K.errors, id, 'expired')
-    trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'), K.G.groups)
+    dead_key_add(K.dead_keys, rec, id)
+    trim(K.dead, K.tasks, K.errors, tonumber(redis.call('HGET', K.meta, 'dead_max') or '10000'), K.G.groups,
+      K.dead_keys)
   else
     redis.call('HDEL', K.tasks, id)
     redis.call('HDEL', K.errors, id)

@@ -1,18 +1,23 @@
 //! The task record stored in the `tasks` hash, public for operators and benchmarks.
 //!
-//! Layout (little-endian): `u32 attempt | u16 max_attempts | u32 lease_ms | u16 key length
-//! (low 12 bits) and priority (high 4 bits) | key | payload | u48 due_at_ms | u48
-//! created_at_ms`. Keys are at most 512 bytes, so the top bits of the length were always 0:
-//! records written before priorities existed read as priority 0. The client builds everything but the
-//! 12-byte tail ([`spec`]); the scripts append the two times only Redis may decide. With 24
-//! bytes of overhead a record with a 100-byte payload fits a 128-byte allocation.
+//! Layout (little-endian): `u32 attempt | u16 max_attempts | u32 lease_ms | u16 key field |
+//! key | [u48 misfire deadline] | payload | u48 due_at_ms | u48 created_at_ms`. The key
+//! field holds the key's length (low 10 bits; keys are at most 512 bytes), bit 10 when a
+//! misfire deadline follows the key, bit 11 when the tick's schedule fires once for a missed
+//! span, and the priority (high 4 bits). The client builds
+//! everything but the 12-byte tail ([`spec`]); the scripts append the two times only Redis
+//! may decide. With 24 bytes of overhead a record with a 100-byte payload fits a 128-byte
+//! allocation. Only the schedule firer writes a misfire deadline, on a tick's task: a task
+//! that has not started by then is a missed tick (`claim.lua`).
 
 use crate::error::{Error, Result};
 
 const HDR_LEN: usize = 12;
 const TAIL_LEN: usize = 12;
-/// The key length takes the low 12 bits of its `u16`, the priority the high 4.
-const KEY_LEN_MASK: u16 = 0x0fff;
+/// The key length takes the low 10 bits of its `u16`, the priority the high 4.
+const KEY_LEN_MASK: u16 = 0x03ff;
+/// Set when a misfire deadline follows the key.
+const MISFIRE_BIT: u16 = 0x0400;
 const PRIORITY_SHIFT: u16 = 12;
 
 /// A decoded task record (the last error text is kept apart, in the `errors` hash).
@@ -31,6 +36,9 @@ pub struct Record {
     pub due_at_ms: u64,
     /// Creation time, epoch ms (Redis clock).
     pub created_at_ms: u64,
+    /// A schedule tick's misfire deadline, epoch ms: its task not started by then is a
+    /// missed tick.
+    pub misfire_deadline_ms: Option<u64>,
     /// Business key, if any.
     pub key: Option<String>,
     /// Payload bytes.
@@ -85,8 +93,9 @@ impl Record {
         }
         let klen_prio = u16_at(&raw, 10);
         let klen = usize::from(klen_prio & KEY_LEN_MASK);
+        let extra = if klen_prio & MISFIRE_BIT != 0 { 6 } else { 0 };
         let body_end = raw.len() - TAIL_LEN;
-        if HDR_LEN + klen > body_end {
+        if HDR_LEN + klen + extra > body_end {
             return Err(Error::protocol("task record is truncated"));
         }
         let key = &raw[HDR_LEN..HDR_LEN + klen];
@@ -104,11 +113,12 @@ impl Record {
             priority: (klen_prio >> PRIORITY_SHIFT) as u8,
             due_at_ms: u48_at(&raw, body_end),
             created_at_ms: u48_at(&raw, body_end + 6),
+            misfire_deadline_ms: (extra > 0).then(|| u48_at(&raw, HDR_LEN + klen)),
             key,
             payload: Vec::new(),
         };
         raw.truncate(body_end);
-        let payload = raw.split_off(HDR_LEN + klen);
+        let payload = raw.split_off(HDR_LEN + klen + extra);
         Ok(Self { payload, ..rec })
     }
 }
@@ -128,6 +138,27 @@ mod tests {
         v.extend(&1_764_455_000_871u64.to_le_bytes()[..6]);
         v.extend(&1_764_455_000_000u64.to_le_bytes()[..6]);
         v
+    }
+
+    #[test]
+    fn a_misfire_deadline_after_the_key_is_read_and_skipped() {
+        let mut v = Vec::new();
+        v.extend(0u32.to_le_bytes());
+        v.extend(5u16.to_le_bytes());
+        v.extend(30_000u32.to_le_bytes());
+        // key of 3 bytes, a deadline follows, fire_once, priority 2
+        v.extend((3u16 | 0x0400 | 0x0800 | (2 << 12)).to_le_bytes());
+        v.extend(b"k:1");
+        v.extend(&1_764_455_002_000u64.to_le_bytes()[..6]);
+        v.extend(b"pay");
+        v.extend(&1_764_455_000_000u64.to_le_bytes()[..6]);
+        v.extend(&1_764_455_000_000u64.to_le_bytes()[..6]);
+        let r = Record::decode(v).unwrap();
+        assert_eq!(r.key.as_deref(), Some("k:1"));
+        assert_eq!(r.misfire_deadline_ms, Some(1_764_455_002_000));
+        assert_eq!(r.payload, b"pay");
+        assert_eq!(r.priority, 2);
+        assert_eq!(r.due_at_ms, 1_764_455_000_000);
     }
 
     #[test]

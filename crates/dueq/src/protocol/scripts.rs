@@ -117,22 +117,22 @@ macro_rules! scripts {
 
 scripts! {
     ENQUEUE => "tasks/enqueue.lua", 25, ADDS;
-    CLAIM => "leases/claim.lua", 30, DRAINS;
+    CLAIM => "leases/claim.lua", 32, DRAINS;
     ACK => "leases/ack.lua", 18, DRAINS;
-    NACK => "leases/nack.lua", 29, DRAINS;
+    NACK => "leases/nack.lua", 30, DRAINS;
     EXTEND => "leases/extend.lua", 2, DRAINS;
     RELEASE => "leases/release.lua", 25, DRAINS;
-    RECOVER => "leases/recover.lua", 30, DRAINS;
+    RECOVER => "leases/recover.lua", 31, DRAINS;
     CANCEL => "tasks/cancel.lua", 27, DRAINS;
     RESCHEDULE => "tasks/reschedule.lua", 25, ADDS;
-    GET => "tasks/get.lua", 28, READS;
+    GET => "tasks/get.lua", 29, READS;
     BROWSE => "tasks/browse.lua", 17, READS;
     STATS => "queues/stats.lua", 19, READS;
     HISTORY => "queues/history.lua", 1, READS;
     DUE_COUNTS => "queues/due_counts.lua", 13, READS;
-    DEAD_LIST => "dead/dead_list.lua", 3, READS;
-    DEAD_RETRY => "dead/dead_retry.lua", 25, ADDS;
-    DEAD_DELETE => "dead/dead_delete.lua", 4, DRAINS;
+    DEAD_LIST => "dead/dead_list.lua", 4, READS;
+    DEAD_RETRY => "dead/dead_retry.lua", 26, ADDS;
+    DEAD_DELETE => "dead/dead_delete.lua", 5, DRAINS;
     SETTINGS_SET => "queues/settings_set.lua", 11, ADDS;
     WEBHOOK_SET => "webhook/webhook_set.lua", 1, ADDS;
     WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1, DRAINS;

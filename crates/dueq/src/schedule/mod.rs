@@ -29,6 +29,12 @@ pub const MAX_CRON_BYTES: usize = 256;
 pub const DEFAULT_MISFIRE_GRACE_MS: u64 = 1_000;
 /// Longest `misfire_grace_ms` (one day).
 pub const MAX_MISFIRE_GRACE_MS: u64 = 86_400_000;
+/// Shortest `misfire_grace_ms`: a tick's task is handed out a few ms after its fire time,
+/// so a shorter grace would count ticks that ran on time as missed.
+pub const MIN_MISFIRE_GRACE_MS: u64 = 100;
+/// Shortest `every_ms` (DESIGN 2.17): ticks are tasks, each claimed, run and acknowledged;
+/// for work more often than once a second, run a loop in a worker.
+pub const MIN_EVERY_MS: u64 = 1_000;
 /// How many fire times [`Schedule::upcoming_ms`] lists.
 pub const UPCOMING: usize = 5;
 /// How long before its fire time a tick may fire, ms: its task is enqueued then, due at the
@@ -208,9 +214,9 @@ impl ScheduleSpec {
             }
             (None, None) => return Err(Error::invalid("cron, every_ms: give exactly one")),
             (None, Some(ms)) => {
-                if ms == 0 || ms > MAX_DELAY_MS {
+                if !(MIN_EVERY_MS..=MAX_DELAY_MS).contains(&ms) {
                     return Err(Error::invalid(format!(
-                        "every_ms: must be 1 to {MAX_DELAY_MS}, got {ms}"
+                        "every_ms: must be {MIN_EVERY_MS} to {MAX_DELAY_MS}, got {ms}"
                     )));
                 }
                 if self.tz.is_some() {
@@ -240,9 +246,10 @@ impl ScheduleSpec {
                 }
             }
         };
-        if self.misfire_grace_ms > MAX_MISFIRE_GRACE_MS {
+        if !(MIN_MISFIRE_GRACE_MS..=MAX_MISFIRE_GRACE_MS).contains(&self.misfire_grace_ms) {
             return Err(Error::invalid(format!(
-                "misfire_grace_ms: at most {MAX_MISFIRE_GRACE_MS}"
+                "misfire_grace_ms: must be {MIN_MISFIRE_GRACE_MS} to {MAX_MISFIRE_GRACE_MS}, got {}",
+                self.misfire_grace_ms
             )));
         }
         if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS {
@@ -250,8 +257,7 @@ impl ScheduleSpec {
                 "max_attempts: must be 1 to {MAX_ATTEMPTS}"
             )));
         }
-        validate_lease_ms(self.lease_ms)
-            .map_err(|_| Error::invalid("lease_ms: must be 1 to 4294967295"))?;
+        validate_lease_ms(self.lease_ms).map_err(|e| Error::invalid(format!("lease_ms: {e}")))?;
         if self.priority > MAX_PRIORITY {
             return Err(Error::invalid(format!(
                 "priority: must be 0 to {MAX_PRIORITY}, got {}",

@@ -98,12 +98,17 @@ async fn nack_retry_then_dead_then_retry_from_dlq() {
     let got = q.get(&e.id.clone().into()).await.unwrap().unwrap();
     assert_eq!(got.state, TaskState::Dead);
     assert_eq!(got.attempt, 2);
-    // a dead task's key is free
-    assert!(
-        q.get(&TaskRef::key("payout:9").unwrap())
-            .await
-            .unwrap()
-            .is_none()
+    // get by key answers the newest dead task under the key (no live one holds it) ...
+    let by_key = q
+        .get(&TaskRef::key("payout:9").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((&by_key.id, by_key.state), (&e.id, TaskState::Dead));
+    // ... while the key is free for live work: cancel by key acts on live tasks only
+    assert_eq!(
+        q.cancel(&TaskRef::key("payout:9").unwrap()).await.unwrap(),
+        CancelOutcome::NotFound
     );
 
     let page = q.dead_list(0, 10).await.unwrap();
@@ -125,6 +130,13 @@ async fn nack_retry_then_dead_then_retry_from_dlq() {
         vec![true]
     );
     assert!(q.get(&e.id.clone().into()).await.unwrap().is_none());
+    // a deleted dead task is gone by key as well
+    assert!(
+        q.get(&TaskRef::key("payout:9").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
     let s = q.stats().await.unwrap();
     assert_eq!(s.dead_total, 2);
     assert_eq!(s.failed_total, 3);

@@ -132,8 +132,9 @@ async fn c13_names_that_fight_the_key_layout() {
             of_b += 1;
         }
     }
-    // sched, active, leases, tasks, keys, dead, done, meta, stats, errors, hist
-    assert_eq!((of_a, of_b), (11, 11), "keys: {all:?}");
+    // sched, active, leases, tasks, keys, dead, dead_keys (each queue has a keyed dead task),
+    // done, meta, stats, errors, hist
+    assert_eq!((of_a, of_b), (12, 12), "keys: {all:?}");
 
     // --- business keys
     let q = ctx.queue("names");
@@ -475,8 +476,18 @@ async fn c15_backoff_end_to_end() {
         assert_eq!(got.payload, b"huge");
         assert_eq!(got.key.as_deref(), Some(key.as_str()));
         assert_eq!(got.last_error.as_deref(), Some("huge"));
-        // the key is free again
-        assert!(q.get(&TaskRef::key(key).unwrap()).await.unwrap().is_none());
+        // get by key answers the dead task (no live task holds the key), and the key is free
+        // for live work: cancel by key acts on live tasks only
+        let by_key = q
+            .get(&TaskRef::key(key.clone()).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((&by_key.id, by_key.state), (&e.id, TaskState::Dead));
+        assert_eq!(
+            q.cancel(&TaskRef::key(key).unwrap()).await.unwrap(),
+            CancelOutcome::NotFound
+        );
     }
 
     // --- a huge counter on a task that succeeds and is kept by retention
@@ -524,29 +535,40 @@ async fn c15_backoff_end_to_end() {
         CancelOutcome::Cancelled
     );
 
-    // --- a corrupted, huge attempt counter: recover path (lease expires)
+    // --- a corrupted, huge attempt counter: recover path (lease expires); both tasks are
+    // claimed with the shortest lease (MIN_LEASE_MS) and left to expire together
+    let mut leased = Vec::new();
     for (n, stored) in [u32::MAX - 1, u32::MAX].into_iter().enumerate() {
         let e = q
             .enqueue(TaskSpec::new(b"lease".to_vec()).key(format!("huge-lease-{n}")))
             .await
             .unwrap();
         corrupt_attempt(&mut raw, &q.keys().tasks, &e.id, stored);
-        let t = q.claim(1, Some(20)).await.unwrap().tasks.pop().unwrap();
+        let t = q
+            .claim(1, Some(dueq::MIN_LEASE_MS))
+            .await
+            .unwrap()
+            .tasks
+            .pop()
+            .unwrap();
         assert_eq!(t.id, e.id);
-        let waiting = Instant::now();
-        loop {
-            let r = q.recover().await.unwrap();
-            assert_eq!(r.recovered, 0, "a task out of attempts was rescheduled");
-            if r.dead == 1 {
-                break;
-            }
-            assert!(
-                waiting.elapsed() < DEADLINE,
-                "the expired lease was never recovered"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let got = q.get(&e.id.clone().into()).await.unwrap().unwrap();
+        leased.push(t);
+    }
+    let waiting = Instant::now();
+    let mut dead = 0;
+    while dead < leased.len() as u64 {
+        let r = q.recover().await.unwrap();
+        assert_eq!(r.recovered, 0, "a task out of attempts was rescheduled");
+        dead += r.dead;
+        assert!(
+            waiting.elapsed() < DEADLINE,
+            "the expired leases were never recovered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(dead, leased.len() as u64);
+    for t in &leased {
+        let got = q.get(&t.id.clone().into()).await.unwrap().unwrap();
         assert_eq!(got.state, TaskState::Dead);
         assert!(got.attempt >= got.max_attempts, "attempt {}", got.attempt);
         assert_eq!(got.last_error.as_deref(), Some("lease expired"));

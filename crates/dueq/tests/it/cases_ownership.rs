@@ -366,19 +366,19 @@ impl Drop for KillOnDrop {
 }
 
 /// Case C09 in shared/cases/CASES.md (orphan after a crash), with a real process and a real
-/// SIGKILL: this test binary runs itself again as a child whose `Worker` (300 ms lease,
-/// renewed by its lease keeper) claims A and blocks in the handler. Once a renewal has been
-/// seen, the child is killed with SIGKILL (nothing handed back). A worker started in this
-/// process then reruns A. Proves: A is recovered and rerun (attempt 2) no later than 1 s after
-/// the last lease deadline the dead worker left (Redis time), never before it; the expiry is
-/// counted once; `leases` and `active` agree afterwards.
+/// SIGKILL: this test binary runs itself again as a child whose `Worker` (1 s lease, the shortest
+/// allowed, renewed by its lease keeper) claims A and blocks in the handler. Once a renewal has
+/// been seen, the child is killed with SIGKILL (nothing handed back). A worker started in this
+/// process then reruns A. Proves: A is recovered and rerun (attempt 2) no later than 1 s after the
+/// last lease deadline the dead worker left (Redis time), never before it; the expiry is counted
+/// once; `leases` and `active` agree afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c09_sigkilled_worker_lease_recovered() {
     if let Ok(url) = std::env::var(C09_CHILD_ENV) {
         // Child: a worker that holds its task for ever, until the parent kills this process.
         let client = Client::connect(&url).await.unwrap();
         let _worker = Worker::builder(client)
-            .lease_ms(300)
+            .lease_ms(dueq::MIN_LEASE_MS)
             .handle("c09", |_t: ClaimedTask| async {
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 Outcome::Success
@@ -427,7 +427,7 @@ async fn c09_sigkilled_worker_lease_recovered() {
         assert!(start.elapsed() < DEADLINE, "the child never claimed A");
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    // ... and is alive: its lease keeper renews the 300 ms lease
+    // ... and is alive: its lease keeper renews the 1 s lease
     wait_until_async(DEADLINE, "the child renews its lease", || {
         let s = score(&mut raw);
         async move { s.is_some_and(|s| s > first) }
@@ -472,13 +472,13 @@ async fn c09_sigkilled_worker_lease_recovered() {
 }
 
 /// Case C09 in shared/cases/CASES.md, variant "the structure tracking lease deadlines lost its
-/// entry": a claimer takes A (5 attempts) and B (1 attempt) with a 300 ms lease and vanishes
-/// (its client is dropped, nothing handed back); then A's and B's members are deleted from the
-/// `active` sorted set by hand, leaving their `leases` entries. C stays held by a live owner.
-/// An idle worker (default 1 s poll) must find them through the claim's orphan flag and the
+/// entry": a claimer takes A (5 attempts) and B (1 attempt) with a 1 s lease (the shortest allowed)
+/// and vanishes (its client is dropped, nothing handed back); then A's and B's members are deleted
+/// from the `active` sorted set by hand, leaving their `leases` entries. C stays held by a live
+/// owner. An idle worker (default 1 s poll) must find them through the claim's orphan flag and the
 /// recover sweep. Proves: A goes back to scheduled and reruns (attempt 2) and B goes to the
-/// dead-letter queue, each within 1 s of its lease deadline; afterwards every id in `leases`
-/// is in `active` with the same deadline and vice versa (only C), and C's owner can still ack.
+/// dead-letter queue, each within 1 s of its lease deadline; afterwards every id in `leases` is in
+/// `active` with the same deadline and vice versa (only C), and C's owner can still ack.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c09_lost_deadline_entry_still_recovered() {
     let ctx = Ctx::new().await;
@@ -499,7 +499,7 @@ async fn c09_lost_deadline_entry_still_recovered() {
     let claim = crashed
         .queue("c09")
         .unwrap()
-        .claim(2, Some(300))
+        .claim(2, Some(dueq::MIN_LEASE_MS))
         .await
         .unwrap();
     drop(crashed);
@@ -572,16 +572,24 @@ async fn c09_lost_deadline_entry_still_recovered() {
 }
 
 /// Case C09 in shared/cases/CASES.md, variant "two recoverers racing": 100 rounds of (claim the
-/// task with a 10 ms lease, let it expire by the Redis clock, then two `recover()` calls at once
-/// on two connections). Proves: in every round exactly one of them recovers it (sum of
-/// `recovered` is 1, no `dead`), and the attempt grows by exactly 1 per round (101 on the
-/// final claim); the counters say 100 expiries and 100 retries.
+/// task with a 1 s lease, the shortest allowed, let it expire, then two `recover()` calls at
+/// once on two connections). Both clients share a frozen Redis clock (debug builds) that the
+/// test moves past each lease deadline, so a round takes no real second. Proves: in every round
+/// exactly one of them recovers it (sum of `recovered` is 1, no `dead`), and the attempt grows
+/// by exactly 1 per round (101 on the final claim); the counters say 100 expiries and 100
+/// retries.
+#[cfg(debug_assertions)]
 #[tokio::test]
 async fn c09_racing_recoverers_recover_once() {
     let ctx = Ctx::new().await;
-    let c2 = Client::connect(&ctx.server.url()).await.unwrap();
+    let (clock, c1) = crate::support::frozen_client(&ctx, ctx.redis_now_ms()).await;
+    let c2 = Client::builder(&ctx.server.url())
+        .test_clock(clock.clone())
+        .connect()
+        .await
+        .unwrap();
     let backoff = Backoff::new(1, 1.0, 1);
-    let q1 = ctx.queue("c09r").with_backoff(backoff);
+    let q1 = c1.queue("c09r").unwrap().with_backoff(backoff);
     let q2 = c2.queue("c09r").unwrap().with_backoff(backoff);
     let a = q1
         .enqueue(TaskSpec::new(b"A".to_vec()).max_attempts(1_000))
@@ -590,10 +598,11 @@ async fn c09_racing_recoverers_recover_once() {
         .id;
     let mut raw = ctx.raw();
     for round in 0..100u32 {
-        let t = claim_one(&q1, 10).await;
+        let mut c = q1.claim(1, Some(dueq::MIN_LEASE_MS)).await.unwrap();
+        let t = c.tasks.pop().expect("the task is due on the frozen clock");
         assert_eq!((t.id.clone(), t.attempt), (a.clone(), round + 1));
-        tokio::time::sleep(Duration::from_millis(11)).await;
-        wait_redis_past(&ctx, t.lease_expires_at_ms).await;
+        // past the lease deadline
+        clock.set_ms(t.lease_expires_at_ms + 1);
         let (r1, r2) = if round % 2 == 0 {
             tokio::join!(q1.recover(), q2.recover())
         } else {
@@ -611,6 +620,8 @@ async fn c09_racing_recoverers_recover_once() {
             assert_lease_invariant(&mut raw, q1.keys()).is_empty(),
             "round {round}: a lease is left behind"
         );
+        // past the 1 ms backoff: due again
+        clock.advance_ms(2);
     }
     let last = claim_one(&q1, 60_000).await;
     assert_eq!(last.attempt, 101);
@@ -1078,11 +1089,11 @@ async fn c12_cancel_before_due_leaves_no_trace() {
 }
 
 /// Case C12 (b) and (c) in shared/cases/CASES.md, times shortened: key `order-42` due in 1 s,
-/// claimed when due with a 500 ms lease, cancelled 100 ms later, acked, then cancelled again.
-/// Proves: (b) cancel by key and by id answers `in_progress` and touches nothing (task still
-/// active, index entry kept); the ack still succeeds; the task does not come back (past the old
-/// lease deadline a recover finds nothing, a claim gets nothing, nothing is left in any key);
-/// (c) a cancel after the ack answers `not_found`, by key and by id.
+/// claimed when due with a 1 s lease (the shortest allowed), cancelled 100 ms later, acked, then
+/// cancelled again. Proves: (b) cancel by key and by id answers `in_progress` and touches nothing
+/// (task still active, index entry kept); the ack still succeeds; the task does not come back (past
+/// the old lease deadline a recover finds nothing, a claim gets nothing, nothing is left in any
+/// key); (c) a cancel after the ack answers `not_found`, by key and by id.
 #[tokio::test]
 async fn c12_cancel_while_running_then_after_ack() {
     let ctx = Ctx::new().await;
@@ -1097,7 +1108,7 @@ async fn c12_cancel_while_running_then_after_ack() {
         .await
         .unwrap();
     wait_redis_past(&ctx, e.due_at_ms).await;
-    let t = claim_one(&q, 500).await;
+    let t = claim_one(&q, dueq::MIN_LEASE_MS).await;
     assert_eq!(t.id, e.id);
     tokio::time::sleep(Duration::from_millis(100)).await;
 
@@ -1227,7 +1238,12 @@ async fn c09_orphan_found_among_thousands_of_leases() {
         );
     }
     let a = q.enqueue(TaskSpec::new(b"A".to_vec())).await.unwrap();
-    let t = q.claim(1, Some(300)).await.unwrap().tasks.remove(0);
+    let t = q
+        .claim(1, Some(dueq::MIN_LEASE_MS))
+        .await
+        .unwrap()
+        .tasks
+        .remove(0);
     assert_eq!(t.id, a.id);
     let mut raw = ctx.raw();
     let _: () = redis::cmd("ZREM")

@@ -683,11 +683,11 @@ async fn c04_huge_due_backlog_one_per_ms() {
 /// Case C05 in shared/cases/CASES.md: many tasks in one millisecond.
 ///
 /// 10 000 tasks with the same due time are claimed in batches of 1 000 and acknowledged in one
-/// `ack_batch`; then 10 000 more are claimed at once (10 concurrent claims) under a 200 ms lease
-/// and left to expire together. Proves: no Lua error anywhere (`unpack` / result limits), the
-/// claim order equals the enqueue order (FIFO among equal due times), `recover` handles at most
-/// 1 000 per call and, called until done, puts all 10 000 back to scheduled (none lost, none
-/// dead), after which all 10 000 are claimable again (attempt 2).
+/// `ack_batch`; then 10 000 more are claimed at once (10 concurrent claims) under a 1 s lease (the
+/// shortest allowed) and left to expire together. Proves: no Lua error anywhere (`unpack` / result
+/// limits), the claim order equals the enqueue order (FIFO among equal due times), `recover`
+/// handles at most 1 000 per call and, called until done, puts all 10 000 back to scheduled (none
+/// lost, none dead), after which all 10 000 are claimable again (attempt 2).
 #[tokio::test]
 async fn c05_many_tasks_in_one_millisecond() {
     const N: u32 = 10_000;
@@ -745,8 +745,10 @@ async fn c05_many_tasks_in_one_millisecond() {
         .into_iter()
         .map(|e| e.id)
         .collect();
-    let claims =
-        futures_util::future::join_all((0..N / 1_000).map(|_| q.claim(1_000, Some(200)))).await;
+    let claims = futures_util::future::join_all(
+        (0..N / 1_000).map(|_| q.claim(1_000, Some(dueq::MIN_LEASE_MS))),
+    )
+    .await;
     let mut claimed: Vec<ClaimedTask> = Vec::new();
     for c in claims {
         let c = c.unwrap();

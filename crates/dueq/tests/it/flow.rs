@@ -162,7 +162,7 @@ async fn concurrency_limit_counts_active_tasks_and_frees_slots_on_ack_and_expiry
     assert!(b.tasks.is_empty());
     assert_eq!(b.throttle, Some(Throttle::Concurrency));
     ack_all(&q, &a.tasks[..1]).await;
-    let c = q.claim(10, Some(200)).await.unwrap();
+    let c = q.claim(10, Some(dueq::MIN_LEASE_MS)).await.unwrap();
     assert_eq!(c.tasks.len(), 1);
     // a crashed holder's slot comes back when its lease expires and is recovered
     wait_until_async(DEADLINE, "expired lease recovered", || async {

@@ -1,15 +1,21 @@
 //! A property test of the limiter (claim script) against a simple model, on a real Redis:
 //! random settings (queue and group concurrency and rate limits), then random sequences of
-//! enqueues (grouped or not), claims, acks, claims under 1 ms leases that then expire and are
-//! recovered, and pauses of real time. After every claim the model checks safety (every
-//! limit holds over all claims so far, by the Redis clock the claims report; no task handed
-//! out twice while active, none before its due time) and liveness (a claim that hands out
-//! nothing had nothing it could hand out).
+//! enqueues (grouped or not), claims, acks, claims under the shortest lease (`MIN_LEASE_MS`)
+//! that then expire and are recovered, and time passing. After every claim the model checks
+//! safety (every limit holds over all claims so far, by the Redis clock the claims report; no
+//! task handed out twice while active, none before its due time) and liveness (a claim that
+//! hands out nothing had nothing it could hand out).
+//!
+//! Time is the frozen test clock (`dueq::TestClock`, debug builds only), moved by the `Sleep`
+//! steps and past the short leases by `Recover`, so a lease of a second costs no real second.
+#![cfg(debug_assertions)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
 
-use dueq::{BackoffSettings, ClaimedTask, Queue, RateLimit, SettingsPatch, TaskId, TaskSpec};
+use dueq::{
+    BackoffSettings, ClaimedTask, MIN_LEASE_MS, Queue, RateLimit, SettingsPatch, TaskId, TaskSpec,
+    TestClock,
+};
 use dueq_testkit::RedisServer;
 use proptest::prelude::*;
 
@@ -22,7 +28,7 @@ enum Op {
     Claim {
         max: usize,
     },
-    /// Claims under a 1 ms lease; the next `Recover` finds them expired.
+    /// Claims under the shortest lease; the next `Recover` moves the clock past it.
     ClaimShort {
         max: usize,
     },
@@ -30,6 +36,7 @@ enum Op {
         share: u8,
     },
     Recover,
+    /// The clock moves on by this many ms.
     Sleep {
         ms: u64,
     },
@@ -171,9 +178,12 @@ impl Model {
     }
 }
 
-async fn run_case(q: &Queue, l: &Limits, ops: &[Op]) {
+async fn run_case(clock: &TestClock, q: &Queue, l: &Limits, ops: &[Op]) {
+    // the held (non-short) leases last an hour: the clock moved past the short ones never
+    // reaches them
     let mut patch = SettingsPatch::default()
         .max_attempts(Some(1_000))
+        .lease_ms(Some(3_600_000))
         .backoff(Some(BackoffSettings::new(1, 1.0, 1)));
     patch = patch
         .concurrency(l.conc)
@@ -204,7 +214,7 @@ async fn run_case(q: &Queue, l: &Limits, ops: &[Op]) {
             }
             Op::Claim { max } | Op::ClaimShort { max } => {
                 let short = matches!(op, Op::ClaimShort { .. });
-                let c = q.claim(*max, short.then_some(1)).await.unwrap();
+                let c = q.claim(*max, short.then_some(MIN_LEASE_MS)).await.unwrap();
                 let could = m.claimable(l, c.now_ms);
                 m.claimed(l, c.now_ms, &c.tasks);
                 assert!(
@@ -235,19 +245,23 @@ async fn run_case(q: &Queue, l: &Limits, ops: &[Op]) {
                 if m.short.is_empty() {
                     continue;
                 }
-                tokio::time::sleep(Duration::from_millis(3)).await;
+                // past the last short lease's deadline
+                let last = m.short.iter().map(|t| t.lease_expires_at_ms).max().unwrap();
+                clock.set_ms(last.max(clock.now_ms().unwrap()) + 1);
                 let r = q.recover().await.unwrap();
                 assert_eq!(
                     r.recovered as usize,
                     m.short.len(),
-                    "every 1 ms lease expired"
+                    "every short lease expired"
                 );
                 for t in m.short.drain(..) {
                     // back to scheduled after the 1 ms backoff (20 % jitter keeps it >= 1)
                     m.tasks.get_mut(&t.id).unwrap().due_at_ms = Some(r.now_ms + 1);
                 }
             }
-            Op::Sleep { ms } => tokio::time::sleep(Duration::from_millis(*ms)).await,
+            Op::Sleep { ms } => {
+                clock.advance_ms(*ms);
+            }
         }
     }
 }
@@ -256,7 +270,20 @@ async fn run_case(q: &Queue, l: &Limits, ops: &[Op]) {
 fn limiter_matches_the_model() {
     let server = RedisServer::start();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = rt.block_on(dueq::Client::connect(&server.url())).unwrap();
+    // frozen at the Redis time of the start; it only moves forward, across cases too
+    let start_ms = {
+        let mut c = server.conn();
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+        s * 1_000 + us / 1_000
+    };
+    let clock = TestClock::frozen_at(start_ms);
+    let client = rt
+        .block_on(
+            dueq::Client::builder(&server.url())
+                .test_clock(clock.clone())
+                .connect(),
+        )
+        .unwrap();
     let case = std::sync::atomic::AtomicU32::new(0);
     let config = ProptestConfig {
         cases: 48,
@@ -266,6 +293,6 @@ fn limiter_matches_the_model() {
     proptest!(config, |(l in limits(), ops in prop::collection::vec(op(), 1..40))| {
         let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let q = client.queue(&format!("model-{n}")).unwrap();
-        rt.block_on(run_case(&q, &l, &ops));
+        rt.block_on(run_case(&clock, &q, &l, &ops));
     });
 }

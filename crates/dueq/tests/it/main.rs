@@ -19,6 +19,8 @@ mod cases_schedules;
 mod cases_scheduling;
 mod chaos;
 mod cluster;
+mod dangerous;
+mod dead_letter;
 mod due;
 mod flow;
 mod flow_found;
@@ -28,6 +30,8 @@ mod partitions;
 mod schedules_ahead;
 mod schedules_ahead_review;
 // the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
+#[cfg(debug_assertions)]
+mod misfire;
 #[cfg(debug_assertions)]
 mod protocol_model;
 #[cfg(debug_assertions)]

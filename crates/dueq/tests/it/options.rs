@@ -174,8 +174,8 @@ async fn priority_survives_every_transition() {
     assert!(matches!(n, NackOutcome::Rescheduled { .. }), "{n:?}");
     assert!(zscore(&ctx, set5, &id).is_some());
 
-    // an expired lease, recovered: back into its set
-    let c = q.claim(1, Some(50)).await.unwrap().tasks;
+    // an expired lease (the shortest allowed), recovered: back into its set
+    let c = q.claim(1, Some(dueq::MIN_LEASE_MS)).await.unwrap().tasks;
     assert_eq!(c.len(), 1);
     redis_past(&ctx, c[0].lease_expires_at_ms).await;
     let r = q.recover().await.unwrap();
@@ -384,7 +384,7 @@ async fn grouped_priority_survives_every_transition() {
     q.nack(&c[0].id, &c[0].lease_token, "boom", Some(0), false)
         .await
         .unwrap();
-    let c = q.claim(1, Some(50)).await.unwrap().tasks;
+    let c = q.claim(1, Some(dueq::MIN_LEASE_MS)).await.unwrap().tasks;
     assert_eq!(c.len(), 1);
     redis_past(&ctx, c[0].lease_expires_at_ms).await;
     assert_eq!(q.recover().await.unwrap().recovered, 1);
@@ -415,12 +415,12 @@ async fn grouped_priority_survives_every_transition() {
     let mut raw = ctx.raw();
     assert_eq!(zcard(&mut raw, &keys.gsched), 0);
     assert_eq!(zcard(&mut raw, &keys.gready), 0);
-    // expiry of a grouped priority task empties its range and the group's marker
+    // expiry of a grouped priority task empties its range and the group's marker (an expiry
+    // must come after the due time: the task is due now and expires unstarted)
     q.enqueue(
         TaskSpec::new(b"e".to_vec())
             .group("g")
             .priority(7)
-            .delay_ms(60_000)
             .ttl_ms(50),
     )
     .await
@@ -428,6 +428,7 @@ async fn grouped_priority_survives_every_transition() {
     redis_past(&ctx, ctx.redis_now_ms() + 100).await;
     assert_eq!(q.recover().await.unwrap().expired, 1);
     assert_eq!(zcard(&mut raw, &keys.gsched), 0);
+    assert_eq!(zcard(&mut raw, &keys.gdue), 0);
     assert_eq!(zcard(&mut raw, &keys.gready), 0);
     assert_eq!(q.stats().await.unwrap().scheduled, 0);
 }
@@ -497,16 +498,18 @@ async fn expiry_in_the_claim() {
     assert_eq!((s.expired_total, s.succeeded_total), (1, 2));
 }
 
-/// Expired tasks that are not due are removed by the recovery duty, at most 100 per call
-/// (and by a claim, likewise bounded), never by a scan; grouped ones leave their group.
+/// Expired tasks that no claim hands out (due on a paused queue: an expiry must come after
+/// the due time) are removed by the recovery duty, at most 100 per call (and by a claim,
+/// likewise bounded), never by a scan; grouped ones leave their group.
 #[tokio::test]
 async fn expiry_in_recovery_is_bounded() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rexp");
     let keys = QueueKeys::new("rexp").unwrap();
+    q.pause().await.unwrap();
     let specs: Vec<TaskSpec> = (0..230)
         .map(|i| {
-            let s = TaskSpec::new(b"x".to_vec()).delay_ms(3_600_000).ttl_ms(100);
+            let s = TaskSpec::new(b"x".to_vec()).ttl_ms(100);
             if i % 2 == 0 {
                 s.group(format!("g{}", i % 3))
             } else {
@@ -519,14 +522,14 @@ async fn expiry_in_recovery_is_bounded() {
         .enqueue(
             TaskSpec::new(b"keep".to_vec())
                 .delay_ms(3_600_000)
-                .ttl_ms(3_600_000),
+                .ttl_ms(7_200_000),
         )
         .await
         .unwrap();
     redis_past(&ctx, ctx.redis_now_ms() + 150).await;
     let r = q.recover().await.unwrap();
     assert_eq!((r.expired, r.expired_more), (100, true));
-    // a claim expires the next batch even with nothing due
+    // a claim expires the next batch even with nothing to hand out
     assert!(q.claim(10, None).await.unwrap().tasks.is_empty());
     assert_eq!(q.stats().await.unwrap().expired_total, 200);
     let r = q.recover().await.unwrap();

@@ -645,9 +645,9 @@ async fn priorities_and_schedules_on_a_partitioned_queue() {
     }
     crate::support::ack_all(&q, &c.tasks).await;
 
-    // a schedule every 200 ms; a worker fires and runs its ticks
+    // a schedule every second (the shortest allowed); a worker fires and runs its ticks
     let (tx, mut rx) = mpsc::unbounded_channel();
-    q.set_schedule(&dueq::ScheduleSpec::new("tick", b"t".to_vec()).every_ms(200))
+    q.set_schedule(&dueq::ScheduleSpec::new("tick", b"t".to_vec()).every_ms(1_000))
         .await
         .unwrap();
     let worker = Worker::builder(ctx.client.clone())

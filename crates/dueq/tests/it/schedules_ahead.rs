@@ -109,11 +109,11 @@ async fn cancelled_ahead_task_then_new_timing_before_tick() {
     let k = TaskRef::key(format!("schedule:s:{t}")).unwrap();
     assert_eq!(q.cancel(&k).await.unwrap(), CancelOutcome::Cancelled);
     let r = q
-        .set_schedule(&ScheduleSpec::new("s", b"a".to_vec()).every_ms(100))
+        .set_schedule(&ScheduleSpec::new("s", b"a".to_vec()).every_ms(1_000))
         .await
         .unwrap();
     eprintln!("replace -> {r:?} (tick {t}, now {})", ctx.redis_now_ms());
-    assert_fires_after(&ctx, &q, "s", t, 100).await;
+    assert_fires_after(&ctx, &q, "s", t, 1_000).await;
     let _ = stop.send(());
     join.await.unwrap();
 }
@@ -156,9 +156,12 @@ fn raw_ids(ctx: &Ctx) -> (Vec<String>, Vec<String>, Vec<String>) {
 async fn cron_every_second_group_priority_withdraw() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rv3");
+    // the tasks left are claimed after tick t, more than the default 1 s misfire grace after
+    // the tick before it: a longer grace keeps them from being dropped as missed ticks
     let spec = |p: &[u8]| {
         ScheduleSpec::new("c", p.to_vec())
             .cron("* * * * * *")
+            .misfire_grace_ms(60_000)
             .priority(3)
             .group("g1")
     };

@@ -112,16 +112,16 @@ async fn check_common(ctx: &Ctx, q: &Queue, name: &str, spans: &[(u64, u64)]) ->
 // ---------------------------------------------------------------------------------------
 // 1. races
 
-/// Three firers (own clients) fire a schedule every 100 ms while one mutator replaces it
-/// (same timing new payload, new timing 150 ms and back), pauses and resumes it, and a
-/// second one replaces its payload. Afterwards: one task per tick, none for a tick of a
+/// Three firers (own clients) fire a schedule every second (the shortest `every_ms`) while one
+/// mutator replaces it (same timing new payload, new timing 1.5 s and back), pauses and resumes
+/// it, and a second one replaces its payload. Afterwards: one task per tick, none for a tick of a
 /// paused span, fired_total == enqueued - cancelled == live tasks, no orphaned keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn race_firers_vs_replace_pause_resume() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("race1");
     let spec = |p: String, every: u64| ScheduleSpec::new("r", p.into_bytes()).every_ms(every);
-    q.set_schedule(&spec("p0".into(), 100)).await.unwrap();
+    q.set_schedule(&spec("p0".into(), 1_000)).await.unwrap();
     let mut firers = Vec::new();
     for _ in 0..3 {
         let c = Client::connect(&ctx.server.url()).await.unwrap();
@@ -135,9 +135,9 @@ async fn race_firers_vs_replace_pause_resume() {
         tokio::spawn(async move {
             for i in 0..400u64 {
                 let every = if rng.next().is_multiple_of(2) {
-                    100
+                    1_000
                 } else {
-                    150
+                    1_500
                 };
                 q.set_schedule(&spec(format!("m2-{i}"), every))
                     .await
@@ -155,9 +155,9 @@ async fn race_firers_vs_replace_pause_resume() {
         match rng.next() % 5 {
             0 | 1 => {
                 let every = if rng.next().is_multiple_of(2) {
-                    100
+                    1_000
                 } else {
-                    150
+                    1_500
                 };
                 q.set_schedule(&spec(format!("m1-{ops}"), every))
                     .await
@@ -211,7 +211,7 @@ async fn race_firers_vs_delete_recreate() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("race2");
     let spec = |p: String, every: u64| ScheduleSpec::new("d", p.into_bytes()).every_ms(every);
-    q.set_schedule(&spec("p0".into(), 100)).await.unwrap();
+    q.set_schedule(&spec("p0".into(), 1_000)).await.unwrap();
     let mut firers = Vec::new();
     for _ in 0..3 {
         let c = Client::connect(&ctx.server.url()).await.unwrap();
@@ -227,9 +227,9 @@ async fn race_firers_vs_delete_recreate() {
     while start.elapsed() < Duration::from_secs(7) {
         ops += 1;
         let every = if rng.next().is_multiple_of(3) {
-            150
+            1_500
         } else {
-            100
+            1_000
         };
         match (rng.next() % 6, gone_from) {
             (_, Some(from)) => {
@@ -545,9 +545,12 @@ async fn dst_berlin_per_second_cron_across_both_transitions() {
     let ctx = Ctx::new().await;
     let (clock, client) = frozen_client(&ctx, GAP - 15_000).await;
     let q = client.queue("dst3").unwrap();
+    // the claims below (at most 15 s after a tick) stay within the misfire grace, so every
+    // tick's task is handed out and back rather than dropped as missed
     let spec = ScheduleSpec::new("s", b"s".to_vec())
         .cron("* * 2 * * *")
-        .tz("Europe/Berlin");
+        .tz("Europe/Berlin")
+        .misfire_grace_ms(60_000);
     q.set_schedule(&spec).await.unwrap();
     force_next(&ctx, &q, "s", GAP);
     let f = queue_firer(&client, &q, 20);
@@ -695,9 +698,12 @@ async fn misfire_fire_once_after_downtime_shorter_and_longer_than_look_ahead() {
     stop_firer(f).await;
 }
 
-/// every_ms 1, 7 and 150 on a frozen clock moved forward in steps: every grid tick from the
-/// first on is fired exactly once or counted skipped, at most MAX_TICKS_AHEAD wait, nothing
-/// is claimable early, the view agrees.
+/// `every_ms` below 1 000 (1, 7, 150, 999) is refused. The shortest allowed ones, 1 000, 1 007
+/// and 1 500, on a frozen clock moved forward in steps: every grid tick from the first on is
+/// fired exactly once or counted skipped, at most MAX_TICKS_AHEAD wait, nothing is claimable
+/// early, the view agrees. A tick's task claimed more than `misfire_grace_ms` after its tick
+/// (the clock jumped past it) is dropped as missed, moving it from fired to skipped: such
+/// ticks are counted with the rest and must all be past their deadline.
 #[cfg(debug_assertions)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tiny_every_ms_frozen_clock_steps() {
@@ -705,15 +711,26 @@ async fn tiny_every_ms_frozen_clock_steps() {
     let t0 = ctx.redis_now_ms();
     let (clock, client) = frozen_client(&ctx, t0).await;
     let q = client.queue("tiny").unwrap();
-    let everys = [1u64, 7, 150];
+    for e in [1u64, 7, 150, 999] {
+        let err = q
+            .set_schedule(&ScheduleSpec::new(format!("e{e}"), b"x".to_vec()).every_ms(e))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), dueq::ErrorKind::InvalidInput, "{err}");
+        assert!(err.to_string().contains("every_ms"), "{err}");
+    }
+    let grace = dueq::schedule::DEFAULT_MISFIRE_GRACE_MS;
+    let everys = [1_000u64, 1_007, 1_500];
     for e in everys {
         q.set_schedule(&ScheduleSpec::new(format!("e{e}"), b"x".to_vec()).every_ms(e))
             .await
             .unwrap();
     }
+    // per schedule, the ticks whose task a claim dropped as missed
+    let mut dropped: BTreeMap<u64, std::collections::BTreeSet<u64>> = BTreeMap::new();
     let f = queue_firer(&client, &q, 20);
     let mut now = t0;
-    for step in [0u64, 3, 40, 400, 1, 2_500, 10_000, 7] {
+    for step in [0u64, 30, 400, 4_000, 10, 25_000, 100_000, 70] {
         now += step;
         clock.set_ms(now);
         for e in everys {
@@ -727,8 +744,23 @@ async fn tiny_every_ms_frozen_clock_steps() {
             .await;
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
+        let before = scheduled(&q).await;
         claim_none_early(&q, now).await;
         let tasks = scheduled(&q).await;
+        for e in everys {
+            let name = format!("e{e}");
+            let kept = ticks_of(&tasks, &name);
+            let gone = dropped.entry(e).or_default();
+            for t in ticks_of(&before, &name).into_keys() {
+                if !kept.contains_key(&t) {
+                    assert!(
+                        t + grace < now,
+                        "{name}: tick {t} dropped within its grace (now {now})"
+                    );
+                    gone.insert(t);
+                }
+            }
+        }
         for e in everys {
             let name = format!("e{e}");
             let s = q.schedule(&name).await.unwrap().unwrap();
@@ -740,16 +772,23 @@ async fn tiny_every_ms_frozen_clock_steps() {
                 .collect();
             assert!(dups.is_empty(), "{name}: dup ticks {dups:?}");
             let ticks: Vec<u64> = by.keys().copied().collect();
+            let gone = &dropped[&e];
+            assert!(
+                ticks.iter().all(|t| !gone.contains(t)),
+                "{name}: a dropped tick came back"
+            );
+            // every tick that got a task: still waiting, or dropped as missed
+            let mut all: Vec<u64> = ticks.iter().chain(gone.iter()).copied().collect();
+            all.sort_unstable();
             let waiting = ticks.iter().filter(|&&t| t > now).count();
             assert!(waiting <= MAX_TICKS_AHEAD, "{name}: {waiting} waiting");
             assert!(
-                ticks
-                    .iter()
+                all.iter()
                     .all(|&t| t <= now + FIRE_AHEAD_MS && t.is_multiple_of(e)),
                 "{name}: off-grid or beyond the look-ahead"
             );
-            let first = *ticks.first().unwrap();
-            let last = *ticks.last().unwrap();
+            let first = *all.first().unwrap();
+            let last = *all.last().unwrap();
             let span = (last - first) / e + 1;
             assert_eq!(
                 s.fired_total + s.skipped_total,
@@ -759,6 +798,7 @@ async fn tiny_every_ms_frozen_clock_steps() {
                 s.fired_total,
                 s.skipped_total
             );
+            // a dropped tick's task counts as skipped, no longer as fired
             assert_eq!(s.fired_total, ticks.len() as u64, "{name}");
             assert_eq!(
                 s.next_fire_at_ms,
@@ -767,7 +807,7 @@ async fn tiny_every_ms_frozen_clock_steps() {
             );
             assert_eq!(
                 s.last_fire_at_ms,
-                ticks.iter().copied().rfind(|&t| t <= now),
+                all.iter().copied().rfind(|&t| t <= now),
                 "{name}: view last"
             );
             // a refill is never missed: at least REFILL_AT wait unless fewer fit the look-ahead
@@ -779,18 +819,20 @@ async fn tiny_every_ms_frozen_clock_steps() {
             );
         }
     }
+    let total: usize = dropped.values().map(|d| d.len()).sum();
+    eprintln!("ticks dropped as missed: {total}");
     stop_firer(f).await;
 }
 
-/// On the real clock an idle-ish firer does not spin: schedules every 150 ms, every second
-/// and every MAX_DELAY_MS cost a few script calls per second.
+/// On the real clock an idle-ish firer does not spin: schedules every second (the shortest
+/// `every_ms`), every 1.5 s and every MAX_DELAY_MS cost a few script calls per second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firer_does_not_spin_real_clock() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("spin");
     for (n, e) in [
-        ("a", 150u64),
-        ("b", 1000),
+        ("a", dueq::schedule::MIN_EVERY_MS),
+        ("b", 1_500),
         ("c", 100 * 365 * 24 * 3_600_000),
     ] {
         q.set_schedule(&ScheduleSpec::new(n, b"x".to_vec()).every_ms(e))
@@ -806,7 +848,8 @@ async fn firer_does_not_spin_real_clock() {
     let huge = q.schedule("c").await.unwrap().unwrap();
     assert_eq!(huge.fired_total, 0);
     stop_firer(f).await;
-    // every 150 ms: a step per 5 ticks (750 ms), every second: one per 5 s; two calls a step
+    // every second: a step per MAX_TICKS_AHEAD - REFILL_AT ticks (10 s), every 1.5 s: one per
+    // 15 s; two calls a step
     assert!(calls < 60, "firer spins: {calls} calls in 4 s");
     check_common(&ctx, &q, "a", &[]).await;
 }
@@ -861,17 +904,17 @@ async fn view_after_each_change() {
     while ctx.redis_now_ms() < t + 2_600 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    q.set_schedule(&spec(b"c", 700)).await.unwrap();
+    q.set_schedule(&spec(b"c", 1_500)).await.unwrap();
     let s = check("new timing replace", t + 2_500).await;
     let n = s.next_fire_at_ms.unwrap();
-    assert!(n > t + 2_500 && n % 700 == 0);
+    assert!(n > t + 2_500 && n % 1_500 == 0);
     q.pause_schedule("v").await.unwrap().unwrap();
     check("paused", t + 2_500).await;
     clock.set_ms(t + 4_000);
     let r = q.resume_schedule("v").await.unwrap().unwrap();
     let s = check("resumed", t + 4_000).await;
-    assert_eq!(r, Some((t + 4_000) / 700 * 700 + 700));
-    assert!(s.upcoming_ms.windows(2).all(|w| w[1] - w[0] == 700));
+    assert_eq!(r, Some((t + 4_000) / 1_500 * 1_500 + 1_500));
+    assert!(s.upcoming_ms.windows(2).all(|w| w[1] - w[0] == 1_500));
     stop_firer(f).await;
 }
 
@@ -901,8 +944,9 @@ fn run_worker(client: &Client, queue: &str, log: &RunLog) -> dueq::WorkerHandle 
         .start()
 }
 
-/// Two workers (each firing schedules, DESIGN's default) run a schedule every 100 ms while a
-/// mutator replaces (same timing, new payload / new timing), pauses and resumes it. Every
+/// Two workers (each firing schedules, DESIGN's default) run a schedule every second (the
+/// shortest `every_ms`) while a mutator replaces (same timing, new payload / new timing 1.5 s),
+/// pauses and resumes it. Every
 /// tick gets at most one task, none starts before its tick, none of a paused span runs, and
 /// fired_total == enqueued - cancelled == tasks that ran + tasks still waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -910,7 +954,7 @@ async fn race_workers_run_ticks_while_changed() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("race3");
     let spec = |p: String, every: u64| ScheduleSpec::new("w", p.into_bytes()).every_ms(every);
-    q.set_schedule(&spec("p0".into(), 100)).await.unwrap();
+    q.set_schedule(&spec("p0".into(), 1_000)).await.unwrap();
     let log: RunLog = Default::default();
     let mut workers = Vec::new();
     for _ in 0..2 {
@@ -925,9 +969,9 @@ async fn race_workers_run_ticks_while_changed() {
         match rng.next() % 4 {
             0 | 1 => {
                 let every = if rng.next().is_multiple_of(2) {
-                    100
+                    1_000
                 } else {
-                    150
+                    1_500
                 };
                 q.set_schedule(&spec(format!("x{}", rng.next() % 1000), every))
                     .await
@@ -1000,7 +1044,7 @@ async fn race_cluster_firers_vs_replace_pause_resume() {
     let b = Client::connect(&url).await.unwrap();
     let q = a.queue("crace").unwrap();
     let spec = |p: String, every: u64| ScheduleSpec::new("c", p.into_bytes()).every_ms(every);
-    q.set_schedule(&spec("p0".into(), 100)).await.unwrap();
+    q.set_schedule(&spec("p0".into(), 1_000)).await.unwrap();
     let fa = queue_firer(&a, &q, 50);
     let qb = b.queue("crace").unwrap();
     let fb = queue_firer(&b, &qb, 50);
@@ -1011,9 +1055,9 @@ async fn race_cluster_firers_vs_replace_pause_resume() {
         match rng.next() % 4 {
             0 | 1 => {
                 let every = if rng.next().is_multiple_of(2) {
-                    100
+                    1_000
                 } else {
-                    150
+                    1_500
                 };
                 q.set_schedule(&spec(format!("x{}", rng.next() % 1000), every))
                     .await

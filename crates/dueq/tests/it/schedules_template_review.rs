@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use dueq::protocol::record;
 use dueq::schedule::{MAX_SCHEDULE_NAME_BYTES, MAX_TICKS_AHEAD};
-use dueq::{CancelOutcome, Client, Queue, ScheduleSpec, TaskRef, TaskState};
+use dueq::{CancelOutcome, Client, Misfire, Queue, ScheduleSpec, TaskRef, TaskState};
 use dueq_testkit::wait_until_async;
 
 use crate::support::{
@@ -58,7 +58,7 @@ fn ticks_of(ctx: &Ctx, q: &Queue, name: &str) -> BTreeMap<u64, String> {
 }
 
 /// The record the client built before `1a00b82` for tick `at` of `spec` (one spec per tick,
-/// key inside), with the tail the script appends.
+/// key inside), with the tick's misfire deadline and the tail the script appends.
 fn expected_record(spec: &ScheduleSpec, at: u64, created: u64) -> Vec<u8> {
     let key = format!("schedule:{}:{at}", spec.name);
     let mut v = record::spec(
@@ -67,6 +67,17 @@ fn expected_record(spec: &ScheduleSpec, at: u64, created: u64) -> Vec<u8> {
         spec.priority,
         &key,
         &spec.payload,
+    );
+    // a tick's task carries its misfire deadline (under `skip`, the tick + misfire_grace_ms):
+    // bit 10 of the key field is set and the deadline's 6 bytes follow the key
+    assert_eq!(spec.misfire, Misfire::Skip, "{}", spec.name);
+    let field = u16::from_le_bytes([v[10], v[11]]) | 0x0400;
+    v[10..12].copy_from_slice(&field.to_le_bytes());
+    let after_key = 12 + key.len();
+    let deadline = at + spec.misfire_grace_ms;
+    v.splice(
+        after_key..after_key,
+        deadline.to_le_bytes()[..6].iter().copied(),
     );
     v.extend(&at.to_le_bytes()[..6]);
     v.extend(&created.to_le_bytes()[..6]);
@@ -94,6 +105,13 @@ async fn check_ticks(
     );
     for (&at, id) in &ticks {
         let raw = raw_record(ctx, q, id).expect("the task of a key");
+        let decoded = record::Record::decode(raw.clone()).expect("a record that decodes");
+        assert_eq!(
+            decoded.misfire_deadline_ms,
+            Some(at + spec.misfire_grace_ms),
+            "misfire deadline of {} tick {at}",
+            spec.name
+        );
         let want = expected_record(spec, at, created);
         assert!(
             raw == want,
@@ -135,8 +153,8 @@ async fn wait_fired(q: &Queue, name: &str, n: u64) {
 }
 
 /// The template specs: names of 1 and of the most bytes, empty, binary and pattern-like and
-/// limit-long payloads, priorities 0 and 9, default and extreme attempts and leases, group
-/// set and unset.
+/// limit-long payloads, priorities 0 and 9, default and extreme attempts and leases (the
+/// shortest lease allowed is `MIN_LEASE_MS`), group set and unset.
 fn template_specs(limit: usize) -> Vec<ScheduleSpec> {
     let every = |s: ScheduleSpec| s.every_ms(1000);
     let all_bytes: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
@@ -158,7 +176,7 @@ fn template_specs(limit: usize) -> Vec<ScheduleSpec> {
         every(
             ScheduleSpec::new("b", pattern)
                 .max_attempts(1)
-                .lease_ms(1)
+                .lease_ms(dueq::MIN_LEASE_MS)
                 .group("%a\0-tenant"),
         ),
         every(ScheduleSpec::new("long", long).priority(3).group("tenant")),
@@ -533,13 +551,13 @@ struct Story {
     on_since: u64,
 }
 
-/// Firers as above (schedules every 250 ms, the frozen clocks moved to the real time once a
-/// round), while a mutator (its own client) replaces schedules with a new payload (same
-/// timing), pauses, resumes, deletes and re-creates them, during the firing of each step
-/// (changes land between a firer's read and its later calls). Afterwards: one task per tick,
-/// none in a paused or deleted span, every tick after the last replace carries the last
-/// payload, the ticks since the last resume or re-create have no gap, `fired_total` of a
-/// schedule never deleted equals its tasks, `enqueued - cancelled` equals the tasks.
+/// Firers as above (schedules every second, the shortest `every_ms`; the frozen clocks moved to the
+/// real time once a round), while a mutator (its own client) replaces schedules with a new payload
+/// (same timing), pauses, resumes, deletes and re-creates them, during the firing of each step
+/// (changes land between a firer's read and its later calls). Afterwards: one task per tick, none
+/// in a paused or deleted span, every tick after the last replace carries the last payload, the
+/// ticks since the last resume or re-create have no gap, `fired_total` of a schedule never deleted
+/// equals its tasks, `enqueued - cancelled` equals the tasks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_firers_and_changes_keep_one_task_per_tick() {
     let ctx = Ctx::new().await;
@@ -550,7 +568,7 @@ async fn racing_firers_and_changes_keep_one_task_per_tick() {
     let q = clocks.queue(3, "mut");
     let n = 300;
     let name = |i: usize| format!("m{i}");
-    let spec = |i: usize, p: &[u8]| ScheduleSpec::new(name(i), p.to_vec()).every_ms(250);
+    let spec = |i: usize, p: &[u8]| ScheduleSpec::new(name(i), p.to_vec()).every_ms(1_000);
     let mut story: Vec<Story> = (0..n).map(|_| Story::default()).collect();
     for (i, st) in story.iter_mut().enumerate() {
         let p = format!("{}-v0", name(i)).into_bytes();
@@ -671,7 +689,7 @@ async fn racing_firers_and_changes_keep_one_task_per_tick() {
             .filter(|&t| t >= st.on_since)
             .collect();
         let a = st.on_since;
-        let want: Vec<u64> = (0..since.len() as u64).map(|k| a + k * 250).collect();
+        let want: Vec<u64> = (0..since.len() as u64).map(|k| a + k * 1_000).collect();
         assert_eq!(since, want, "{nm}: ticks since {a}");
         assert!(*since.last().unwrap() > at, "{nm}: no tick waiting");
         if !st.deleted_ever {

@@ -1,12 +1,14 @@
 -- dead_list: one page of the dead-letter queue, newest first.
--- KEYS[1] dead  KEYS[2] tasks  KEYS[3] errors
+-- KEYS[1] dead  KEYS[2] tasks  KEYS[3] errors  KEYS[4] meta
 -- ARGV[1] offset, ARGV[2] limit (1..1000)
--- Returns: {now_ms, total, then per task: id, died_at_ms, record, last error ('' = none)}
+-- Returns: {now_ms, total, the queue's max_attempts, the queue's lease_ms (for records that
+--   leave them 0), then per task: id, died_at_ms, record, last error ('' = none)}
 local dead, tasks = KEYS[1], KEYS[2]
 local now = now_ms()
 local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local page = redis.call('ZREVRANGE', dead, offset, offset + limit - 1, 'WITHSCORES')
-local out = {now, redis.call('ZCARD', dead)}
+local d = redis.call('HMGET', KEYS[4], 'max_attempts', 'lease_ms')
+local out = {now, redis.call('ZCARD', dead), d[1] or '5', d[2] or '30000'}
 for i = 1, #page, 2 do
   local rec = redis.call('HGET', tasks, page[i])
   if rec then

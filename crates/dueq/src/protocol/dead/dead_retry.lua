@@ -2,7 +2,7 @@
 -- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys  KEYS[5] errors
 -- KEYS[6..14] group keys (see lib.lua; a task retried goes back to its group), KEYS[15..24]
 --   option keys (see lib.lua; it goes back to its priority's set, and has no expiry)
--- KEYS[25] meta
+-- KEYS[25] meta  KEYS[26] dead_keys
 -- ARGV[1] wake channel, ARGV[2] n, then n task ids
 -- Returns: {now_ms, then per task: 'retried' | 'not_found' | 'conflict' (its business key is
 --   live again on another task)}
@@ -27,6 +27,7 @@ for i = 1, n do
       out[#out + 1] = 'conflict'
     else
       redis.call('ZREM', dead, id)
+      dead_key_drop(KEYS[26], rec, id)
       redis.call('HSET', tasks, id, rec_update(rec, 0, now))
       -- attempts count afresh, so the old error goes too (a claim only looks for errors of
       -- tasks with attempts behind them)

@@ -3,6 +3,8 @@
 -- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats  KEYS[10] hist  KEYS[11] keys
 -- KEYS[12..20] group keys (gsched, gdue, groups, gready, gactive, gparked, rate, rate_n,
 --   rate_idle; see lib.lua)  KEYS[21..30] option keys (priority sets 1..9, expiry; lib.lua)
+-- KEYS[31] schedule_state (a missed tick counts in its schedule's skipped_total)
+-- KEYS[32] dead_keys (an expired task kept in the dead-letter queue stays findable by key)
 -- ARGV[1] max (0..1000; 0 only reports timing)  ARGV[2] lease_ms override (0 = each task's own)
 -- ARGV[3] claim id ('' = untracked): remember what this call hands out, so that a caller that
 --   never got the reply can ask for it again
@@ -14,9 +16,9 @@
 --   'concurrency': a queue limit held due work back), rate slot opens at ms (-1 = none),
 --   the queue's max_attempts (for records that leave it 0), held (1 when due work waits for a
 --   concurrency slot, the queue's or a parked group's: a task that ends frees one),
---   n tasks, then per task: id,
---   lease_token, due_at_ms, lease_deadline_ms, record, last error ('' = none); then for each
---   task with a group: its index (1-based), its group}
+--   n tasks, m missed ticks, then per task: id, lease_token, due_at_ms, lease_deadline_ms,
+--   record, last error ('' = none); then for each task with a group: its index (1-based),
+--   its group; then the schedule name of each missed tick counted as skipped}
 -- Order: ungrouped due tasks by priority (0 first), then due time (FIFO among equal due
 -- times); a group is one contender
 -- placed by when it became due or was last served, so groups are served round-robin and a
@@ -25,6 +27,11 @@
 -- Expiry: when the queue ever had a task with an expiry (meta `exp`), each call first expires
 -- up to 100 tasks by the `expiry` index, and a due task whose expiry has passed is expired
 -- instead of handed out; a task handed out leaves the index (a started task never expires).
+-- Missed ticks (DESIGN 2.16): a schedule tick's task that has not started by its misfire
+-- deadline (its fire time + misfire_grace_ms under `skip`, the next tick's under
+-- `fire_once`, so only the newest missed tick of a span runs) is not handed out: it is
+-- dropped, counted as cancelled, in its schedule's skipped_total under `skip`, and taken
+-- off its fired_total.
 -- One lease token serves every task of a call: a token only has to differ between two claims
 -- of the same task, and those are always different calls.
 local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -32,7 +39,8 @@ local errors = KEYS[7]
 local G = group_keys(12)
 local O = option_keys(21)
 local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9], hist = KEYS[10], G = G, O = O,
-  tasks = tasks, keys = KEYS[11], meta = meta}
+  tasks = tasks, keys = KEYS[11], meta = meta, dead_keys = KEYS[32]}
+local sstate = KEYS[31]
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
 local claim_id, forget = ARGV[3], ARGV[4]
@@ -52,9 +60,11 @@ local exp_on, to_dead = cfg[14] ~= false, cfg[15] == 'dead'
 -- the priorities grouped tasks use (each a range of a group's own in `gsched`)
 G.pl, G.pn = prios_of(cfg[16])
 G.meta = meta
-local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5', 0, 0}
--- (index, group) of the grouped tasks handed out, appended after the tasks
+local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5', 0, 0, 0}
+-- (index, group) of the grouped tasks handed out, appended after the tasks, and the
+-- schedule names of missed ticks, appended after those
 local grouped_out, ngo = {}, 0
+local missed, nmissed = {}, 0
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
 local za, la, log = {}, {}, {}
 local nz, no = 0, #out
@@ -63,7 +73,7 @@ local made = {}
 
 local function hand_out(id, token, rec, due, group)
   local attempt, _, lease_ms, klen = struct_unpack(HDR, rec)
-  klen = klen % KLEN_MOD
+  klen = klen % MISFIRE_BIT
   if override > 0 then lease_ms = override elseif lease_ms == 0 then lease_ms = default_lease end
   local flags = (klen > 0 and 1 or 0) + (attempt > 0 and 2 or 0) + (group ~= '' and 4 or 0)
   local by_token = made[token]
@@ -121,6 +131,30 @@ end
 local token = nil
 local fresh, late_sum, late_max = 0, 0, 0
 
+-- Drops task `id` (record `rec`, taken off its index) of a missed tick: counted as cancelled,
+-- in its schedule's skipped_total unless the schedule fires once for a missed span (`once`:
+-- the newest tick of the span runs for all of them), and its fired_total one less.
+local function drop_missed(id, rec, group, once)
+  release_key(K.keys, rec, id)
+  redis.call('HDEL', tasks, id)
+  if group ~= '' then redis.call('HDEL', G.groups, id) end
+  redis.call('HINCRBY', K.stats, 'cancelled_total', 1)
+  local name = string.match(rec_key(rec), '^schedule:(.+):%d+$')
+  if not name then return end
+  local st = redis.call('HGET', sstate, name)
+  local next_at, last, skipped, paused, fired, fp, prev
+  if st then next_at, last, skipped, paused, fired, fp, prev = sched_state(st) end
+  if next_at then
+    if not once then skipped = int(tonumber(skipped) + 1) end
+    redis.call('HSET', sstate, name, sched_state_text(next_at, last, skipped, paused,
+      int(math.max(tonumber(fired) - 1, 0)), fp, prev))
+  end
+  if not once then
+    nmissed = nmissed + 1
+    missed[nmissed] = name
+  end
+end
+
 -- Hands out the tasks `ids` (due times `dues`, `n` of them) taken off their index.
 local function hand_out_all(ids, dues, n, group)
   if n == 0 then return 0 end
@@ -134,9 +168,16 @@ local function hand_out_all(ids, dues, n, group)
     local e = exps and exps[j] and tonumber(exps[j])
     -- a missing record (hash entry deleted by hand) leaves nothing to run; an unreadable
     -- one goes to the dead-letter queue instead of stopping the queue
-    if e and e <= now and recs[j] and rec_ok(recs[j]) then
-      expire_task(K, ids[j], recs[j], now, to_dead)
-    elseif recs[j] and rec_ok(recs[j]) then
+    local rec = recs[j]
+    local ok = rec and rec_ok(rec)
+    local md, once
+    if ok then md, once = rec_misfire(rec) end
+    if e and e <= now and ok then
+      expire_task(K, ids[j], rec, now, to_dead)
+    elseif md and md < now then
+      if e then redis.call('ZREM', O.expiry, ids[j]) end
+      drop_missed(ids[j], rec, group, once)
+    elseif ok then
       if e then
         ns = ns + 1
         started[ns] = ids[j]
@@ -387,5 +428,7 @@ out[3] = first or -1
 out[4] = earliest(active) or -1
 if redis.call('HLEN', leases) ~= redis.call('ZCARD', active) then out[5] = 1 end
 out[11] = nz / 2
+out[12] = nmissed
 for i = 1, ngo do out[no + i] = grouped_out[i] end
+for i = 1, nmissed do out[no + ngo + i] = missed[i] end
 return out

@@ -24,6 +24,8 @@ pub(crate) struct ClaimReply {
     /// Due work waits for a concurrency slot (the queue's, or a parked group's).
     pub waits_for_slot: bool,
     pub tasks: Vec<ClaimedTask>,
+    /// The schedule of each missed tick dropped instead of handed out.
+    pub missed_ticks: Vec<String>,
 }
 
 /// Which queue limit held due work back in a claim.
@@ -66,10 +68,12 @@ pub(crate) async fn claim(
     for r in tracking.resume {
         a.s(r);
     }
-    let keys = k.with_lane_keys(&[
+    let mut keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors, &k.dead, &k.stats,
         &k.hist, &k.keys,
     ]);
+    keys.push(&k.schedule_state);
+    keys.push(&k.dead_keys);
     let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
     let now_ms = r.u64()?;
     let paused = r.i64()? == 1;
@@ -87,6 +91,7 @@ pub(crate) async fn claim(
     let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
     let waits_for_slot = r.i64()? == 1;
     let n = r.u64()? as usize;
+    let missed = r.u64()? as usize;
     let mut reply = ClaimReply {
         now_ms,
         paused,
@@ -97,6 +102,7 @@ pub(crate) async fn claim(
         throttle,
         waits_for_slot,
         tasks: Vec::new(),
+        missed_ticks: Vec::with_capacity(missed),
     };
     reply.tasks.reserve(n);
     for _ in 0..n {
@@ -128,12 +134,15 @@ pub(crate) async fn claim(
             last_error,
         });
     }
-    while r.remaining() > 0 {
+    while r.remaining() > missed {
         let i = (r.u64()? as usize).saturating_sub(1);
         let group = r.string()?;
         if let Some(t) = reply.tasks.get_mut(i) {
             t.group = Some(group);
         }
+    }
+    for _ in 0..missed {
+        reply.missed_ticks.push(r.string()?);
     }
     Ok(reply)
 }
@@ -193,10 +202,11 @@ pub(crate) async fn nack(
             .s(if it.permanent { "1" } else { "0" })
             .s(it.error);
     }
-    let keys = k.with_lane_keys(&[
+    let mut keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.errors,
         &k.hist,
     ]);
+    keys.push(&k.dead_keys);
     let mut r = run(conn, "nack", &scripts::NACK, &keys, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
@@ -278,10 +288,11 @@ pub(crate) async fn recover(
     for d in backoff_ms {
         a.n(d);
     }
-    let keys = k.with_lane_keys(&[
+    let mut keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.claims,
         &k.errors, &k.hist,
     ]);
+    keys.push(&k.dead_keys);
     let mut r = run(conn, "recover", &scripts::RECOVER, &keys, a.take()).await?;
     Ok(RecoverReply {
         now_ms: r.u64()?,

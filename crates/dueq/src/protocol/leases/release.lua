@@ -27,6 +27,8 @@ for i = 1, n do
     redis.call('ZREM', active, id)
     redis.call('HDEL', leases, id)
     local _, _, _, due = rec_head(rec)
+    -- a tick's task handed back has started: it is no longer judged by its misfire deadline
+    if rec_misfire(rec) then redis.call('HSET', tasks, id, rec_update(rec, nil, nil)) end
     local g = redis.call('HGET', G.groups, id)
     if g then
       if gfinish(G, g, now, stats) then wake_up = true end

@@ -282,6 +282,11 @@ pub(crate) struct FireItem<'a> {
     pub group: &'a str,
     /// How far ahead of its tick a tick may fire, ms.
     pub lead_ms: u64,
+    /// Misfire `fire_once` (else `skip`): which tick's time a task's misfire deadline
+    /// counts from (the next tick's, or its own).
+    pub fire_once: bool,
+    /// `misfire_grace_ms`: a tick's task not started this long after that time is missed.
+    pub grace_ms: u64,
 }
 
 /// What `schedule_fire` did with one item.
@@ -313,7 +318,9 @@ pub(crate) async fn fire(
             .s(it.group)
             .n(it.lead_ms)
             .s(it.spec)
-            .s(it.def);
+            .s(it.def)
+            .s(if it.fire_once { "o" } else { "s" })
+            .n(it.grace_ms);
     }
     let mut keys = schedule_keys(k, &k.leases);
     keys.push(&k.schedules);

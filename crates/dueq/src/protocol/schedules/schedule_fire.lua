@@ -13,7 +13,11 @@
 --   skip); the tasks' group ('' none); lead ms (how far ahead of its time a tick may fire: 0
 --   or FIRE_AHEAD_MS); the ticks' task spec (the record without its tail, lib.lua) with an
 --   empty key: each tick's task gets business key 'schedule:<name>:<tick ms>' put in; the
---   definition the step was planned from (as read).
+--   definition the step was planned from (as read); the misfire policy ('s' skip | 'o'
+--   fire_once); misfire_grace_ms. Each task carries its tick's misfire deadline and policy
+--   (lib.lua): the tick + grace under skip, the next tick + grace under fire_once, so a task
+--   that has not started by then is a missed tick. A fire_once tick already missed when it
+--   fires is its span's one run and carries none, nor does a tick with no next tick.
 -- Returns: {now_ms, then per schedule: code, tasks created, ticks skipped (overlap + missed)}
 --   code 1 applied; 0 stale (the state's next fire time is not the expected one, or the
 --   definition is not the one planned from: another process fired it, or it was replaced,
@@ -60,7 +64,7 @@ do
     names[i], at[i] = ARGV[b], b
     local c = tonumber(ARGV[b + 3])
     cnt[i] = c
-    b = b + 10 + c
+    b = b + 12 + c
   end
 end
 
@@ -73,7 +77,7 @@ local code, made, skipped = {}, {}, {}
 -- fired ticks and its index score (nil: it leaves the index), joined in step 4
 local last_of, sk_of, paused_of, fired_of, fp_of, S_of, act_of, next_of = {}, {}, {}, {}, {},
   {}, {}, {}
-local todo_i, todo_key, todo_at, todo_tick, nt = {}, {}, {}, {}, 0
+local todo_i, todo_key, todo_at, todo_tick, todo_dl, nt = {}, {}, {}, {}, {}, 0
 local lead_s, lead = nil, 0
 for i = 1, n do
   local b, c = at[i], cnt[i]
@@ -116,6 +120,10 @@ for i = 1, n do
       sk = sk == '0' and 0 or tonumber(sk)
       local planned = false
       local ns = #S
+      -- a tick's misfire deadline: its own time + grace (skip), or the next tick's of the
+      -- grid (fire_once: the next in this step, else the next fire time; none without one)
+      local once, grace = ARGV[e + 6] == 'o', tonumber(ARGV[e + 7])
+      local next_n = tonumber(ARGV[e])
       for k = 1, c do
         local t_s, t = ARGV[b + 3 + k], tn[k]
         if t > last_n then
@@ -127,6 +135,12 @@ for i = 1, n do
             nt = nt + 1
             todo_i[nt], todo_key[nt], todo_at[nt] = i, 'schedule:' .. name .. ':' .. t_s, t
             todo_tick[nt] = t_s
+            local d = t
+            if once then
+              d = tn[k + 1] or next_n
+              if t + grace < now then d = -1 end
+            end
+            todo_dl[nt] = d >= 0 and d + grace or nil
             ns = ns + 1
             S[ns], N[ns] = t_s, t
             last, last_n, planned = t_s, t, true
@@ -155,9 +169,11 @@ if count > 0 then
   local seq = redis.call('HINCRBY', meta, 'seq', count) - count
   local recs, kargs, byprio, nby, used, grouped, gused = {}, {}, {}, {}, {}, {}, {}
   local nr, tails = 0, {}
-  -- the schedule whose spec is split (`head`, key-length field `kp`, `body` after the key),
-  -- and the record head for keys of `hlen` bytes
-  local si, head, kp, body, p, hlen, hdr
+  -- the schedule whose spec is split (`head`, key field `kp` with the misfire bit, `body`
+  -- after the key), its misfire policy and grace, and the record head for keys of `hlen`
+  -- bytes; misfire deadlines packed, by value (many schedules share a tick)
+  local si, head, kp, body, p, hlen, hdr, hkf
+  local deadlines = {}
   for j = 1, nt do
     local i = todo_i[j]
     if i then
@@ -166,15 +182,25 @@ if count > 0 then
       local key, t = todo_key[j], todo_at[j]
       if i ~= si then
         local spec = ARGV[at[i] + 8 + cnt[i]]
-        si, head, hlen = i, string.sub(spec, 1, HDR_LEN - 2), nil
+        si, head = i, string.sub(spec, 1, HDR_LEN - 2)
         kp, body = struct_unpack('<I2', spec, HDR_LEN - 1), string.sub(spec, HDR_LEN + 1)
         p = math.floor(kp / KLEN_MOD)
+        kp = kp - kp % KLEN_MOD + MISFIRE_BIT
+        if ARGV[at[i] + 10 + cnt[i]] == 'o' then kp = kp + ONCE_BIT end
+        hlen = nil
       end
-      if #key ~= hlen then hlen = #key hdr = head .. struct.pack('<I2', kp + hlen) end
+      local dl, dls, kf = todo_dl[j], '', kp
+      if dl then
+        dls = deadlines[dl]
+        if not dls then dls = struct.pack('<I6', dl) deadlines[dl] = dls end
+      else
+        kf = kp - kp % KLEN_MOD
+      end
+      if #key ~= hlen or kf ~= hkf then hlen, hkf = #key, kf hdr = head .. struct.pack('<I2', kf + hlen) end
       recs[nr + 1] = id
       local tail = tails[t]
       if not tail then tail = struct.pack('<I6', t) .. created_at tails[t] = tail end
-      recs[nr + 2] = hdr .. key .. body .. tail
+      recs[nr + 2] = hdr .. key .. dls .. body .. tail
       kargs[nr + 1] = key
       kargs[nr + 2] = id
       nr = nr + 2

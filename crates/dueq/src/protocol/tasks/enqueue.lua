@@ -14,6 +14,8 @@
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
 --   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused)
 --   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written),
+--   or {'bad_expiry', now_ms, index, 't' | 'e'} when a task's expiry (ttl or expires at) is
+--   at or before its due time, so it could never run (nothing written),
 --   or {'layout', now_ms} when this partition's `partitions` setting is not the count the
 --   client routed by (nothing written; after a FLUSHALL or a change of the count, a client
 --   that routes by its cached layout would put tasks where no fresh client looks)
@@ -65,6 +67,9 @@ for i = 1, n do
         exps[i] = math.min(tonumber(ms), MAX_DUE_MS)
       elseif kind == 'm' then
         dmax[i] = tonumber(ms)
+      end
+      if exps[i] and exps[i] <= dues[i] and (kind == 't' or kind == 'e') then
+        return {'bad_expiry', now, i, kind}
       end
     end
   end

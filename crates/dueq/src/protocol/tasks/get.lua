@@ -1,7 +1,9 @@
 -- get: reads one task (by id or business key) with its state.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead  KEYS[7] done
 -- KEYS[8] errors  KEYS[9] meta  KEYS[10..18] group keys, KEYS[19..28] option keys (lib.lua)
--- ARGV[1] 'id' | 'key', ARGV[2] the id or key
+-- KEYS[29] dead_keys
+-- ARGV[1] 'id' | 'key', ARGV[2] the id or key: by key, the live task under it, else the
+--   newest dead one
 -- Returns: {now_ms} when unknown, else {now_ms, id, state, record, score, last error ('' = none),
 --   group ('' = none), the queue's max_attempts, the queue's lease_ms (for records that leave
 --   them 0), expires_at_ms (-1 = none; only while scheduled)}: state 'scheduled' (score
@@ -12,6 +14,10 @@ local G = group_keys(10)
 local O = option_keys(19)
 local now = now_ms()
 local id = resolve(keys, ARGV[1], ARGV[2])
+if not id and ARGV[1] == 'key' then
+  id = redis.call('HGET', KEYS[29], ARGV[2])
+  if id and not redis.call('ZSCORE', dead, id) then id = nil end
+end
 if not id then return {now} end
 local rec = redis.call('HGET', tasks, id)
 if not rec then return {now} end

@@ -103,6 +103,19 @@ pub(crate) async fn enqueue(
             index.saturating_sub(1)
         )));
     }
+    if status == "bad_expiry" {
+        let index = r.u64()?;
+        let field = if r.string()? == "t" {
+            "ttl_ms"
+        } else {
+            "expires_at_ms"
+        };
+        return Err(Error::invalid(format!(
+            "task {} of the slice: {field} must be after the due time: a task that expires \
+             at or before it is due can never run",
+            index.saturating_sub(1)
+        )));
+    }
     let mut out = Vec::with_capacity(items.len());
     while r.remaining() > 0 {
         let code = r.i64()?;
@@ -265,9 +278,10 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let keys = k.with_lane_keys(&[
+    let mut keys = k.with_lane_keys(&[
         &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done, &k.errors, &k.meta,
     ]);
+    keys.push(&k.dead_keys);
     let mut r = run(conn, "get", &scripts::GET, &keys, a.take()).await?;
     r.u64()?;
     if r.remaining() == 0 {

@@ -192,8 +192,8 @@ async fn gets(env: &Env<'_>, ctx: &str) {
         let got = got.unwrap().map(|t| t.id);
         assert_eq!(
             got.as_ref(),
-            m.by_key(k),
-            "{ctx}: get by key {k}: the key maps to its live task, a finished task's key is free"
+            m.get_by_key(k),
+            "{ctx}: get by key {k}: the key's live task, else the newest dead task under it"
         );
     }
 }
@@ -301,6 +301,24 @@ fn raw(env: &Env<'_>, ctx: &str) {
         .map(|(k, id)| (k.clone(), id.as_str().to_owned()))
         .collect();
     assert_eq!(keys, want_keys, "{ctx}: the key index");
+    let dead_keys: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(&k.dead_keys)
+        .query(&mut conn)
+        .unwrap();
+    let want_dead_keys: BTreeMap<String, String> = m
+        .dead_keys
+        .iter()
+        .map(|(k, id)| (k.clone(), id.as_str().to_owned()))
+        .collect();
+    assert_eq!(dead_keys, want_dead_keys, "{ctx}: the dead-key index");
+    for (key, id) in &m.dead_keys {
+        let t = &m.tasks[id];
+        assert!(
+            matches!(t.state, St::Dead { .. }) && t.key.as_deref() == Some(key),
+            "{ctx}: model dead key {key} maps to {id} ({:?})",
+            t.state
+        );
+    }
     for (key, id) in &m.keys {
         let t = &m.tasks[id];
         assert!(

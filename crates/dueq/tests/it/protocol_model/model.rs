@@ -91,6 +91,9 @@ pub struct Model {
     pub tasks: BTreeMap<TaskId, MTask>,
     /// Business key → its live (scheduled or active) task.
     pub keys: BTreeMap<String, TaskId>,
+    /// Business key → the newest dead task under it (`dead_keys`): set when a keyed task
+    /// dies, dropped when that task is retried, deleted or trimmed off the dead-letter queue.
+    pub dead_keys: BTreeMap<String, TaskId>,
     pub c: Counters,
     /// The queue's settings.
     pub max_attempts: u32,
@@ -114,6 +117,7 @@ impl Model {
         Self {
             tasks: BTreeMap::new(),
             keys: BTreeMap::new(),
+            dead_keys: BTreeMap::new(),
             c: Counters::default(),
             max_attempts: settings.max_attempts,
             lease_ms: settings.lease_ms,
@@ -139,9 +143,28 @@ impl Model {
         t.lease_ms.unwrap_or(self.lease_ms)
     }
 
-    /// The live task of `key`, if any.
+    /// The live task of `key`, if any (what cancel and reschedule by key act on).
     pub fn by_key(&self, key: &str) -> Option<&TaskId> {
         self.keys.get(key)
+    }
+
+    /// What `get` by `key` finds: the live task under it, else the newest dead one.
+    pub fn get_by_key(&self, key: &str) -> Option<&TaskId> {
+        self.keys.get(key).or_else(|| {
+            self.dead_keys
+                .get(key)
+                .filter(|id| matches!(self.tasks[*id].state, St::Dead { .. }))
+        })
+    }
+
+    /// Drops the dead-key entry of `id` if it points at it (the task left the dead-letter
+    /// queue).
+    fn drop_dead_key(&mut self, id: &TaskId) {
+        if let Some(k) = self.tasks[id].key.clone()
+            && self.dead_keys.get(&k) == Some(id)
+        {
+            self.dead_keys.remove(&k);
+        }
     }
 
     fn release_key(&mut self, id: &TaskId) {
@@ -384,8 +407,8 @@ impl Model {
         true
     }
 
-    /// Drops the oldest (by time, then id) of the tasks `at` selects beyond `cap`; returns
-    /// how many.
+    /// Drops the oldest (by time, then id) of the tasks `at` selects beyond `cap` (and their
+    /// dead-key entries); returns how many.
     fn trim(&mut self, cap: u64, at: impl Fn(&St) -> Option<u64>) -> u64 {
         let mut kept: Vec<(u64, TaskId)> = self
             .tasks
@@ -395,6 +418,7 @@ impl Model {
         kept.sort();
         let excess = kept.len().saturating_sub(cap as usize);
         for (_, id) in &kept[..excess] {
+            self.drop_dead_key(id);
             self.task_mut(id).state = St::Gone;
         }
         excess as u64
@@ -426,6 +450,9 @@ impl Model {
         t.last_error = Some(err.to_owned());
         if permanent || t.attempt >= max {
             self.release_key(id);
+            if let Some(k) = self.tasks[id].key.clone() {
+                self.dead_keys.insert(k, id.clone());
+            }
             self.task_mut(id).state = St::Dead { at_ms: now };
             self.c.dead += 1;
             let cap = self.dead_max;
@@ -542,6 +569,7 @@ impl Model {
                 }
             }
         }
+        self.drop_dead_key(id);
         let t = self.task_mut(id);
         t.state = St::Scheduled;
         t.attempt = 0;
@@ -554,6 +582,7 @@ impl Model {
         if !matches!(self.tasks[id].state, St::Dead { .. }) {
             return false;
         }
+        self.drop_dead_key(id);
         self.task_mut(id).state = St::Gone;
         self.c.deleted += 1;
         true

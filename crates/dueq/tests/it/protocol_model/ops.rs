@@ -9,6 +9,11 @@ use proptest::prelude::*;
 use super::model::Settings;
 use super::{GROUPS, KEYS, LEASE_MS, MAX_ATTEMPTS, WORKERS};
 
+/// Leases drawn for tasks, claims and extends: the shortest allowed to 3 s.
+fn lease_ms() -> impl Strategy<Value = u64> {
+    dueq::MIN_LEASE_MS..3_000u64
+}
+
 /// When a task is due: a delay, or an absolute time relative to now (may be in the past).
 #[derive(Clone, Copy)]
 pub enum When {
@@ -202,7 +207,7 @@ pub fn when() -> impl Strategy<Value = When> {
 }
 
 /// How far the clock moves: often 1 ms (to step over a due time or a lease deadline), else
-/// far enough for leases (1 s by default) and retries (5 to 800 ms) to come due.
+/// far enough for leases (1 to 3 s) and retries (5 to 800 ms) to come due.
 pub fn advance() -> impl Strategy<Value = u64> {
     prop_oneof![
         3 => Just(1u64),
@@ -219,7 +224,7 @@ pub fn new_task() -> impl Strategy<Value = New> {
         when(),
         prop::bool::weighted(0.3),
         prop::option::weighted(0.3, 1..=3u32),
-        prop::option::weighted(0.2, 200..3_000u64),
+        prop::option::weighted(0.2, lease_ms()),
     )
         .prop_map(|(key, group, when, replace, max_attempts, lease_ms)| New {
             key,
@@ -245,12 +250,12 @@ pub fn target() -> impl Strategy<Value = Target> {
 pub fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         5 => prop::collection::vec(new_task(), 1..4).prop_map(Op::Enqueue),
-        6 => (0..WORKERS, 1..6usize, prop::option::weighted(0.3, 100..3_000u64))
+        6 => (0..WORKERS, 1..6usize, prop::option::weighted(0.3, lease_ms()))
             .prop_map(|(worker, max, lease_ms)| Op::Claim { worker, max, lease_ms }),
         5 => pick().prop_map(Op::Ack),
         4 => (pick(), prop::option::weighted(0.5, prop_oneof![0..=3u64, 0..1_500u64]), prop::bool::weighted(0.3))
             .prop_map(|(lease, retry_in_ms, permanent)| Op::Nack { lease, retry_in_ms, permanent }),
-        2 => (pick(), 1..3_000u64).prop_map(|(lease, lease_ms)| Op::Extend { lease, lease_ms }),
+        2 => (pick(), lease_ms()).prop_map(|(lease, lease_ms)| Op::Extend { lease, lease_ms }),
         1 => pick().prop_map(Op::Release),
         2 => target().prop_map(Op::Cancel),
         2 => (target(), when()).prop_map(|(t, w)| Op::Reschedule(t, w)),
@@ -265,11 +270,11 @@ pub fn op() -> impl Strategy<Value = Op> {
 }
 
 /// A sequence's queue settings: retention of succeeded tasks (none, 1, 3) and the dead-letter
-/// cap (default, 0, 2), so that trimming happens.
+/// cap (default, 1: the smallest allowed, 2), so that trimming happens.
 pub fn settings() -> impl Strategy<Value = Settings> {
     (
         prop_oneof![3 => Just(None), 1 => Just(Some(1)), 1 => Just(Some(3))],
-        prop_oneof![3 => Just(None), 1 => Just(Some(0)), 1 => Just(Some(2))],
+        prop_oneof![3 => Just(None), 1 => Just(Some(1)), 1 => Just(Some(2))],
     )
         .prop_map(|(succeeded_max, dead_max)| Settings {
             max_attempts: MAX_ATTEMPTS,
