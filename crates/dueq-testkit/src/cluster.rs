@@ -1,26 +1,196 @@
-//! A throwaway Redis Cluster made of [`RedisServer`] masters.
+//! A throwaway Redis Cluster made of [`RedisServer`] nodes: masters only
+//! ([`RedisCluster::start`]) or masters with replicas
+//! ([`RedisCluster::start_with_replicas`], for failover tests).
 
+use std::ffi::OsString;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use redis::Value;
 
 use crate::helpers::parse_info_field;
-use crate::server::RedisServer;
+use crate::server::{RedisServer, tail};
 
 /// How long the cluster may take to reach `cluster_state:ok` everywhere.
 const CLUSTER_DEADLINE: Duration = Duration::from_secs(30);
 /// Number of hash slots in Redis Cluster.
 const SLOTS: &str = "16384";
+/// `cluster-node-timeout` of a cluster without replicas (nothing fails over).
+const NODE_TIMEOUT_MS: u64 = 2_000;
+/// `cluster-node-timeout` of a cluster with replicas: short, so a dead master is marked failed
+/// and its replica promoted within about 2–3 s.
+const FAILOVER_NODE_TIMEOUT_MS: u64 = 1_000;
+/// Pause between two looks at a failover in progress.
+const POLL: Duration = Duration::from_millis(5);
+/// Connect, read and write timeout of the testkit's own inspection connections, so a dead or
+/// stopped node makes a probe fail instead of hang.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A Redis Cluster of N masters and no replicas, each a TCP
-/// [`RedisServer`] in its own temporary directory.
+/// Options for starting a [`RedisCluster`]; create one with [`RedisCluster::builder`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .start() is called"]
+pub struct RedisClusterBuilder {
+    masters: usize,
+    replicas_per_master: usize,
+    appendonly: bool,
+    node_timeout_ms: u64,
+    extra_args: Vec<OsString>,
+}
+
+impl RedisClusterBuilder {
+    /// Replicas per master (`redis-cli --cluster create --cluster-replicas n`). With
+    /// replicas the defaults change to those of [`RedisCluster::start_with_replicas`]:
+    /// AOF on and `cluster-node-timeout` 1 000 ms.
+    pub fn replicas_per_master(mut self, n: usize) -> Self {
+        self.replicas_per_master = n;
+        if n > 0 {
+            self.appendonly = true;
+            self.node_timeout_ms = FAILOVER_NODE_TIMEOUT_MS;
+        }
+        self
+    }
+
+    /// AOF persistence with `appendfsync always` on every node (see
+    /// [`crate::RedisServerBuilder::appendonly`]).
+    pub fn appendonly(mut self, on: bool) -> Self {
+        self.appendonly = on;
+        self
+    }
+
+    /// `cluster-node-timeout`, ms: how long a node may be unreachable before the others
+    /// flag it as failing (and its replica starts an election).
+    pub fn node_timeout_ms(mut self, ms: u64) -> Self {
+        self.node_timeout_ms = ms;
+        self
+    }
+
+    /// One extra `redis-server` argument for every node (after the built-in ones, so it
+    /// overrides them), e.g. `.arg("--cluster-require-full-coverage").arg("no")`.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Start the nodes (`--cluster-enabled yes --cluster-config-file nodes.conf
+    /// --cluster-node-timeout <ms>`) on free ports, join them with `redis-cli --cluster
+    /// create … --cluster-replicas <n> --cluster-yes` (the first `masters` nodes become the
+    /// masters, owning equal slot ranges in start order), and wait (up to 30 s) until every
+    /// node reports `cluster_state:ok`, all 16384 slots assigned and ok, knows all the other
+    /// nodes, and every replica's link to its master is up.
+    ///
+    /// # Panics
+    ///
+    /// If `masters < 3` (`redis-cli --cluster create` requires at least 3 masters), or if
+    /// any step fails; the message includes `redis-cli`'s output.
+    pub fn start(self) -> RedisCluster {
+        let masters = self.masters;
+        assert!(
+            masters >= 3,
+            "a Redis Cluster needs at least 3 masters, got {masters}"
+        );
+        let total = masters * (1 + self.replicas_per_master);
+        let nodes: Vec<RedisServer> = (0..total)
+            .map(|_| {
+                RedisServer::builder()
+                    .cluster_node()
+                    .appendonly(self.appendonly)
+                    .args(["--cluster-node-timeout", &self.node_timeout_ms.to_string()])
+                    .args(&self.extra_args)
+                    .start()
+            })
+            .collect();
+        let mut cluster = RedisCluster {
+            nodes,
+            replica_of: vec![None; total],
+        };
+
+        let addrs: Vec<String> = cluster
+            .ports()
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let output = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args([
+                "--cluster-replicas",
+                &self.replicas_per_master.to_string(),
+                "--cluster-yes",
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("spawn redis-cli (is it on PATH?): {e}"));
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create {} failed with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            addrs.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+
+        let known = total.to_string();
+        let mut conns: Vec<redis::Connection> = cluster.nodes.iter().map(|n| n.conn()).collect();
+        crate::wait_until(
+            CLUSTER_DEADLINE,
+            "every cluster node reports cluster_state:ok with all slots assigned, \
+             and every replica's master link is up",
+            || {
+                conns.iter_mut().all(|conn| {
+                    let Ok(info) = redis::cmd("CLUSTER").arg("INFO").query::<String>(conn) else {
+                        return false;
+                    };
+                    let field = |name| parse_info_field(&info, name);
+                    let cluster_ok = field("cluster_state").as_deref() == Some("ok")
+                        && field("cluster_slots_assigned").as_deref() == Some(SLOTS)
+                        && field("cluster_slots_ok").as_deref() == Some(SLOTS)
+                        && field("cluster_known_nodes").as_deref() == Some(known.as_str());
+                    let Ok(repl) = redis::cmd("INFO").arg("replication").query::<String>(conn)
+                    else {
+                        return false;
+                    };
+                    let linked = parse_info_field(&repl, "role").as_deref() == Some("master")
+                        || parse_info_field(&repl, "master_link_status").as_deref() == Some("up");
+                    cluster_ok && linked
+                })
+            },
+        );
+        for i in 0..total {
+            cluster.replica_of[i] = match cluster.replication(i) {
+                Some(Replication::Replica { master_port, .. }) => {
+                    Some(cluster.index_of_port(master_port))
+                }
+                _ => None,
+            };
+        }
+        cluster
+    }
+}
+
+/// A Redis Cluster of TCP [`RedisServer`] nodes, each in its own temporary directory.
 ///
 /// Dropping it kills every node.
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    /// Per node: the node it replicates, as this handle last learned it (at start, and after
+    /// [`RedisCluster::wait_for_promotion`]); `None` for a master.
+    replica_of: Vec<Option<usize>>,
 }
 
 impl RedisCluster {
+    /// Options: `masters` masters, no replicas, no persistence, `cluster-node-timeout`
+    /// 2 000 ms unless changed.
+    pub fn builder(masters: usize) -> RedisClusterBuilder {
+        RedisClusterBuilder {
+            masters,
+            replicas_per_master: 0,
+            appendonly: false,
+            node_timeout_ms: NODE_TIMEOUT_MS,
+            extra_args: Vec::new(),
+        }
+    }
+
     /// Start `masters` nodes (`--cluster-enabled yes --cluster-config-file
     /// nodes.conf --cluster-node-timeout 2000`, no persistence) on free
     /// ports, join them with `redis-cli --cluster create … --cluster-replicas 0
@@ -34,60 +204,36 @@ impl RedisCluster {
     /// masters), or if any step fails; the message includes `redis-cli`'s
     /// output.
     pub fn start(masters: usize) -> RedisCluster {
-        assert!(
-            masters >= 3,
-            "a Redis Cluster needs at least 3 masters, got {masters}"
-        );
-        let nodes: Vec<RedisServer> = (0..masters)
-            .map(|_| RedisServer::builder().cluster_node().start())
-            .collect();
-        let cluster = RedisCluster { nodes };
+        Self::builder(masters).start()
+    }
 
-        let addrs: Vec<String> = cluster
-            .ports()
-            .iter()
-            .map(|port| format!("127.0.0.1:{port}"))
-            .collect();
-        let output = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .unwrap_or_else(|e| panic!("spawn redis-cli (is it on PATH?): {e}"));
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster create {} failed with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            addrs.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr),
-        );
-
-        let known = masters.to_string();
-        let mut conns: Vec<redis::Connection> = cluster.nodes.iter().map(|n| n.conn()).collect();
-        crate::wait_until(
-            CLUSTER_DEADLINE,
-            "every cluster node reports cluster_state:ok with all slots assigned",
-            || {
-                conns.iter_mut().all(|conn| {
-                    let Ok(info) = redis::cmd("CLUSTER").arg("INFO").query::<String>(conn) else {
-                        return false;
-                    };
-                    let field = |name| parse_info_field(&info, name);
-                    field("cluster_state").as_deref() == Some("ok")
-                        && field("cluster_slots_assigned").as_deref() == Some(SLOTS)
-                        && field("cluster_slots_ok").as_deref() == Some(SLOTS)
-                        && field("cluster_known_nodes").as_deref() == Some(known.as_str())
-                })
-            },
-        );
-        cluster
+    /// Start a cluster of `masters` masters with `replicas_per_master` replicas each, for
+    /// failover tests: AOF on (`appendfsync always`), `cluster-node-timeout` 1 000 ms (a
+    /// killed master's replica is promoted about 2–3 s later). Nodes `0..masters` are the
+    /// masters, in slot order; the replicas follow. See [`RedisClusterBuilder::start`].
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisClusterBuilder::start`].
+    pub fn start_with_replicas(masters: usize, replicas_per_master: usize) -> RedisCluster {
+        Self::builder(masters)
+            .replicas_per_master(replicas_per_master)
+            .start()
     }
 
     /// `redis://127.0.0.1:<port>` for every node.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// `redis+cluster://127.0.0.1:<p1>,127.0.0.1:<p2>,…`: every node as a seed.
+    pub fn cluster_url(&self) -> String {
+        let hosts: Vec<String> = self
+            .ports()
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
     }
 
     /// The TCP port of every node.
@@ -113,4 +259,229 @@ impl RedisCluster {
         redis::cluster::ClusterClient::new(self.urls())
             .unwrap_or_else(|e| panic!("ClusterClient::new({:?}): {e}", self.urls()))
     }
+
+    /// The index of the node listening on `port`.
+    ///
+    /// # Panics
+    ///
+    /// If no node of this cluster has that port.
+    pub fn index_of_port(&self, port: u16) -> usize {
+        self.ports()
+            .iter()
+            .position(|&p| p == port)
+            .unwrap_or_else(|| panic!("no node of the cluster listens on port {port}"))
+    }
+
+    /// The replicas of node `master`, as this handle knows them (from the start, updated by
+    /// [`Self::wait_for_promotion`]).
+    pub fn replicas_of(&self, master: usize) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.replica_of[i] == Some(master))
+            .collect()
+    }
+
+    /// The hash slot of `key` (`CLUSTER KEYSLOT`, asked of a running node).
+    ///
+    /// # Panics
+    ///
+    /// If no node answers.
+    pub fn slot_of_key(&self, key: &str) -> u16 {
+        let mut conn = self.any_running_conn();
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .unwrap_or_else(|e| panic!("CLUSTER KEYSLOT {key}: {e}"))
+    }
+
+    /// The index of the master serving `slot`, as the first running node that answers sees
+    /// it (`CLUSTER SLOTS`).
+    ///
+    /// # Panics
+    ///
+    /// If no node answers, or none owns the slot.
+    pub fn master_of_slot(&self, slot: u16) -> usize {
+        let mut conn = self.any_running_conn();
+        let ranges =
+            cluster_slots(&mut conn).unwrap_or_else(|e| panic!("CLUSTER SLOTS failed: {e}"));
+        let port = ranges
+            .iter()
+            .find(|(a, b, _)| (*a..=*b).contains(&slot))
+            .map(|(_, _, port)| *port)
+            .unwrap_or_else(|| panic!("no master serves slot {slot}: {ranges:?}"));
+        self.index_of_port(port)
+    }
+
+    /// The index of the master serving `key`'s slot.
+    ///
+    /// # Panics
+    ///
+    /// As [`Self::slot_of_key`] and [`Self::master_of_slot`].
+    pub fn master_of_key(&self, key: &str) -> usize {
+        self.master_of_slot(self.slot_of_key(key))
+    }
+
+    /// Kill node `i` with SIGKILL (no shutdown, no last AOF write beyond what
+    /// `appendfsync always` already did) and reap it.
+    pub fn kill9(&mut self, i: usize) {
+        self.nodes[i].kill9();
+    }
+
+    /// After [`Self::kill9`] of master `killed`: waits (up to `deadline`) until one of its
+    /// replicas is a master, no running node's `CLUSTER SLOTS` names `killed` any more,
+    /// every running node reports `cluster_state:ok` with all slots ok, and every replica
+    /// left of `killed` follows the new master with its link up. Returns the promoted
+    /// replica's index and records the new roles for [`Self::replicas_of`] (the killed node
+    /// counts as nobody's replica; restarted, Redis would make it one of the new master).
+    ///
+    /// # Panics
+    ///
+    /// If `killed` has no replica, or the deadline passes.
+    pub fn wait_for_promotion(&mut self, killed: usize, deadline: Duration) -> usize {
+        let candidates = self.replicas_of(killed);
+        assert!(
+            !candidates.is_empty(),
+            "node {killed} has no replica to promote"
+        );
+        let killed_port = self.ports()[killed];
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| i != killed && self.nodes[i].is_running())
+            .collect();
+        let promoted_now = || -> Option<usize> {
+            let new = candidates
+                .iter()
+                .copied()
+                .find(|&c| self.replication(c) == Some(Replication::Master))?;
+            let new_port = self.ports()[new];
+            let followers_moved = candidates.iter().filter(|&&c| c != new).all(|&c| {
+                self.replication(c)
+                    == Some(Replication::Replica {
+                        master_port: new_port,
+                        link_up: true,
+                    })
+            });
+            let everyone_agrees = live.iter().all(|&i| {
+                let Some(mut conn) = self.node_conn(i) else {
+                    return false;
+                };
+                let Ok(info) = redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut conn) else {
+                    return false;
+                };
+                parse_info_field(&info, "cluster_state").as_deref() == Some("ok")
+                    && parse_info_field(&info, "cluster_slots_ok").as_deref() == Some(SLOTS)
+                    && cluster_slots(&mut conn)
+                        .is_ok_and(|ranges| ranges.iter().all(|(_, _, port)| *port != killed_port))
+            });
+            (followers_moved && everyone_agrees).then_some(new)
+        };
+        let start = Instant::now();
+        let new = loop {
+            if let Some(new) = promoted_now() {
+                break new;
+            }
+            if start.elapsed() >= deadline {
+                let nodes: String = live
+                    .iter()
+                    .find_map(|&i| {
+                        redis::cmd("CLUSTER")
+                            .arg("NODES")
+                            .query(&mut self.node_conn(i)?)
+                            .ok()
+                    })
+                    .unwrap_or_else(|| "<no node answers>".to_owned());
+                let logs: Vec<String> = candidates
+                    .iter()
+                    .map(|&c| {
+                        let log = self.nodes[c].log_path();
+                        format!("--- tail of node {c}'s log ---\n{}", tail(&log, 20))
+                    })
+                    .collect();
+                panic!(
+                    "timed out after {deadline:?} waiting until a replica of node {killed} \
+                     (port {killed_port}) is promoted\n--- CLUSTER NODES ---\n{nodes}\n{}",
+                    logs.join("\n")
+                );
+            }
+            std::thread::sleep(POLL);
+        };
+        for c in candidates {
+            self.replica_of[c] = (c != new).then_some(new);
+        }
+        self.replica_of[killed] = None;
+        new
+    }
+
+    /// A connection to node `i` with short timeouts, or `None` if it does not answer.
+    fn node_conn(&self, i: usize) -> Option<redis::Connection> {
+        let conn = self.nodes[i]
+            .client()
+            .get_connection_with_timeout(PROBE_TIMEOUT)
+            .ok()?;
+        conn.set_read_timeout(Some(PROBE_TIMEOUT)).ok()?;
+        conn.set_write_timeout(Some(PROBE_TIMEOUT)).ok()?;
+        Some(conn)
+    }
+
+    /// A connection to the first node that answers.
+    fn any_running_conn(&self) -> redis::Connection {
+        (0..self.nodes.len())
+            .find_map(|i| self.node_conn(i))
+            .expect("no node of the cluster answers")
+    }
+
+    /// Node `i`'s `INFO replication`, or `None` if it does not answer.
+    fn replication(&self, i: usize) -> Option<Replication> {
+        let mut conn = self.node_conn(i)?;
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut conn)
+            .ok()?;
+        if parse_info_field(&info, "role")? == "master" {
+            return Some(Replication::Master);
+        }
+        Some(Replication::Replica {
+            master_port: parse_info_field(&info, "master_port").and_then(|p| p.parse().ok())?,
+            link_up: parse_info_field(&info, "master_link_status").as_deref() == Some("up"),
+        })
+    }
+}
+
+/// A node's role as its `INFO replication` tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replication {
+    Master,
+    Replica { master_port: u16, link_up: bool },
+}
+
+/// `CLUSTER SLOTS` as (first slot, last slot, master port) ranges.
+fn cluster_slots(conn: &mut redis::Connection) -> redis::RedisResult<Vec<(u16, u16, u16)>> {
+    let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query(conn)?;
+    let int = |v: &Value| match v {
+        Value::Int(n) => u16::try_from(*n).ok(),
+        _ => None,
+    };
+    ranges
+        .iter()
+        .map(|range| {
+            let parsed = match range {
+                Value::Array(f) if f.len() >= 3 => match &f[2] {
+                    Value::Array(master) if master.len() >= 2 => {
+                        match (int(&f[0]), int(&f[1]), int(&master[1])) {
+                            (Some(a), Some(b), Some(port)) => Some((a, b, port)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            parsed.ok_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::Parse,
+                    "unexpected CLUSTER SLOTS entry",
+                    format!("{range:?}"),
+                ))
+            })
+        })
+        .collect()
 }

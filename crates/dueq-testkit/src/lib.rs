@@ -7,7 +7,8 @@
 //!   listening on a unix socket (default) or a free `127.0.0.1` TCP port.
 //!   It can be killed with SIGKILL, restarted on the same socket/port and data
 //!   directory, run with AOF, or run as a replica of another server.
-//! * [`RedisCluster`] — N masters forming a Redis Cluster (no replicas).
+//! * [`RedisCluster`] — N masters forming a Redis Cluster, with or without
+//!   replicas; a master can be killed and its replica's promotion awaited.
 //! * [`RedisSentinels`] — a primary, replicas and `redis-server --sentinel`
 //!   processes watching them, with a forced failover.
 //! * [`wait_until`] / [`wait_until_async`] — poll a condition with a deadline.
@@ -45,7 +46,7 @@ mod sentinel;
 mod server;
 mod wait;
 
-pub use cluster::RedisCluster;
+pub use cluster::{RedisCluster, RedisClusterBuilder};
 pub use helpers::{hlen, info_field, keys_matching, slowlog_max_us, zcard};
 pub use sentinel::{MASTER_NAME, RedisSentinels};
 pub use server::{RedisServer, RedisServerBuilder};

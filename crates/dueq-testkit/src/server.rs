@@ -583,7 +583,7 @@ fn percent_encode_path(path: &Path) -> String {
 
 /// The last `n` lines of a text file (lossily decoded), or a note that it
 /// could not be read.
-fn tail(path: &Path, n: usize) -> String {
+pub(crate) fn tail(path: &Path, n: usize) -> String {
     let mut bytes = Vec::new();
     if let Err(e) = File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)) {
         return format!("<cannot read: {e}>");

@@ -1,14 +1,16 @@
-//! Connections: one multiplexed connection (standalone, auto-reconnecting), one cluster
-//! connection, or a Sentinel-resolved primary, behind a single type the scripts run on.
+//! Connections: one multiplexed connection (standalone, auto-reconnecting), a Redis Cluster
+//! link (dueq's own routing over one connection per node, see [`cluster`]), or a
+//! Sentinel-resolved primary, behind a single type the scripts run on.
 //!
 //! Every reply passes through [`Health`], which turns a run of connection failures into one
 //! outage: one log line when it starts, one when it ends, and a counter
 //! ([`ConnectionHealth`]). A reconnect itself is the link's job: `ConnectionManager` (and the
-//! cluster connection) make a new socket on the next call after a drop; the Sentinel link
+//! cluster link) make a new socket on the next call after a drop; the Sentinel link
 //! also asks the sentinels for the primary again after a connection failure or a `READONLY`
 //! reply (the old primary demoted to a replica), and repeats a refused write once on the new
 //! primary (`READONLY` means nothing was written).
 
+mod cluster;
 mod sentinel;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,10 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
+use cluster::ClusterLink;
 use sentinel::SentinelLink;
 pub(crate) use sentinel::SentinelUrl;
 
@@ -43,7 +44,7 @@ pub(crate) struct Conn {
 #[derive(Clone)]
 enum Link {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(Arc<ClusterLink>),
     Sentinel(Arc<SentinelLink>),
 }
 
@@ -91,28 +92,10 @@ impl Conn {
     /// the first node's, the error the first one found), or to the one server otherwise; for
     /// a command without keys, which a cluster would send to one node at random.
     pub(crate) async fn on_every_primary(&mut self, cmd: Cmd) -> RedisResult<Value> {
-        let Link::Cluster(c) = &mut self.link else {
+        let Link::Cluster(c) = &self.link else {
             return self.req_packed_command(&cmd).await;
         };
-        // without a response policy the answer maps each node to its own answer, errors
-        // included as values (an aggregating policy would pass an error over as a value)
-        let answers = c
-            .route_command(
-                cmd,
-                RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
-            )
-            .await
-            .and_then(|all| match all {
-                Value::Map(nodes) => {
-                    let mut first = None;
-                    for (_, answer) in nodes {
-                        let answer = answer.extract_error()?;
-                        first.get_or_insert(answer);
-                    }
-                    Ok(first.unwrap_or(Value::Nil))
-                }
-                other => other.extract_error(),
-            });
+        let answers = c.on_every_master(&cmd).await;
         self.health.observe(answers.as_ref().err());
         answers
     }
@@ -129,7 +112,7 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             let r = match &mut self.link {
                 Link::Single(c) => c.req_packed_command(cmd).await,
-                Link::Cluster(c) => c.req_packed_command(cmd).await,
+                Link::Cluster(c) => c.command(cmd).await,
                 Link::Sentinel(s) => s.command(cmd).await,
             };
             self.health.observe(r.as_ref().err());
@@ -146,7 +129,7 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             let r = match &mut self.link {
                 Link::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
-                Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
+                Link::Cluster(c) => c.commands(pipeline, offset, count).await,
                 Link::Sentinel(s) => s.commands(pipeline, offset, count).await,
             };
             self.health.observe(r.as_ref().err());
@@ -157,7 +140,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match &self.link {
             Link::Single(c) => c.get_db(),
-            Link::Cluster(c) => c.get_db(),
+            Link::Cluster(_) => 0,
             Link::Sentinel(s) => s.db(),
         }
     }
@@ -337,14 +320,12 @@ pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Con
             .first()
             .ok_or_else(|| Error::invalid("empty cluster seed list"))?;
         let pubsub = redis::Client::open(first.as_str()).map_err(bad_url)?;
-        let client = redis::cluster::ClusterClient::builder(seeds.clone())
-            .response_timeout(response_timeout)
-            .connection_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(bad_url)?;
-        let conn = client.get_async_connection().await?;
+        for s in &seeds {
+            redis::Client::open(s.as_str()).map_err(bad_url)?;
+        }
+        let link = ClusterLink::connect(&seeds, response_timeout).await?;
         return Ok(Connected {
-            conn: Conn::new(Link::Cluster(conn), health),
+            conn: Conn::new(Link::Cluster(link), health),
             pubsub: PubsubSource::Fixed(Box::new(pubsub)),
             cluster: true,
         });
