@@ -72,6 +72,12 @@ impl Error {
         self
     }
 
+    /// The same error again (kind and message, without its source), for each of several
+    /// items one failure stopped.
+    pub(crate) fn again(&self) -> Self {
+        Self::new(self.kind, self.message.clone())
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         self.kind

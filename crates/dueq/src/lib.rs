@@ -75,8 +75,8 @@ pub use client::{
     MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
 };
 pub use due::{
-    DEFAULT_RECOVER_INTERVAL_MS, DEFAULT_SCHEDULE_POLL_MS, DueClaimer, Heartbeat, LeaseRecoverer,
-    ScheduleFirer, WorkerLoad, validate_heartbeat_ms,
+    DEFAULT_RECOVER_INTERVAL_MS, DEFAULT_SCHEDULE_POLL_MS, DEFAULT_SWEEP_MS, DueClaimer, Heartbeat,
+    LeaseRecoverer, ScheduleFirer, WorkerLoad, validate_heartbeat_ms,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use protocol::keys::{

@@ -316,6 +316,15 @@ impl Client {
         queues::list_queues(&mut self.conn()).await
     }
 
+    /// Whether queue `name` is known: it has had a task enqueued or a setting written (one
+    /// set lookup, whatever the number of queues).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn has_queue(&self, name: &str) -> Result<bool> {
+        queues::is_registered(&mut self.conn(), name).await
+    }
+
     /// Names of every queue that has had a schedule (the `dueq:schedules` registry), sorted.
     /// A queue whose schedules were all deleted stays listed.
     ///

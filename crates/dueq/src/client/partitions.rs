@@ -152,18 +152,19 @@ impl Queue {
     }
 
     /// Runs `run` on the items of each partition (as `part_of` says), the partitions at
-    /// once, and returns the results in the order of `items`. One partition's failure fails
-    /// the call (the other parts may have been applied, as with a batch of several calls).
-    pub(crate) async fn scatter<T, R, Fut>(
+    /// once, and returns one answer per item in the order of `items`: a partition that failed
+    /// fails its own items only (each gets its error), so one failing node stays one
+    /// partition's problem.
+    pub(crate) async fn scatter_each<T, R, Fut>(
         &self,
         layout: &Layout,
         items: &[T],
         part_of: impl Fn(&T) -> usize,
         run: impl Fn(Queue, Vec<T>) -> Fut,
-    ) -> Result<Vec<R>>
+    ) -> Vec<Result<R>>
     where
         T: Clone,
-        Fut: Future<Output = Result<Vec<R>>>,
+        Fut: Future<Output = Vec<Result<R>>>,
     {
         let mut by_part: Vec<Vec<usize>> = vec![Vec::new(); layout.n()];
         for (i, t) in items.iter().enumerate() {
@@ -176,24 +177,64 @@ impl Queue {
             .map(|(p, ix)| {
                 let q = self.part(layout, p);
                 let mine: Vec<T> = ix.iter().map(|&i| items[i].clone()).collect();
-                let len = ix.len();
                 let fut = run(q, mine);
-                async move { (p, len, fut.await) }
+                async move { (p, fut.await) }
             })
             .collect();
-        let mut out: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
-        for (p, len, got) in join_all(calls).await {
-            let got = got?;
-            if got.len() != len {
-                return Err(Error::protocol("partition reply has the wrong length"));
-            }
-            for (&i, r) in by_part[p].iter().zip(got) {
-                out[i] = Some(r);
+        let mut out: Vec<Option<Result<R>>> = (0..items.len()).map(|_| None).collect();
+        for (p, got) in join_all(calls).await {
+            let mut got = got.into_iter();
+            for &i in &by_part[p] {
+                out[i] = Some(
+                    got.next()
+                        .unwrap_or_else(|| Err(Error::protocol("partition reply too short"))),
+                );
             }
         }
         out.into_iter()
-            .collect::<Option<Vec<R>>>()
-            .ok_or_else(|| Error::protocol("partition reply missing"))
+            .map(|r| r.unwrap_or_else(|| Err(Error::protocol("partition reply missing"))))
+            .collect()
+    }
+
+    /// [`scatter_each`](Self::scatter_each) for a `run` that answers a partition's items
+    /// together: one answer per item, a failed partition's error on each of its items.
+    pub(crate) async fn scatter_calls<T, R, Fut>(
+        &self,
+        layout: &Layout,
+        items: &[T],
+        part_of: impl Fn(&T) -> usize,
+        run: impl Fn(Queue, Vec<T>) -> Fut,
+    ) -> Vec<Result<R>>
+    where
+        T: Clone,
+        Fut: Future<Output = Result<Vec<R>>>,
+    {
+        self.scatter_each(layout, items, part_of, |q, mine| {
+            let n = mine.len();
+            let fut = run(q, mine);
+            async move { each(n, fut.await) }
+        })
+        .await
+    }
+
+    /// Runs `run` on the items of each partition, the partitions at once; the results in the
+    /// order of `items`. One partition's failure fails the call (the other partitions' items
+    /// may have been applied, as with a batch of several calls).
+    pub(crate) async fn scatter<T, R, Fut>(
+        &self,
+        layout: &Layout,
+        items: &[T],
+        part_of: impl Fn(&T) -> usize,
+        run: impl Fn(Queue, Vec<T>) -> Fut,
+    ) -> Result<Vec<R>>
+    where
+        T: Clone,
+        Fut: Future<Output = Result<Vec<R>>>,
+    {
+        self.scatter_calls(layout, items, part_of, run)
+            .await
+            .into_iter()
+            .collect()
     }
 
     /// On a queue of several partitions: `run` on each partition's share of `items` (by the
@@ -214,6 +255,28 @@ impl Queue {
         };
         let part_of = |t: &T| layout.of_id(id_of(t));
         self.scatter(&layout, items, part_of, run).await.map(Some)
+    }
+
+    /// [`by_id`](Self::by_id) with one answer per item: a failed partition fails its own
+    /// items only. On a handle of one partition, `run` on all of them.
+    pub(crate) async fn by_id_each<T, R, Fut>(
+        &self,
+        items: &[T],
+        id_of: impl Fn(&T) -> &str,
+        run: impl Fn(Queue, Vec<T>) -> Fut,
+    ) -> Vec<Result<R>>
+    where
+        T: Clone,
+        Fut: Future<Output = Result<Vec<R>>>,
+    {
+        match self.split_layout().await {
+            Ok(Some(layout)) => {
+                let part_of = |t: &T| layout.of_id(id_of(t));
+                self.scatter_calls(&layout, items, part_of, run).await
+            }
+            Ok(None) => each(items.len(), run(self.clone(), items.to_vec()).await),
+            Err(e) => each(items.len(), Err(e)),
+        }
     }
 
     /// Runs `run` on every partition at once; the results in partition order.
@@ -313,4 +376,16 @@ pub(crate) fn merge_history(parts: Vec<Vec<MinuteStats>>) -> Vec<MinuteStats> {
         }
     }
     out
+}
+
+/// `n` answers from one call's: its answers, or its error on each item (an answer of the
+/// wrong length is a broken invariant on each item).
+pub(crate) fn each<R>(n: usize, got: Result<Vec<R>>) -> Vec<Result<R>> {
+    match got {
+        Ok(v) if v.len() == n => v.into_iter().map(Ok).collect(),
+        Ok(_) => (0..n)
+            .map(|_| Err(Error::protocol("partition reply has the wrong length")))
+            .collect(),
+        Err(e) => (0..n).map(|_| Err(e.again())).collect(),
+    }
 }

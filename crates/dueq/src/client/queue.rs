@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use super::Client;
-use super::partitions::{merge_history, merge_stats};
+use super::partitions::{each, merge_history, merge_stats};
 use crate::backoff::Backoff;
 use crate::due::DueClaimer;
 use crate::error::{Error, ErrorKind, Result};
@@ -100,6 +100,24 @@ pub struct RecoverReport {
     pub expired: u64,
     /// The call expired a full batch: more expired tasks may be waiting.
     pub expired_more: bool,
+    /// Earliest expiry of a task still scheduled, epoch ms.
+    pub next_expiry_at_ms: Option<u64>,
+}
+
+impl RecoverReport {
+    /// When the queue next needs a recovery pass: its earliest lease deadline or expiry,
+    /// epoch ms (`None`: neither).
+    pub fn next_check_at_ms(&self) -> Option<u64> {
+        earliest(self.next_lease_deadline_ms, self.next_expiry_at_ms)
+    }
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 pub(crate) fn cut_error(e: &str) -> &str {
@@ -218,11 +236,27 @@ impl Queue {
 
     /// Enqueues many tasks; one result per task, in order. Every task is checked before
     /// anything is written, so one bad task refuses the whole batch. Each slice of 1 000
-    /// tasks is one atomic script call; a larger batch is several calls.
+    /// tasks of a partition is one atomic script call; a larger batch, or one over several
+    /// partitions, is several calls.
     ///
     /// # Errors
-    /// As [`Queue::enqueue`]; the message names the index of the first bad task.
+    /// As [`Queue::enqueue`]; the message names the index of the first bad task. When one of
+    /// several calls fails, the others' tasks are written all the same: [`Queue::enqueue_each`]
+    /// tells which.
     pub async fn enqueue_batch(&self, specs: &[TaskSpec]) -> Result<Vec<Enqueued>> {
+        self.enqueue_each(specs).await?.into_iter().collect()
+    }
+
+    /// Enqueues many tasks and answers each on its own, in order: written, or the error that
+    /// kept it out. A batch over several partitions, or of more than 1 000 tasks, is several
+    /// calls; when some fail (a node unreachable, a durable write not confirmed), the tasks
+    /// of the others are written and answered, so a caller re-sends only what failed.
+    ///
+    /// # Errors
+    /// Only when nothing was written: a bad task ([`ErrorKind::InvalidInput`],
+    /// [`ErrorKind::PayloadTooLarge`], the message names its index), or the queue registry
+    /// could not be written.
+    pub async fn enqueue_each(&self, specs: &[TaskSpec]) -> Result<Vec<Result<Enqueued>>> {
         for (i, s) in specs.iter().enumerate() {
             self.check(s).map_err(|e| {
                 if specs.len() == 1 {
@@ -233,7 +267,7 @@ impl Queue {
             })?;
         }
         self.client.register(self.name()).await?;
-        self.enqueue_routed(specs, 3).await
+        Ok(self.enqueue_routed(specs, 3).await)
     }
 
     /// Enqueues checked tasks, split over the partitions this client knows of. A partition
@@ -247,48 +281,59 @@ impl Queue {
         &'a self,
         specs: &'a [TaskSpec],
         tries: u8,
-    ) -> BoxFuture<'a, Result<Vec<Enqueued>>> {
+    ) -> BoxFuture<'a, Vec<Result<Enqueued>>> {
         Box::pin(async move {
             if !self.part {
-                let layout = self.layout().await?;
+                let layout = match self.layout().await {
+                    Ok(l) => l,
+                    Err(e) => return each(specs.len(), Err(e)),
+                };
                 if layout.n() > 1 {
                     let part_of = |s: &TaskSpec| match &s.key {
                         Some(k) => layout.of_key(k),
                         None => layout.next_keyless(),
                     };
                     return self
-                        .scatter(&layout, specs, part_of, |q, mine| async move {
-                            let mut done = q.enqueue_here(&mine, true).await?;
-                            if done.len() < mine.len() {
+                        .scatter_each(&layout, specs, part_of, |q, mine| async move {
+                            let (mut done, refused) = q.enqueue_here(&mine, true).await;
+                            if refused {
                                 let rest = &mine[done.len()..];
                                 // (read afresh and cached for the routing below)
-                                let now = self.layout_now().await?;
-                                if now.n() == usize::from(q.keys().partitions) {
-                                    done.extend(q.enqueue_here(rest, false).await?);
-                                } else if tries == 0 {
-                                    return Err(layout_changed(&q));
-                                } else {
-                                    done.extend(self.enqueue_routed(rest, tries - 1).await?);
+                                match self.layout_now().await {
+                                    Ok(now) if now.n() == usize::from(q.keys().partitions) => {
+                                        done.extend(q.enqueue_here(rest, false).await.0);
+                                    }
+                                    Ok(_) if tries > 0 => {
+                                        done.extend(self.enqueue_routed(rest, tries - 1).await);
+                                    }
+                                    Ok(_) => done.extend(each(rest.len(), Err(layout_changed(&q)))),
+                                    Err(e) => done.extend(each(rest.len(), Err(e))),
                                 }
                             }
-                            Ok(done)
+                            done
                         })
                         .await;
                 }
             }
-            let done = self.enqueue_here(specs, true).await?;
-            if done.len() < specs.len() {
-                return Err(layout_changed(self));
+            let (mut done, refused) = self.enqueue_here(specs, true).await;
+            if refused {
+                let rest = specs.len() - done.len();
+                done.extend(each(rest, Err(layout_changed(self))));
             }
-            Ok(done)
+            done
         })
     }
 
-    /// Enqueues checked tasks into this handle's partition, a slice at a time; returns the
-    /// answers of the tasks written, fewer than all when the partition refused a slice
-    /// because its count changed (the rest are not written). `checked`: a partition above 0
-    /// compares its count with the one it was routed by.
-    async fn enqueue_here(&self, specs: &[TaskSpec], checked: bool) -> Result<Vec<Enqueued>> {
+    /// Enqueues checked tasks into this handle's partition, a slice at a time; one answer per
+    /// task, and whether the partition refused a slice because its count changed (then the
+    /// answers stop there: the rest are not written). A slice that failed fails its tasks and
+    /// the later ones (not sent). `checked`: a partition above 0 compares its count with the
+    /// one it was routed by.
+    async fn enqueue_here(
+        &self,
+        specs: &[TaskSpec],
+        checked: bool,
+    ) -> (Vec<Result<Enqueued>>, bool) {
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(specs.len());
         for chunk in specs.chunks(MAX_BATCH) {
@@ -308,12 +353,31 @@ impl Queue {
                     payload: &s.payload,
                 })
                 .collect();
-            match tasks::enqueue(&mut conn, &self.keys, &items, checked).await? {
-                EnqueueReply::Done(done) => out.extend(done),
-                EnqueueReply::LayoutChanged => break,
+            let failed = match tasks::enqueue(&mut conn, &self.keys, &items, checked).await {
+                Ok(EnqueueReply::Done(done, next_expiry)) => {
+                    out.extend(done.into_iter().map(Ok));
+                    match next_expiry {
+                        Some(at) => queues::recovery_note(&mut conn, self.name(), at)
+                            .await
+                            .err(),
+                        None => None,
+                    }
+                }
+                Ok(EnqueueReply::LayoutChanged) => return (out, true),
+                Err(e) => {
+                    out.extend(each(chunk.len(), Err(e.again())));
+                    Some(e)
+                }
+            };
+            if let Some(e) = failed {
+                // a task whose expiry was not noted is still expired by the recoverer's
+                // sweep; later slices are not sent while Redis fails
+                let sent = out.len();
+                out.extend(each(specs.len() - sent, Err(e)));
+                return (out, false);
             }
         }
-        Ok(out)
+        (out, false)
     }
 
     /// Reads a task by id or by business key; `None` when there is none (cancelled,
@@ -641,6 +705,7 @@ impl Queue {
             tracking,
         )
         .await?;
+        self.note_leases(&r.tasks);
         self.client
             .settings_seen(&self.keys.meta, r.settings_version);
         Ok(Claim {
@@ -657,6 +722,24 @@ impl Queue {
         })
     }
 
+    /// Notes the earliest lease deadline of `tasks`, just handed out, in the recovery index,
+    /// so that a recoverer finds them should this process die before it acknowledges them.
+    /// Sent without waiting for the answer (the claim's tasks go to their handlers at once):
+    /// a process that dies before the note lands leaves leases a recoverer's sweep of every
+    /// queue finds (see `due/recovery.rs`).
+    fn note_leases(&self, tasks: &[ClaimedTask]) {
+        let Some(at) = tasks.iter().map(|t| t.lease_expires_at_ms).min() else {
+            return;
+        };
+        let mut conn = self.client.conn();
+        let name = self.name().to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = queues::recovery_note(&mut conn, &name, at).await {
+                tracing::warn!(queue = name, error = %e, "could not note leases for recovery");
+            }
+        });
+    }
+
     /// Acknowledges (completes) a claimed task.
     ///
     /// # Errors
@@ -671,13 +754,23 @@ impl Queue {
     /// Acknowledges many claimed tasks; one outcome per task, in order.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`] when Redis fails (on a queue of several partitions, the tasks of
+    /// the partitions that answered are acknowledged: [`Queue::ack_each`] tells which).
     pub async fn ack_batch(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<AckOutcome>> {
+        self.ack_each(items).await.into_iter().collect()
+    }
+
+    /// Acknowledges many claimed tasks; one answer per task, in order. On a queue of several
+    /// partitions each partition is one call of its own, and a partition that failed (its
+    /// node unreachable, a durable write not confirmed) fails its own tasks only.
+    pub async fn ack_each(&self, items: &[(TaskId, LeaseToken)]) -> Vec<Result<AckOutcome>> {
         let ack =
-            |q: Queue, mine: Vec<(TaskId, LeaseToken)>| async move { q.ack_batch(&mine).await };
-        if let Some(out) = self.by_id(items, |i| i.0.as_str(), ack).await? {
-            return Ok(out);
-        }
+            |q: Queue, mine: Vec<(TaskId, LeaseToken)>| async move { q.ack_here(&mine).await };
+        self.by_id_each(items, |i| i.0.as_str(), ack).await
+    }
+
+    /// Acknowledges tasks of this handle's partition, a script call per 1 000.
+    async fn ack_here(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<AckOutcome>> {
         let mut conn = self.client.conn();
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(MAX_BATCH) {
@@ -725,39 +818,51 @@ impl Queue {
         &self,
         items: &[(&TaskId, &LeaseToken, &str, Option<u64>, bool)],
     ) -> Result<Vec<NackOutcome>> {
-        let mut out = Vec::with_capacity(items.len());
-        for chunk in items.chunks(MAX_BATCH) {
-            let batch: Vec<NackItem<'_>> = chunk
-                .iter()
-                .map(|&(id, token, error, retry_in_ms, permanent)| NackItem {
-                    id,
-                    token,
-                    retry_in_ms,
-                    permanent,
-                    error: cut_error(error),
-                })
-                .collect();
-            out.extend(self.nack_items(&batch).await?);
-        }
-        Ok(out)
+        self.nack_each(items).await.into_iter().collect()
+    }
+
+    /// [`Queue::nack_batch`] with one answer per task: on a queue of several partitions a
+    /// partition that failed fails its own tasks only (as [`Queue::ack_each`]).
+    pub async fn nack_each(
+        &self,
+        items: &[(&TaskId, &LeaseToken, &str, Option<u64>, bool)],
+    ) -> Vec<Result<NackOutcome>> {
+        let batch: Vec<NackItem<'_>> = items
+            .iter()
+            .map(|&(id, token, error, retry_in_ms, permanent)| NackItem {
+                id,
+                token,
+                retry_in_ms,
+                permanent,
+                error: cut_error(error),
+            })
+            .collect();
+        self.nack_items_each(&batch).await
     }
 
     pub(crate) async fn nack_items(&self, items: &[NackItem<'_>]) -> Result<Vec<NackOutcome>> {
-        let by_id = self.by_id(
+        self.nack_items_each(items).await.into_iter().collect()
+    }
+
+    /// Fails attempts, one answer per item (a failed partition fails its own items only).
+    pub(crate) async fn nack_items_each(&self, items: &[NackItem<'_>]) -> Vec<Result<NackOutcome>> {
+        self.by_id_each(
             items,
             |i| i.id.as_str(),
-            |q, mine| async move { q.nack_items(&mine).await },
-        );
-        if let Some(out) = by_id.await? {
-            return Ok(out);
-        }
-        leases::nack(
-            &mut self.client.conn(),
-            &self.keys,
-            items,
-            &self.backoff_table().await,
+            |q, mine| async move { q.nack_here(&mine).await },
         )
         .await
+    }
+
+    /// Fails attempts of tasks of this handle's partition, a script call per 1 000.
+    async fn nack_here(&self, items: &[NackItem<'_>]) -> Result<Vec<NackOutcome>> {
+        let backoff = self.backoff_table().await;
+        let mut conn = self.client.conn();
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(MAX_BATCH) {
+            out.extend(leases::nack(&mut conn, &self.keys, chunk, &backoff).await?);
+        }
+        Ok(out)
     }
 
     /// Extends a lease to `lease_ms` from now; returns the new deadline (epoch ms), or `None`
@@ -780,15 +885,31 @@ impl Queue {
         &self,
         items: &[(&TaskId, &LeaseToken, u64)],
     ) -> Result<Vec<Option<u64>>> {
-        let by_id = self.by_id(
+        self.extend_each(items).await.into_iter().collect()
+    }
+
+    /// Extends leases, one answer per item: a failed partition fails its own items only, so
+    /// the leases of the other partitions are kept.
+    pub(crate) async fn extend_each(
+        &self,
+        items: &[(&TaskId, &LeaseToken, u64)],
+    ) -> Vec<Result<Option<u64>>> {
+        self.by_id_each(
             items,
             |i| i.0.as_str(),
-            |q, mine| async move { q.extend_items(&mine).await },
-        );
-        if let Some(out) = by_id.await? {
-            return Ok(out);
+            |q, mine| async move { q.extend_here(&mine).await },
+        )
+        .await
+    }
+
+    /// Extends leases of tasks of this handle's partition, a script call per 1 000.
+    async fn extend_here(&self, items: &[(&TaskId, &LeaseToken, u64)]) -> Result<Vec<Option<u64>>> {
+        let mut conn = self.client.conn();
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(MAX_BATCH) {
+            out.extend(leases::extend(&mut conn, &self.keys, chunk).await?);
         }
-        leases::extend(&mut self.client.conn(), &self.keys, items).await
+        Ok(out)
     }
 
     /// Hands leases back unfinished: each task is due again at once (its old due time) and
@@ -832,10 +953,8 @@ impl Queue {
                 all.swept &= r.swept;
                 all.now_ms = all.now_ms.max(r.now_ms);
                 all.next_lease_deadline_ms =
-                    match (all.next_lease_deadline_ms, r.next_lease_deadline_ms) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
+                    earliest(all.next_lease_deadline_ms, r.next_lease_deadline_ms);
+                all.next_expiry_at_ms = earliest(all.next_expiry_at_ms, r.next_expiry_at_ms);
             }
             return Ok(all);
         }
@@ -854,6 +973,7 @@ impl Queue {
             swept: r.swept,
             expired: r.expired,
             expired_more: r.expired_more,
+            next_expiry_at_ms: r.next_expiry_ms,
         })
     }
 
@@ -888,10 +1008,7 @@ fn merge_into(all: &mut Option<Claim>, c: Claim) {
 impl Claim {
     /// Adds the answer of another partition's claim.
     fn merge(&mut self, o: Claim) {
-        let min = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let min = earliest;
         self.tasks.extend(o.tasks);
         self.now_ms = self.now_ms.max(o.now_ms);
         self.next_due_at_ms = min(self.next_due_at_ms, o.next_due_at_ms);

@@ -197,6 +197,18 @@ impl Queue {
         Ok(out)
     }
 
+    /// The names of every schedule of the queue, sorted (bytewise) and distinct, for paging by
+    /// name: read the names, then [`Queue::schedule`] for those of one page. Reads as
+    /// [`Queue::schedules`] does, but decodes nothing.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn schedule_names(&self) -> Result<Vec<String>> {
+        let mut out = schedules::names(&mut self.client().conn(), self.keys()).await?;
+        out.sort_unstable();
+        Ok(out)
+    }
+
     /// Deletes the schedule `name`; whether it existed. Tasks it already enqueued stay, but
     /// for the tasks of ticks fired ahead that have not come yet
     /// ([`FIRE_AHEAD_MS`](crate::schedule::FIRE_AHEAD_MS)), which are taken back.

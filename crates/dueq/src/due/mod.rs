@@ -24,7 +24,10 @@
 //!
 //! All of the above is per partition of the queue ([`partition::PartitionClaimer`]; a queue of
 //! one partition has one): the `DueClaimer` shares each claim among its partitions and
-//! sleeps until the first of them is ready (docs/SCALING.md).
+//! sleeps until the first of them is ready (docs/SCALING.md). A partition's claim runs as a
+//! task of its own, so a partition whose node hangs holds up only its own tasks: a claim
+//! returns what the partitions that answered handed out, and a late answer is handed out by
+//! the next claim (or handed back when the claimer is gone).
 //!
 //! Rejected alternative: Redis blocking commands (`BZPOPMIN`), which fire on the server's
 //! `hz` tick (100 ms by default) and cannot express "due at T".
@@ -43,7 +46,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use crate::client::{Layout, Queue};
@@ -53,7 +56,7 @@ use clock::RedisClock;
 use partition::PartitionClaimer;
 
 pub use heartbeat::{Heartbeat, WorkerLoad, validate_heartbeat_ms};
-pub use recovery::{DEFAULT_RECOVER_INTERVAL_MS, LeaseRecoverer};
+pub use recovery::{DEFAULT_RECOVER_INTERVAL_MS, DEFAULT_SWEEP_MS, LeaseRecoverer};
 pub use schedules::{DEFAULT_SCHEDULE_POLL_MS, ScheduleFirer};
 
 /// Default and largest fallback poll, ms (DESIGN 2.6).
@@ -61,6 +64,18 @@ pub const MAX_POLL_MS: u64 = 1_000;
 
 /// Longest pause after the partitions of a queue could not be read (the first call).
 const MAX_LAYOUT_PAUSE: Duration = Duration::from_secs(1);
+
+/// Longest a claim round waits for the partitions still out once one has answered: the
+/// others' answers of a healthy round come within about as long again; a partition slower
+/// than this (its node hanging) answers into a later claim.
+const MAX_ROUND_WAIT: Duration = Duration::from_millis(50);
+
+/// What a partition's claim, run as a task of its own, sends back: the partition's index,
+/// its claimer and the claim's answer.
+type Answer = (usize, PartitionClaimer, Result<Vec<ClaimedTask>>);
+
+/// A partition's claimer, or `None` while its claim is out (the task running it owns it).
+type Slot = Option<PartitionClaimer>;
 
 /// Waits until work of one queue is due, then claims it. Build with [`Queue::due_claimer`].
 ///
@@ -81,7 +96,12 @@ pub struct DueClaimer {
     clock: Arc<RedisClock>,
     /// The partitions the claimers below are for (`None` before the first claim).
     layout: Option<Arc<Layout>>,
-    parts: Vec<PartitionClaimer>,
+    parts: Vec<Slot>,
+    /// Answers of partition claims that ran as tasks of their own (several partitions).
+    answers_tx: mpsc::UnboundedSender<Answer>,
+    answers: mpsc::UnboundedReceiver<Answer>,
+    /// Tasks of late answers, for the next claim.
+    late: Vec<ClaimedTask>,
     /// Which partition gets the first of an uneven split of `max`.
     turn: usize,
     /// Reading the partitions failed before any was known: no look before this.
@@ -102,6 +122,7 @@ impl std::fmt::Debug for DueClaimer {
 
 impl DueClaimer {
     pub(crate) fn new(queue: Queue) -> Self {
+        let (answers_tx, answers) = mpsc::unbounded_channel();
         Self {
             queue,
             lease_ms: None,
@@ -111,6 +132,9 @@ impl DueClaimer {
             clock: Arc::new(RedisClock::new()),
             layout: None,
             parts: Vec::new(),
+            answers_tx,
+            answers,
+            late: Vec::new(),
             turn: 0,
             retry_at: Instant::now(),
             error_pause: Duration::from_millis(10),
@@ -161,7 +185,9 @@ impl DueClaimer {
 
     /// Brings the partition claimers in line with the queue's partitions (read once, then
     /// again only when a claim of partition 0 shows a settings change). A failed read keeps
-    /// the claimers there are; with none yet, it fails after a pause.
+    /// the claimers there are; with none yet, it fails after a pause. While a partition's
+    /// claim is out the claimers stay as they are (a change of partitions needs an empty
+    /// queue, and is taken at a later claim).
     async fn sync_layout(&mut self) -> Result<()> {
         let layout = match self.queue.claim_layout().await {
             Ok(l) => l,
@@ -180,10 +206,14 @@ impl DueClaimer {
             .layout
             .as_ref()
             .is_some_and(|l| Arc::ptr_eq(l, &layout))
+            || self.parts.iter().any(|s| s.is_none())
         {
             return Ok(());
         }
-        let mut old = std::mem::take(&mut self.parts);
+        let mut old: Vec<PartitionClaimer> = std::mem::take(&mut self.parts)
+            .into_iter()
+            .flatten()
+            .collect();
         for p in 0..layout.n() {
             let keys = &*layout.keys[p];
             let part = match old.iter().position(|c| c.queue().keys() == keys) {
@@ -197,7 +227,7 @@ impl DueClaimer {
                     self.clock.clone(),
                 ),
             };
-            self.parts.push(part);
+            self.parts.push(Some(part));
         }
         for gone in old {
             gone.close();
@@ -215,10 +245,14 @@ impl DueClaimer {
     /// handler later adds the delay; the worker does).
     ///
     /// A partitioned queue: `max` is shared among the partitions whose work is due (as each
-    /// one's last answer and wake-ups tell), their claims sent at once; an idle partition
-    /// (no work due within a poll) whose fallback poll comes within half a poll is asked for
-    /// nothing at the same time, so idle partitions cost one round of calls per poll, not
-    /// one each.
+    /// one's last answer and wake-ups tell), their claims sent at once, each as a task of its
+    /// own; an idle partition (no work due within a poll) whose fallback poll comes within
+    /// half a poll is asked for nothing at the same time, so idle partitions cost one round
+    /// of calls per poll, not one each. The claim waits for the first answer and then for
+    /// the others about as long again (at most [`MAX_ROUND_WAIT`] in all): a partition whose
+    /// node hangs holds up only its own tasks, which a later claim hands out when they come
+    /// (its answer ends [`ready`](Self::ready)). A late answer may make the list longer than
+    /// `max`.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
@@ -232,15 +266,19 @@ impl DueClaimer {
     /// only when their leases expire.
     pub async fn claim(&mut self, max: usize) -> Result<Vec<ClaimedTask>> {
         self.sync_layout().await?;
-        if let [one] = self.parts.as_mut_slice() {
+        if let [Some(one)] = self.parts.as_mut_slice() {
             return one.claim(max).await;
         }
-        let mut tasks = Vec::new();
+        let mut tasks = std::mem::take(&mut self.late);
         let mut failed = None;
+        // a partition that answered late is not asked again in this call
+        let mut short = vec![false; self.parts.len()];
+        while let Ok(a) = self.answers.try_recv() {
+            self.take_answer(a, None, &mut short, &mut tasks, &mut failed);
+        }
         // rounds: a partition held back for want of a share takes, in the next round, what
         // the short claims of the others left (else the freed slots would wait for its poll);
         // a partition that came back short is not asked again in this call
-        let mut short = vec![false; self.parts.len()];
         while tasks.len() < max || tasks.is_empty() {
             let held = self
                 .claim_round(
@@ -267,9 +305,9 @@ impl DueClaimer {
 
     /// One round of a partitioned claim of up to `max` (see [`claim`](Self::claim)), leaving
     /// out the partitions marked in `short` (they came back with less than their share in an
-    /// earlier round of this call, and are marked so here). The claimed tasks go to `tasks`,
-    /// the first failure to `failed`. Returns whether a partition with due work got no share
-    /// (was held back).
+    /// earlier round of this call, and are marked so here) and those whose claim is still
+    /// out. The claimed tasks go to `tasks`, the first failure to `failed`. Returns whether a
+    /// partition with due work got no share (was held back).
     async fn claim_round(
         &mut self,
         max: usize,
@@ -284,35 +322,84 @@ impl DueClaimer {
             .parts
             .iter()
             .zip(short.iter())
-            .map(|(p, &s)| !s && (p.has_due_work() || p.next_look_at() <= now))
+            .map(|(s, &short)| {
+                s.as_ref()
+                    .is_some_and(|p| !short && (p.has_due_work() || p.next_look_at() <= now))
+            })
             .collect();
         let shares = split(max, &wants, self.turn);
         self.turn = self.turn.wrapping_add(1);
         let mut held = false;
-        let mut calls = Vec::new();
-        for (i, ((part, &n), &want)) in self.parts.iter_mut().zip(&shares).zip(&wants).enumerate() {
+        let mut asked: Vec<Option<usize>> = vec![None; self.parts.len()];
+        for (i, ((slot, &n), &want)) in self.parts.iter_mut().zip(&shares).zip(&wants).enumerate() {
+            let Some(part) = slot else { continue };
             let look = part.next_look_at();
             held |= n == 0 && want && part.has_due_work();
             let ask = n > 0
                 || (!short[i] && look <= now && !(want && part.has_due_work() && part.hold()))
                 || (!short[i] && look <= soon && part.idle_until(now + poll));
             if ask {
-                calls.push(async move { (i, n, part.claim(n).await) });
+                let Some(part) = slot.take() else { continue };
+                asked[i] = Some(n);
+                tokio::spawn(claim_out(i, part, n, self.answers_tx.clone()));
             }
         }
-        for (i, n, got) in join_all(calls).await {
-            match got {
-                Ok(t) => {
-                    short[i] |= t.len() < n || n == 0;
-                    tasks.extend(t);
-                }
-                Err(e) => {
-                    short[i] = true;
-                    *failed = failed.take().or(Some(e));
-                }
+        if asked.iter().all(Option::is_none) {
+            return held;
+        }
+        // the first answer, then the others about as long again, at most MAX_ROUND_WAIT
+        let sent = Instant::now();
+        let mut until = sent + MAX_ROUND_WAIT;
+        let mut first = true;
+        while self.parts.iter().any(|s| s.is_none()) {
+            let a = tokio::select! {
+                a = self.answers.recv() => a,
+                () = sleep_until(until) => None,
+            };
+            let Some(a) = a else { break };
+            let i = a.0;
+            self.take_answer(a, asked.get(i).copied().flatten(), short, tasks, failed);
+            if first {
+                first = false;
+                until = until.min(Instant::now() + sent.elapsed() + Duration::from_millis(1));
             }
         }
         held
+    }
+
+    /// Puts a partition's claimer back from its answer; its tasks go to `tasks`, a failure to
+    /// `failed`; it counts as short unless it filled `asked`, its share of this round.
+    fn take_answer(
+        &mut self,
+        (i, part, got): Answer,
+        asked: Option<usize>,
+        short: &mut [bool],
+        tasks: &mut Vec<ClaimedTask>,
+        failed: &mut Option<crate::Error>,
+    ) {
+        if let Some(slot) = self.parts.get_mut(i) {
+            *slot = Some(part);
+        }
+        let short = short.get_mut(i);
+        match got {
+            Ok(t) => {
+                if let Some(s) = short {
+                    *s |= asked.is_none_or(|n| n == 0 || t.len() < n);
+                }
+                tasks.extend(t);
+            }
+            Err(e) => {
+                if let Some(s) = short {
+                    *s = true;
+                }
+                *failed = failed.take().or(Some(e));
+            }
+        }
+    }
+
+    /// The claimers of the partitions whose claim is not out.
+    fn idle(&self) -> impl Iterator<Item = &PartitionClaimer> {
+        self.parts.iter().flatten()
     }
 
     /// Whether the last claim saw due work waiting for a concurrency slot (the queue's
@@ -320,23 +407,28 @@ impl DueClaimer {
     /// process holds makes work claimable, and the process can claim right behind its own
     /// ack instead of waiting for the wake-up the ack publishes.
     pub fn waits_for_slot(&self) -> bool {
-        self.parts.iter().any(PartitionClaimer::waits_for_slot)
+        self.idle().any(PartitionClaimer::waits_for_slot)
     }
 
     /// Whether the next claim would hand out work, as far as this claimer knows without asking
-    /// Redis (see [`PartitionClaimer::has_due_work`]; any partition). A worker that serves
-    /// several queues shares its slots among the queues for which this is true
-    /// (`worker/share.rs`).
+    /// Redis (see [`PartitionClaimer::has_due_work`]; any partition, or a late answer's
+    /// tasks). A worker that serves several queues shares its slots among the queues for
+    /// which this is true (`worker/share.rs`).
     pub(crate) fn has_due_work(&self) -> bool {
-        self.parts.iter().any(PartitionClaimer::has_due_work)
+        !self.late.is_empty() || self.idle().any(PartitionClaimer::has_due_work)
     }
 
     /// The caller does not claim now although work is due: see [`PartitionClaimer::hold`];
     /// `true` when every partition with due work could be held.
     pub(crate) fn hold(&mut self) -> bool {
+        if !self.late.is_empty() {
+            return false;
+        }
         let mut all = true;
-        for p in &mut self.parts {
-            if p.has_due_work() {
+        for s in &mut self.parts {
+            if let Some(p) = s
+                && p.has_due_work()
+            {
                 all &= p.hold();
             }
         }
@@ -344,28 +436,57 @@ impl DueClaimer {
     }
 
     /// The instant the next [`claim`](Self::claim) can find work (see
-    /// [`ready`](Self::ready)); after a failed call, the end of the error pause.
+    /// [`ready`](Self::ready)); after a failed call, the end of the error pause. A late
+    /// answer's tasks wait: now.
     pub fn next_look_at(&self) -> Instant {
-        self.parts
-            .iter()
+        if !self.late.is_empty() {
+            return Instant::now();
+        }
+        self.idle()
             .map(PartitionClaimer::next_look_at)
             .min()
             .unwrap_or(self.retry_at)
     }
 
     /// Sleeps until [`next_look_at`](Self::next_look_at), or less when a wake-up says a task
-    /// became due sooner (never less than the pause after a failed call). The first call
-    /// starts the subscription to the queue's wake channel (in the background; once it is in
-    /// effect a wake-up says "look") and returns at once, so the caller looks again and
-    /// misses nothing enqueued before.
+    /// became due sooner (never less than the pause after a failed call), or a partition's
+    /// claim that was still out answers. The first call starts the subscription to the
+    /// queue's wake channel (in the background; once it is in effect a wake-up says "look")
+    /// and returns at once, so the caller looks again and misses nothing enqueued before.
     ///
     /// # Cancel safety
-    /// Cancel safe: a wake-up received before the cancel has already moved the next look.
+    /// Cancel safe: a wake-up received before the cancel has already moved the next look,
+    /// and an answer received is kept for the next claim.
     pub async fn ready(&mut self) {
-        match self.parts.as_mut_slice() {
-            [] => sleep_until(self.retry_at).await,
-            [one] => one.ready().await,
-            parts => any_of(parts.iter_mut().map(PartitionClaimer::ready)).await,
+        if !self.late.is_empty() {
+            return;
+        }
+        let answer = match self.parts.as_mut_slice() {
+            [] => {
+                sleep_until(self.retry_at).await;
+                None
+            }
+            [Some(one)] => {
+                one.ready().await;
+                None
+            }
+            parts => {
+                let waits = parts.iter_mut().flatten().map(PartitionClaimer::ready);
+                tokio::select! {
+                    () = any_of(waits) => None,
+                    a = self.answers.recv() => a,
+                }
+            }
+        };
+        if let Some(a) = answer {
+            let (mut tasks, mut failed) = (Vec::new(), None);
+            let mut short = vec![false; self.parts.len()];
+            self.take_answer(a, None, &mut short, &mut tasks, &mut failed);
+            if let Some(e) = failed {
+                tracing::warn!(queue = self.queue.name(), error = %e,
+                    "claim of one partition failed; retrying it after a pause");
+            }
+            self.late = tasks;
         }
     }
 
@@ -397,11 +518,49 @@ impl DueClaimer {
 
     /// Ends the wake-up subscriptions at once when no other claimer of the client waits on
     /// this queue (a long-lived consumer that stops; otherwise an unused channel is dropped
-    /// after a minute).
-    pub fn close(self) {
-        for p in self.parts {
+    /// after a minute). Tasks of partition claims that answer later are handed back.
+    pub fn close(mut self) {
+        for p in std::mem::take(&mut self.parts).into_iter().flatten() {
             p.close();
         }
+    }
+}
+
+impl Drop for DueClaimer {
+    /// Hands back the tasks of late answers no claim took: claimed, but never handed out.
+    fn drop(&mut self) {
+        let late = std::mem::take(&mut self.late);
+        if !late.is_empty()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(hand_back(self.queue.clone(), late));
+        }
+    }
+}
+
+/// A partition's claim as a task of its own: sends its answer to its `DueClaimer`, or,
+/// when that is gone, hands the tasks back.
+async fn claim_out(
+    i: usize,
+    mut part: PartitionClaimer,
+    n: usize,
+    answers: mpsc::UnboundedSender<Answer>,
+) {
+    let got = part.claim(n).await;
+    if let Err(mpsc::error::SendError((_, part, got))) = answers.send((i, part, got))
+        && let Ok(tasks) = got
+        && !tasks.is_empty()
+    {
+        hand_back(part.queue().clone(), tasks).await;
+    }
+}
+
+/// Releases `tasks` (due again at once, the attempt not counted).
+async fn hand_back(queue: Queue, tasks: Vec<ClaimedTask>) {
+    let items: Vec<_> = tasks.into_iter().map(|t| (t.id, t.lease_token)).collect();
+    if let Err(e) = queue.release(&items).await {
+        tracing::warn!(queue = queue.name(), error = %e,
+            "could not hand back tasks claimed for a claimer that is gone; their leases expire");
     }
 }
 

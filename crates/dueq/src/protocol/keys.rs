@@ -23,6 +23,13 @@ pub const SCHEDULES_KEY: &str = "dueq:schedules";
 /// starts firing its schedules at once instead of at its next look at the registry.
 pub const SCHEDULES_WAKE: &str = "dueq:schedules:wake";
 
+/// The recovery index (outside any hash tag, so each call on it touches one key): sorted set
+/// queue name → when a recoverer should next look at the queue, ms: its earliest lease
+/// deadline or task expiry. Written after the claims that hand out tasks and the enqueues of
+/// tasks with an expiry; `dueq serve`'s recoverer visits only what falls due in it, so idle
+/// queues cost it nothing (see `due/recovery.rs`).
+pub const RECOVERY_KEY: &str = "dueq:recovery";
+
 /// Live worker processes and servers (outside any hash tag, so each script touching it
 /// touches one key): hash worker id → heartbeat entry (see `protocol/workers`).
 pub const WORKERS_KEY: &str = "dueq:workers";

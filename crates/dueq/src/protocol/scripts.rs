@@ -129,6 +129,8 @@ scripts! {
     BROWSE => "tasks/browse.lua", 17, READS;
     STATS => "queues/stats.lua", 19, READS;
     HISTORY => "queues/history.lua", 1, READS;
+    RECOVERY_DUE => "queues/recovery_due.lua", 1, DRAINS;
+    RECOVERY_DONE => "queues/recovery_done.lua", 1, DRAINS;
     DUE_COUNTS => "queues/due_counts.lua", 13, READS;
     DEAD_LIST => "dead/dead_list.lua", 4, READS;
     DEAD_RETRY => "dead/dead_retry.lua", 26, ADDS;

@@ -205,6 +205,7 @@ fn start(
             lease_ms: task.lease_expires_at_ms.saturating_sub(task.claimed_at_ms),
             deadline_ms: task.lease_expires_at_ms,
             abort: None,
+            reported: false,
         },
     );
     let rt2 = rt.clone();
@@ -220,12 +221,17 @@ fn start(
             .catch_unwind()
             .await
             .unwrap_or_else(|_| Outcome::retry("handler panicked"));
-        // Leave `running` and report under one lock: shutdown drains `running` under it
-        // too, so a task is either reported here or handed back there, and the Stop that
-        // shutdown queues afterwards always comes after this report.
+        // Mark the task reported and report under one lock: shutdown takes the unreported
+        // tasks out of `running` under it too, so a task is either reported here or handed
+        // back there, and the Stop that shutdown queues afterwards always comes after this
+        // report. The entry stays (its lease kept alive) until the acker has settled it.
         {
             let mut running = rt2.running();
-            if running.remove(&id2).is_some() {
+            if let Some(r) = running.get_mut(&id2)
+                && r.token == token
+            {
+                r.reported = true;
+                r.abort = None;
                 let _ = rt2.reports.send(Report::Done {
                     id: id2.clone(),
                     token,
@@ -236,7 +242,9 @@ fn start(
         drop(slot);
     });
     // The handler may already be done (then its entry is gone and there is nothing to abort).
-    if let Some(r) = rt.running().get_mut(&id) {
+    if let Some(r) = rt.running().get_mut(&id)
+        && !r.reported
+    {
         r.abort = Some(handle.abort_handle());
     }
 }

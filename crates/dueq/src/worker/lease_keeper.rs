@@ -1,8 +1,11 @@
-//! The lease keeper is responsible for keeping the leases of long-running handlers of one
-//! queue alive: when less than half of a lease is left it extends it (all due ones in one
-//! call). It makes no Redis call while no lease needs it, so an idle worker costs nothing here.
-//! When an extension is refused (the lease expired and was recovered, or the task is gone),
-//! it stops the handler: its result would be refused, and another worker may run the task.
+//! The lease keeper is responsible for keeping the leases this worker holds for one queue
+//! alive: those of long-running handlers, and those of ended handlers whose report the acker
+//! has not settled yet (an ack retried while its partition fails). When less than half of a
+//! lease is left it extends it (all due ones in one call, a partition's failure failing only
+//! that partition's extensions). It makes no Redis call while no lease needs it, so an idle
+//! worker costs nothing here. When an extension is refused (the lease expired and was
+//! recovered, or the task is gone), it stops the handler: its result would be refused, and
+//! another worker may run the task.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,44 +36,49 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut stop: watch::
             continue;
         }
         let items: Vec<_> = due.iter().map(|(i, t, l)| (i, t, *l)).collect();
-        match rt.queue.extend_items(&items).await {
-            Ok(deadlines) => {
-                let mut running = rt.running();
-                for ((id, token, _), d) in due.iter().zip(deadlines) {
-                    // The answer is about the lease `token`: the handler may have ended while
-                    // the call was out, and the task been claimed again (same id, new token,
-                    // a new entry); that entry and its handler are none of this answer's
-                    // business.
-                    if !running.get(id).is_some_and(|r| r.token == *token) {
-                        continue;
-                    }
-                    match d {
-                        Some(d) => {
-                            if let Some(r) = running.get_mut(id) {
-                                r.deadline_ms = d;
-                            }
-                        }
-                        None => {
-                            Counters::add(&shared.counters.lease_lost, 1);
-                            tracing::warn!(queue = rt.queue.name(), id = %id,
-                                "lease lost while the handler ran (it expired and was recovered, \
-                                 or the task is gone): handler stopped");
-                            // Another worker may be running the task now, and this one's result
-                            // would be refused (fencing): stop the handler (a `dueq work`
-                            // command is killed with it) rather than run it twice at once.
-                            if let Some(r) = running.remove(id)
-                                && let Some(a) = r.abort
-                            {
-                                a.abort();
-                            }
-                        }
+        let answers = rt.queue.extend_each(&items).await;
+        let mut running = rt.running();
+        let mut failed = None;
+        for ((id, token, _), d) in due.iter().zip(answers) {
+            // The answer is about the lease `token`: the handler may have ended while the call
+            // was out, and the task been claimed again (same id, new token, a new entry); that
+            // entry and its handler are none of this answer's business.
+            if !running.get(id).is_some_and(|r| r.token == *token) {
+                continue;
+            }
+            match d {
+                Ok(Some(d)) => {
+                    if let Some(r) = running.get_mut(id) {
+                        r.deadline_ms = d;
                     }
                 }
+                Ok(None) => {
+                    let Some(r) = running.remove(id) else {
+                        continue;
+                    };
+                    if r.reported {
+                        // its report's ack will be refused as lease_lost and counted there
+                        continue;
+                    }
+                    Counters::add(&shared.counters.lease_lost, 1);
+                    tracing::warn!(queue = rt.queue.name(), id = %id,
+                        "lease lost while the handler ran (it expired and was recovered, \
+                         or the task is gone): handler stopped");
+                    // Another worker may be running the task now, and this one's result
+                    // would be refused (fencing): stop the handler (a `dueq work` command is
+                    // killed with it) rather than run it twice at once.
+                    if let Some(a) = r.abort {
+                        a.abort();
+                    }
+                }
+                // tried again at the next tick while the lease lasts
+                Err(e) => failed = Some(e),
             }
-            Err(e) => {
-                Counters::add(&shared.counters.redis_errors, 1);
-                tracing::warn!(queue = rt.queue.name(), error = %e, "lease extension failed");
-            }
+        }
+        drop(running);
+        if let Some(e) = failed {
+            Counters::add(&shared.counters.redis_errors, 1);
+            tracing::warn!(queue = rt.queue.name(), error = %e, "lease extension failed");
         }
     }
 }

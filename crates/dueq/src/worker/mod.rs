@@ -314,12 +314,16 @@ impl Counters {
     }
 }
 
-/// A task whose handler is running.
+/// A task this worker holds: its handler is running, or has ended and its report is not yet
+/// settled in Redis (the lease keeper keeps its lease alive meanwhile, so an ack that has to
+/// be retried does not let the task run again elsewhere).
 struct Running {
     token: LeaseToken,
     lease_ms: u64,
     deadline_ms: u64,
     abort: Option<AbortHandle>,
+    /// The handler has ended and reported; the acker removes the entry once it is settled.
+    reported: bool,
 }
 
 /// A handler's report, on its way to the acker.
@@ -354,6 +358,31 @@ impl QueueRt {
         // A panic while holding this lock cannot leave the map half-updated (single inserts
         // and removes), so a poisoned lock is still usable.
         self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Handlers running now (tasks held for an unsettled report not counted).
+    fn handlers(&self) -> usize {
+        self.running().values().filter(|r| !r.reported).count()
+    }
+
+    /// Forgets a held task once its report is settled (or its lease is gone), if the entry
+    /// is still the one of lease `token`.
+    fn settled(&self, id: &TaskId, token: &LeaseToken) {
+        let mut running = self.running();
+        if running
+            .get(id)
+            .is_some_and(|r| r.reported && r.token == *token)
+        {
+            running.remove(id);
+        }
+    }
+
+    /// Whether this worker still holds lease `token` of `id` for a report to settle: the
+    /// lease keeper has not lost it and its deadline has not passed by the Redis clock.
+    fn holds(&self, id: &TaskId, token: &LeaseToken, now_ms: u64) -> bool {
+        self.running()
+            .get(id)
+            .is_some_and(|r| r.token == *token && r.deadline_ms > now_ms)
     }
 }
 
@@ -524,7 +553,7 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
         let names: Vec<String> = rts.iter().map(|rt| rt.queue.name().to_owned()).collect();
         let concurrency = worker.concurrency as u64;
         Arc::new(move || {
-            let in_hand = beat_rts.iter().map(|rt| rt.running().len() as u64).sum();
+            let in_hand = beat_rts.iter().map(|rt| rt.handlers() as u64).sum();
             WorkerLoad::new(names.clone(), concurrency, in_hand)
         })
     };
@@ -549,20 +578,26 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
     let _ = claimer.await;
     // 2. grace period for running handlers
     let deadline = tokio::time::Instant::now() + grace;
-    while rts.iter().any(|rt| !rt.running().is_empty()) && tokio::time::Instant::now() < deadline {
+    while rts.iter().any(|rt| rt.handlers() > 0) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // 3. abort the rest and hand their leases back
+    // 3. abort the rest and hand their leases back (tasks whose handler ended stay with the
+    // acker: their reports are settled in step 4)
     for rt in &rts {
         let left: Vec<(TaskId, LeaseToken)> = {
             let mut running = rt.running();
-            running
-                .drain()
-                .map(|(id, r)| {
+            let ids: Vec<TaskId> = running
+                .iter()
+                .filter(|(_, r)| !r.reported)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| {
+                    let r = running.remove(&id)?;
                     if let Some(a) = r.abort {
                         a.abort();
                     }
-                    (id, r.token)
+                    Some((id, r.token))
                 })
                 .collect()
         };

@@ -120,7 +120,8 @@ async fn c13_names_that_fight_the_key_layout() {
     for k in &all {
         let in_a = k.contains("{billing}");
         let in_b = k.contains("{billing.v2}");
-        if k == "dueq:queues" {
+        // the registry and the recovery index name queues as values, in keys of their own
+        if k == "dueq:queues" || k == "dueq:recovery" {
             continue;
         }
         assert!(in_a != in_b, "key {k:?} belongs to neither or both queues");

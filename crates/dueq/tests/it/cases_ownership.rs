@@ -1024,6 +1024,9 @@ fn assert_no_task_left(raw: &mut redis::Connection, k: &QueueKeys, id: &TaskId, 
         dueq::protocol::keys::QUEUES_KEY,
         // the live workers list of a worker still running (about the process, not a task)
         dueq::protocol::keys::WORKERS_KEY,
+        // when a recoverer should look at the queue next (about the queue, not a task; its
+        // entry goes at that look)
+        dueq::protocol::keys::RECOVERY_KEY,
     ];
     for name in &all {
         assert!(allowed.contains(&name.as_str()), "unexpected key {name}");

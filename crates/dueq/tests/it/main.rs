@@ -19,6 +19,7 @@ mod cases_schedules;
 mod cases_scheduling;
 mod chaos;
 mod cluster;
+mod cluster_failover;
 mod dangerous;
 mod dead_letter;
 mod due;
@@ -26,7 +27,9 @@ mod flow;
 mod flow_found;
 mod flow_model;
 mod options;
+mod partition_faults;
 mod partitions;
+mod recovery;
 mod schedules_ahead;
 mod schedules_ahead_review;
 // the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
@@ -38,6 +41,7 @@ mod protocol_model;
 mod schedules_defcheck_review;
 #[cfg(debug_assertions)]
 mod schedules_template_review;
+mod sentinel_loss;
 mod webhook;
 mod weights;
 mod worker;

@@ -275,6 +275,8 @@ pub(crate) struct RecoverReply {
     pub expired: u64,
     /// The expiry batch was full: more expired tasks may wait.
     pub expired_more: bool,
+    /// Earliest expiry of a scheduled task.
+    pub next_expiry_ms: Option<u64>,
 }
 
 pub(crate) async fn recover(
@@ -302,5 +304,6 @@ pub(crate) async fn recover(
         swept: r.i64()? == 1,
         expired: r.u64()?,
         expired_more: r.i64()? == 1,
+        next_expiry_ms: r.opt_u64()?,
     })
 }

@@ -10,7 +10,8 @@
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none), swept (1 when the
 --   sweep of the leases hash came back to its start during this call), expired (tasks
---   expired), more_expired (1 when the expiry batch was full: call again)}
+--   expired), more_expired (1 when the expiry batch was full: call again), next_expiry_ms
+--   (earliest expiry of a scheduled task, -1 = none)}
 local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
   errors = KEYS[10], hist = KEYS[11], G = group_keys(12), O = option_keys(21), dead_keys = KEYS[31]}
 local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
@@ -94,4 +95,6 @@ local next_deadline = earliest(active)
 if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
   next_deadline = orphan_next
 end
-return {now, recovered, dead, next_deadline or -1, swept, nexpired, more and 1 or 0}
+local next_expiry = per[3] and earliest(K.O.expiry)
+return {now, recovered, dead, next_deadline or -1, swept, nexpired, more and 1 or 0,
+  next_expiry or -1}

@@ -1,9 +1,10 @@
 //! Queue-wide operations: stats, per-minute history, due-time counts, stored settings (pause, resume,
-//! defaults, caps, limits) and the `dueq:queues` registry used for listing.
+//! defaults, caps, limits), the `dueq:queues` registry used for listing, and the
+//! `dueq:recovery` index of queues with leases or expiries to watch.
 
-use super::call::{Args, run};
+use super::call::{Args, MAX_BATCH, run};
 use super::conn::Conn;
-use super::keys::{MAX_PARTITIONS, QUEUES_KEY, QueueKeys};
+use super::keys::{MAX_PARTITIONS, QUEUES_KEY, QueueKeys, RECOVERY_KEY};
 use super::scripts;
 use crate::error::Result;
 use crate::settings::{QueueSettings, RateLimit, STORED_FIELDS};
@@ -219,6 +220,15 @@ pub(crate) async fn register_queue(conn: &mut Conn, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether the registry names queue `name`.
+pub(crate) async fn is_registered(conn: &mut Conn, name: &str) -> Result<bool> {
+    Ok(redis::cmd("SISMEMBER")
+        .arg(QUEUES_KEY)
+        .arg(name)
+        .query_async(conn)
+        .await?)
+}
+
 pub(crate) async fn list_queues(conn: &mut Conn) -> Result<Vec<String>> {
     let mut names: Vec<String> = redis::cmd("SMEMBERS")
         .arg(QUEUES_KEY)
@@ -226,4 +236,101 @@ pub(crate) async fn list_queues(conn: &mut Conn) -> Result<Vec<String>> {
         .await?;
     names.sort();
     Ok(names)
+}
+
+/// Notes in the recovery index that queue `name` needs a look at `at_ms` (its earliest new
+/// lease deadline or expiry), unless it is down for an earlier one.
+pub(crate) async fn recovery_note(conn: &mut Conn, name: &str, at_ms: u64) -> Result<()> {
+    redis::cmd("ZADD")
+        .arg(RECOVERY_KEY)
+        .arg("LT")
+        .arg(at_ms)
+        .arg(name)
+        .query_async::<()>(conn)
+        .await?;
+    Ok(())
+}
+
+/// What `recovery_due` handed out: the Redis time, the mark each taken entry now holds (to
+/// give back to [`recovery_done`]) and the queues to look at.
+pub(crate) struct RecoveryDue {
+    pub now_ms: u64,
+    pub mark: String,
+    pub queues: Vec<String>,
+}
+
+/// Takes up to `max` queues due for a look off the recovery index, holding each for
+/// `hold_ms` (see `recovery_due.lua`).
+pub(crate) async fn recovery_due(conn: &mut Conn, max: usize, hold_ms: u64) -> Result<RecoveryDue> {
+    let mut a = Args::default();
+    a.n(max).n(hold_ms);
+    let mut r = run(
+        conn,
+        "recovery_due",
+        &scripts::RECOVERY_DUE,
+        &[RECOVERY_KEY],
+        a.take(),
+    )
+    .await?;
+    let now_ms = r.u64()?;
+    let mark = r.string()?;
+    let mut queues = Vec::with_capacity(r.remaining());
+    while r.remaining() > 0 {
+        queues.push(r.string()?);
+    }
+    Ok(RecoveryDue {
+        now_ms,
+        mark,
+        queues,
+    })
+}
+
+/// Reports what a recoverer found: each queue's next lease deadline or expiry (`None`: the
+/// queue leaves the index unless a claim moved its entry meanwhile).
+pub(crate) async fn recovery_done(
+    conn: &mut Conn,
+    mark: &str,
+    found: &[(String, Option<u64>)],
+) -> Result<()> {
+    for chunk in found.chunks(MAX_BATCH) {
+        let mut a = Args::default();
+        a.s(mark);
+        for (name, next) in chunk {
+            a.s(name).n(next.map_or(-1, |t| t as i64));
+        }
+        run(
+            conn,
+            "recovery_done",
+            &scripts::RECOVERY_DONE,
+            &[RECOVERY_KEY],
+            a.take(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A slice of the queue registry for a sweep: (next cursor, "0" at the end; names), by
+/// `SSCAN` with `count` as its hint.
+pub(crate) async fn scan_queues(
+    conn: &mut Conn,
+    cursor: &str,
+    count: usize,
+) -> Result<(String, Vec<String>)> {
+    let (next, names): (String, Vec<String>) = redis::cmd("SSCAN")
+        .arg(QUEUES_KEY)
+        .arg(cursor)
+        .arg("COUNT")
+        .arg(count)
+        .query_async(conn)
+        .await?;
+    Ok((next, names))
+}
+
+/// How many queues the registry names.
+pub(crate) async fn count_queues(conn: &mut Conn) -> Result<u64> {
+    Ok(redis::cmd("SCARD")
+        .arg(QUEUES_KEY)
+        .query_async(conn)
+        .await?)
 }

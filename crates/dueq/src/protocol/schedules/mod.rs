@@ -204,6 +204,14 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<(u
     ))
 }
 
+/// The names of the queue's schedules (no definitions read), in no order.
+pub(crate) async fn names(conn: &mut Conn, k: &QueueKeys) -> Result<Vec<String>> {
+    Ok(redis::cmd("HKEYS")
+        .arg(&k.schedules)
+        .query_async(conn)
+        .await?)
+}
+
 /// One page of schedules: (Redis time, next cursor ("0" at the end), schedules).
 pub(crate) async fn list_page(
     conn: &mut Conn,

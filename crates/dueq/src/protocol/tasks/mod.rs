@@ -32,8 +32,9 @@ pub(crate) struct EnqueueItem<'a> {
 
 /// What one enqueue call did.
 pub(crate) enum EnqueueReply {
-    /// One answer per item.
-    Done(Vec<Enqueued>),
+    /// One answer per item, and the earliest expiry among the items (epoch ms), so the caller
+    /// can note it in the recovery index.
+    Done(Vec<Enqueued>, Option<u64>),
     /// Nothing written: the partition's count is not the one `k` was built for (a FLUSHALL
     /// or a change of the count since the client read its layout).
     LayoutChanged,
@@ -91,7 +92,15 @@ pub(crate) async fn enqueue(
     let keys = k.with_lane_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
     let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
     let status = r.string()?;
-    let _now = r.u64()?;
+    let now = r.u64()?;
+    let next_expiry_ms = items
+        .iter()
+        .filter_map(|it| match it.expiry {
+            Some(Expiry::TtlMs(t)) => Some(now.saturating_add(t)),
+            Some(Expiry::AtMs(t)) => Some(t),
+            None => None,
+        })
+        .min();
     if status == "layout" {
         return Ok(EnqueueReply::LayoutChanged);
     }
@@ -134,7 +143,7 @@ pub(crate) async fn enqueue(
             outcome,
         });
     }
-    Ok(EnqueueReply::Done(out))
+    Ok(EnqueueReply::Done(out, next_expiry_ms))
 }
 
 pub(crate) async fn cancel(
