@@ -117,6 +117,23 @@ def test_pause_resume_and_unknown_queue(client: dueq.Client, queue: dueq.Queue) 
     assert len(queue.claim(max=5)) == 1
 
 
+def test_queues_are_paged_by_name(client: dueq.Client) -> None:
+    import uuid
+
+    prefix = "pg-" + uuid.uuid4().hex[:12] + "-"
+    for n in "cab":
+        client.queue(prefix + n).enqueue(n, delay_ms=3_600_000)
+    page = client.queues_page(limit=2, after=prefix)
+    assert [q.queue for q in page.queues] == [prefix + "a", prefix + "b"]
+    assert page.next == prefix + "b" and page.total >= 3
+    rest = client.queues_page(limit=1, after=page.next)
+    assert [q.queue for q in rest.queues] == [prefix + "c"]
+    assert {prefix + n for n in "abc"} <= {q.queue for q in client.queues()}
+    with pytest.raises(DueqError) as e:
+        client.queues_page(limit=0)
+    assert (e.value.status, e.value.code) == (400, "invalid_input")
+
+
 def test_errors_carry_the_api_code(server, queue: dueq.Queue) -> None:
     with pytest.raises(DueqError) as e:
         queue.enqueue(1, delay_ms=1, due_at_ms=1)

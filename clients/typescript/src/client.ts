@@ -14,6 +14,7 @@ import type {
   NackOptions,
   NackResult,
   QueueStats,
+  QueuesPage,
   ReleaseOutcome,
   Rescheduled,
   Task,
@@ -64,9 +65,25 @@ export class Client {
     return new Queue(this, name);
   }
 
-  /** Statistics of every queue that has had a task, sorted by name. */
+  /** Statistics of every queue that has had a task, sorted by name: every page of
+   * `queuesPage` (one request per 1000 queues). */
   async queues(): Promise<QueueStats[]> {
-    return (await this.call("GET", "/v1/queues")).queues;
+    const out: QueueStats[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.queuesPage(1000, after);
+      out.push(...page.queues);
+      if (page.next === null) return out;
+      after = page.next;
+    }
+  }
+
+  /** One page of queue statistics, sorted by name: at most `limit` (1 to 1000) queues after
+   * the name `after` (a page's `next`; absent: from the start). */
+  async queuesPage(limit = 100, after?: string): Promise<QueuesPage> {
+    const q = new URLSearchParams({ limit: String(limit) });
+    if (after !== undefined) q.set("after", after);
+    return (await this.call("GET", "/v1/queues?" + q.toString())) as QueuesPage;
   }
 
   /** Sends one request; the status and parsed body. Throws only `connection_failed`. */

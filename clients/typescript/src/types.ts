@@ -103,10 +103,21 @@ export interface QueueStats {
   paused: boolean;
 }
 
+/** One page of the server's queues, sorted by name (`GET /v1/queues`). */
+export interface QueuesPage {
+  queues: QueueStats[];
+  /** Queues known in all (every page). */
+  total: number;
+  /** Pass as `after` for the next page; `null` when this page reached the end. */
+  next: string | null;
+}
+
 export type CancelOutcome = "cancelled" | "in_progress" | "not_found";
 export type RescheduleOutcome = "rescheduled" | "in_progress" | "not_found";
-export type AckOutcome = "acked" | "lease_lost";
-export type NackOutcome = "rescheduled" | "dead" | "lease_lost";
+/** `failed`: its partition could not be reached or did not confirm; send it again. */
+export type AckOutcome = "acked" | "lease_lost" | "failed";
+/** `failed`: its partition could not be reached or did not confirm; send it again. */
+export type NackOutcome = "rescheduled" | "dead" | "lease_lost" | "failed";
 export type ReleaseOutcome = "released" | "lease_lost";
 export type DeadOutcome = "retried" | "deleted" | "not_found" | "conflict";
 

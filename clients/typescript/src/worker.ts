@@ -219,18 +219,28 @@ export class Worker {
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         if (acks.length) {
-          for (const o of await this.queue.ackBatch(acks)) o === "acked" ? this.stats.acked++ : this.stats.lease_lost++;
-          acks = [];
+          const outcomes = await this.queue.ackBatch(acks);
+          // a task whose partition failed is sent again, alone
+          const again = acks.filter((_, i) => outcomes[i] === "failed");
+          for (const o of outcomes) {
+            if (o === "acked") this.stats.acked++;
+            else if (o !== "failed") this.stats.lease_lost++;
+          }
+          acks = again;
         }
         if (nacks.length) {
-          for (const r of await this.queue.nackBatch(nacks)) {
+          const results = await this.queue.nackBatch(nacks);
+          const again = nacks.filter((_, i) => results[i]?.outcome === "failed");
+          for (const r of results) {
             if (r.outcome === "rescheduled") this.stats.retried++;
             else if (r.outcome === "dead") this.stats.dead++;
-            else this.stats.lease_lost++;
+            else if (r.outcome !== "failed") this.stats.lease_lost++;
           }
-          nacks = [];
+          nacks = again;
         }
-        return;
+        if (!acks.length && !nacks.length) return;
+        this.#warn(new Error(`${acks.length + nacks.length} answers failed on their partition`));
+        await sleep(200 * (attempt + 1));
       } catch (e) {
         // sending again is safe: an answer that did land is refused as lease_lost
         this.#warn(e);

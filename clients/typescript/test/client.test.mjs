@@ -74,6 +74,20 @@ test("batches, stats, dead letters", async () => {
   assert.equal(await q.resume(), false);
 });
 
+test("queues are paged by name", async () => {
+  const prefix = fresh() + "-";
+  for (const n of ["c", "a", "b"]) await client.queue(prefix + n).enqueue(n, { delay_ms: 3_600_000 });
+  const page = await client.queuesPage(2, prefix);
+  assert.deepEqual(page.queues.map((x) => x.queue), [prefix + "a", prefix + "b"]);
+  assert.equal(page.next, prefix + "b");
+  assert.ok(page.total >= 3);
+  const rest = await client.queuesPage(1, page.next);
+  assert.deepEqual(rest.queues.map((x) => x.queue), [prefix + "c"]);
+  const all = (await client.queues()).map((x) => x.queue);
+  for (const n of ["a", "b", "c"]) assert.ok(all.includes(prefix + n));
+  await assert.rejects(client.queuesPage(0), (e) => e.status === 400 && e.code === "invalid_input");
+});
+
 test("errors carry the API code", async () => {
   const q = client.queue(fresh());
   await assert.rejects(q.enqueue(1, { delay_ms: 1, due_at_ms: 1 }), (e) => e instanceof DueqError && e.status === 400 && e.code === "invalid_input");

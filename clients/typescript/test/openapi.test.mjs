@@ -29,7 +29,7 @@ test("openapi-typescript types of the served document compile", () => {
 type Dead = operations["list_dead"]["responses"][200]["content"]["application/json"];
 type Queues = operations["list_queues"]["responses"][200]["content"]["application/json"];
 const d: Dead = { total: 0, tasks: [] };
-const q: Queues = { queues: [] };
+const q: Queues = { queues: [], total: 0, next: null };
 type Outcome = operations["cancel_task"]["responses"][200]["content"]["application/json"]["outcome"];
 const o: Outcome = "cancelled";
 export { d, q, o };

@@ -604,6 +604,21 @@ pub struct ServeArgs {
     /// `GET /v1/workers`, ms (100 to 60000).
     #[arg(long, default_value_t = dueq::DEFAULT_HEARTBEAT_MS)]
     pub heartbeat_ms: u64,
+    /// Time a client has to send a complete request head, ms: from the connection's accept,
+    /// or from the first byte of a later request on a keep-alive connection. Past it the
+    /// connection is closed (slow-header clients); 0: no limit.
+    #[arg(long, default_value_t = dueq_server::DEFAULT_HEADER_READ_TIMEOUT_MS)]
+    pub header_read_timeout_ms: u64,
+    /// Time a keep-alive connection may stay idle between two requests before it is
+    /// closed, ms; 0: no limit.
+    #[arg(long, default_value_t = dueq_server::DEFAULT_IDLE_TIMEOUT_MS)]
+    pub idle_timeout_ms: u64,
+    /// Most HTTP connections open at once (1 to 1000000). At the cap no new connection is
+    /// accepted: they wait in the kernel's listen backlog and are served as open ones close
+    /// (keep it below the open-file limit, `ulimit -n`).
+    #[arg(long, default_value_t = dueq_server::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_http_connections: u64,
     /// Also run the PostgreSQL outbox relay and its reconciler in this server, against the
     /// database at this URL (as `dueq relay` does: migrates the table first), and include the
     /// database in /readyz. The server starts while the database is unreachable (/readyz is
@@ -613,4 +628,16 @@ pub struct ServeArgs {
     /// The relay's settings (with --postgres).
     #[command(flatten)]
     pub outbox: OutboxArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own checks of every command (for example two flags of `serve` with one name,
+    /// which otherwise panics only when the command runs).
+    #[test]
+    fn the_commands_are_well_formed() {
+        super::Cli::command().debug_assert();
+    }
 }

@@ -138,3 +138,36 @@ impl IntoResponse for ApiError {
 
 /// Handler result.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<ApiError> for ErrorBody {
+    fn from(e: ApiError) -> Self {
+        ErrorBody {
+            error: ErrorDetail {
+                code: e.code().to_owned(),
+                message: e.message().to_owned(),
+            },
+        }
+    }
+}
+
+/// One answer per item of a batch whose items a partition's failure can fail on their own:
+/// the library's answers, or, when every item failed, the first error (as for a single call:
+/// a queue of one partition fails whole or not at all).
+pub(crate) fn per_item<T>(
+    answers: Vec<Result<T, dueq::Error>>,
+) -> ApiResult<Vec<Result<T, ErrorBody>>> {
+    if !answers.is_empty() && answers.iter().all(Result::is_err) {
+        if let Some(Err(e)) = answers.into_iter().next() {
+            return Err(e.into());
+        }
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "empty batch answer",
+        ));
+    }
+    Ok(answers
+        .into_iter()
+        .map(|a| a.map_err(|e| ApiError::from(e).into()))
+        .collect())
+}

@@ -16,7 +16,9 @@
 //!   every queue with schedules, and its [`dueq::Heartbeat`] (the server in `GET /v1/workers`).
 //! * `metrics`: DESIGN 4.4 names; queue numbers read from Redis on scrape.
 //! * payloads: stored as the JSON text sent, shown through [`dueq::json`] (shared with the CLI).
-//! * `options`: plain option structs the state holds.
+//! * `options`: plain option structs the state holds ([`HttpOptions`]: connection limits).
+//! * `connections`: the accept loop (hyper's HTTP/1.1 connection builder) with the
+//!   header-read and idle timeouts and the connection cap.
 //!
 //! Waiting for due work (long-poll claims, push delivery) is the library's
 //! [`dueq::DueClaimer`]; nothing here computes a sleep.
@@ -34,6 +36,7 @@
 
 pub mod api;
 pub mod auth;
+mod connections;
 pub mod dashboard;
 pub mod error;
 mod extract;
@@ -45,7 +48,7 @@ pub mod push;
 mod shutdown;
 mod state;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
@@ -59,6 +62,9 @@ pub use dueq::DEFAULT_RECOVER_INTERVAL_MS;
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 pub use metrics::{DURATION_BUCKETS_S, LATENESS_BUCKETS_S};
+pub use options::{
+    DEFAULT_HEADER_READ_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, HttpOptions,
+};
 pub use state::{
     AppState, AppStateBuilder, BODY_OVERHEAD_BYTES, DEFAULT_REQUEST_TIMEOUT_MS,
     READINESS_CHECK_TIMEOUT_MS, ReadinessCheck,
@@ -173,10 +179,15 @@ const SHUTDOWN_MARGIN_MS: u64 = 1000;
 /// Redis waits, for example for a Redis that is still loading its data set after a restart):
 /// `/healthz` 200 (alive) and `/readyz` 503 naming `why`, every other path 503
 /// `redis_unavailable`, so probes see "alive, not ready" instead of a refused connection.
-/// Serves `listener` until `until` completes, then lets requests in flight finish.
+/// Serves `listener` (with the connection limits `http`) until `until` completes, then lets
+/// requests in flight finish.
+///
+/// # Errors
+/// None in practice: a failed accept is logged and retried.
 pub async fn serve_starting(
     listener: tokio::net::TcpListener,
     why: String,
+    http: HttpOptions,
     until: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let ready = api::system::Ready {
@@ -187,7 +198,6 @@ pub async fn serve_starting(
         eviction_safe: false,
         checks: Default::default(),
         error: Some(why.clone()),
-        queues_behind: Vec::new(),
     };
     let ready = axum::Json(ready);
     let app = Router::new()
@@ -206,17 +216,18 @@ pub async fn serve_starting(
                     .into_response()
             }
         });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(until)
-        .await
+    connections::run(listener, app, http, until).await;
+    Ok(())
 }
 
 /// Serves [`router`] on `listener` until `shutdown` completes, then stops accepting, ends
 /// waiting claims at once (they answer with what they have) and waits for in-flight requests
 /// to finish, for at most [`request_timeout_ms`](AppStateBuilder::request_timeout_ms) + 1 s:
 /// connections still open then (a client that stalls sending a request head or reading an
-/// answer) are closed. While it runs, a background task recovers expired leases of every
-/// queue every [`recover_interval_ms`](AppStateBuilder::recover_interval_ms); it is stopped
+/// answer) are closed. While it runs, a background task recovers expired leases and expired
+/// tasks ([`dueq::LeaseRecoverer`]: the queues the recovery index says are due, every
+/// [`recover_interval_ms`](AppStateBuilder::recover_interval_ms), and a slow sweep of every
+/// queue); it is stopped
 /// (its call in flight finished) before this returns. The server lists itself in the live
 /// workers list (`GET /v1/workers`) with a heartbeat every
 /// [`heartbeat_ms`](AppStateBuilder::heartbeat_ms) and removes itself last. Push delivery ([`push`]) runs beside it and is shut
@@ -224,8 +235,14 @@ pub async fn serve_starting(
 /// loopback address, requests whose `Host` is not a loopback name get 403
 /// ([`origin::loopback_hosts_only`], the DNS-rebinding guard).
 ///
+/// Connections (HTTP/1.1) are bounded by the state's [`HttpOptions`]
+/// ([`http`](AppStateBuilder::http)): a client that has not sent a complete request head
+/// within the header-read timeout (default 10 s) or leaves a keep-alive connection idle past
+/// the idle timeout (default 60 s) is disconnected, and at most `max_connections` (default
+/// 10 000) are open at once; past that, new connections wait in the listen backlog.
+///
 /// # Errors
-/// The I/O error of the listener.
+/// The I/O error of the listener's address.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
@@ -266,12 +283,15 @@ pub async fn serve(
     });
     let stopping = state.clone();
     let (kill, killed) = tokio::sync::watch::channel(false);
-    let serving = axum::serve(shutdown::Guarded::new(listener, killed), app)
-        .with_graceful_shutdown(async move {
+    let serving = connections::run(
+        shutdown::Guarded::new(listener, killed),
+        app,
+        state.http_options(),
+        async move {
             shutdown.await;
             stopping.begin_shutdown();
-        })
-        .into_future();
+        },
+    );
     let grace = Duration::from_millis(
         state
             .request_timeout_ms()
@@ -287,10 +307,10 @@ pub async fn serve(
         // keep `kill` alive: dropping it would close every connection
         std::future::pending::<()>().await;
     };
-    let result = tokio::select! {
-        r = serving => r,
-        () = bound => Ok(()),
-    };
+    tokio::select! {
+        () = serving => {}
+        () = bound => {}
+    }
     // Also when serving failed: the recoverer ends on the shutdown signal.
     state.begin_shutdown();
     if let Some(task) = recoverer
@@ -315,7 +335,7 @@ pub async fn serve(
     {
         tracing::error!(error = %e, "heartbeat task failed");
     }
-    result
+    Ok(())
 }
 
 /// The server's entry in the live workers list: its push delivery's queues and load.

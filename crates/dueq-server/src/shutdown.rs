@@ -1,10 +1,11 @@
 //! Bounds graceful shutdown: connections still open a grace period after the shutdown signal
 //! are closed.
 //!
-//! `axum::serve` with graceful shutdown waits for every connection to finish. The request
-//! time limit (`AppState::request_timeout_ms`, 408) ends a handler that waits on a stalled
-//! body, but a client can also stall before a handler runs (a request head that never ends)
-//! or after it returned (not reading a large answer); hyper would wait for it forever.
+//! The accept loop (`connections`) with graceful shutdown waits for every connection to
+//! finish. The request time limit (`AppState::request_timeout_ms`, 408) ends a handler that
+//! waits on a stalled body and the header-read timeout a request head that never ends (when
+//! it is not turned off), but a client can also stall after the handler returned (not
+//! reading a large answer); hyper would wait for it forever.
 //! [`Guarded`] wraps the listener so that every accepted connection fails its next read or
 //! write once the kill signal is sent, which ends the connection's task and lets `serve`
 //! return.

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use crate::auth::Tokens;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::options::PushOptions;
+use crate::options::{HttpOptions, PushOptions};
 
 /// Room for the fields around the payload in one task's JSON (key, times, whitespace), bytes.
 pub const BODY_OVERHEAD_BYTES: usize = 64 * 1024;
@@ -42,6 +42,7 @@ struct Inner {
     schedule_poll_ms: u64,
     heartbeat_ms: u64,
     push: PushOptions,
+    http: HttpOptions,
     metrics: Metrics,
     shutdown: watch::Sender<bool>,
     checks: Vec<(String, ReadinessCheck)>,
@@ -73,6 +74,7 @@ pub struct AppStateBuilder {
     schedule_poll_ms: u64,
     heartbeat_ms: u64,
     push: PushOptions,
+    http: HttpOptions,
     checks: Vec<(String, ReadinessCheck)>,
 }
 
@@ -135,6 +137,13 @@ impl AppStateBuilder {
         self
     }
 
+    /// Connection limits of [`serve`](crate::serve): header-read and idle timeouts, most
+    /// open connections. Default [`HttpOptions::default`] (10 s, 60 s, 10 000).
+    pub fn http(mut self, http: HttpOptions) -> Self {
+        self.http = http;
+        self
+    }
+
     /// Adds a readiness check of another dependency (for example the PostgreSQL database of
     /// an outbox relay running in the same process). `/readyz` runs every check on each call,
     /// each for at most [`READINESS_CHECK_TIMEOUT_MS`] (no answer by then counts as a
@@ -193,6 +202,7 @@ impl AppStateBuilder {
                 schedule_poll_ms: self.schedule_poll_ms,
                 heartbeat_ms: self.heartbeat_ms,
                 push: self.push,
+                http: self.http,
                 client,
                 tokens: self.tokens,
                 protect_metrics: self.protect_metrics,
@@ -222,6 +232,7 @@ impl AppState {
             schedule_poll_ms: dueq::DEFAULT_SCHEDULE_POLL_MS,
             heartbeat_ms: dueq::DEFAULT_HEARTBEAT_MS,
             push: PushOptions::default(),
+            http: HttpOptions::default(),
             checks: Vec::new(),
         }
     }
@@ -259,6 +270,11 @@ impl AppState {
     /// Push delivery settings.
     pub fn push_options(&self) -> PushOptions {
         self.inner.push
+    }
+
+    /// Connection limits of [`serve`](crate::serve).
+    pub fn http_options(&self) -> HttpOptions {
+        self.inner.http
     }
 
     /// Pause between two background recovery passes, ms (0: off).

@@ -23,6 +23,7 @@ from .models import (
     NackOutcome,
     NackResult,
     QueueStats,
+    QueuesPage,
     ReleaseOutcome,
     RescheduleOutcome,
     Rescheduled,
@@ -75,9 +76,29 @@ class Client:
         return Queue(self, name)
 
     def queues(self) -> List[QueueStats]:
-        """Statistics of every queue that has had a task, sorted by name."""
-        body = self._call("GET", "/v1/queues")
-        return [QueueStats.from_json(q) for q in body["queues"]]
+        """Statistics of every queue that has had a task, sorted by name: every page of
+        :meth:`queues_page` (one request per 1000 queues)."""
+        out: List[QueueStats] = []
+        after: Optional[str] = None
+        while True:
+            page = self.queues_page(limit=1000, after=after)
+            out.extend(page.queues)
+            if page.next is None:
+                return out
+            after = page.next
+
+    def queues_page(self, limit: int = 100, after: Optional[str] = None) -> QueuesPage:
+        """One page of queue statistics, sorted by name: at most ``limit`` (1 to 1000) queues
+        after the name ``after`` (a page's ``next``; ``None``: from the start)."""
+        query = {"limit": str(limit)}
+        if after is not None:
+            query["after"] = after
+        body = self._call("GET", "/v1/queues?" + urllib.parse.urlencode(query))
+        return QueuesPage(
+            queues=[QueueStats.from_json(q) for q in body["queues"]],
+            total=body["total"],
+            next=body.get("next"),
+        )
 
     def close(self) -> None:
         """Closes the calling thread's connection."""

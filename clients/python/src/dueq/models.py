@@ -51,6 +51,8 @@ class AckOutcome(str, enum.Enum):
     ACKED = "acked"
     LEASE_LOST = "lease_lost"
     """The lease token is no longer current (expired, taken over, task gone); nothing changed."""
+    FAILED = "failed"
+    """Its partition could not be reached or did not confirm: send it again."""
 
 
 class NackOutcome(str, enum.Enum):
@@ -59,6 +61,8 @@ class NackOutcome(str, enum.Enum):
     RESCHEDULED = "rescheduled"
     DEAD = "dead"
     LEASE_LOST = "lease_lost"
+    FAILED = "failed"
+    """Its partition could not be reached or did not confirm: send it again."""
 
 
 class ReleaseOutcome(str, enum.Enum):
@@ -282,3 +286,14 @@ class QueueStats:
             paused=d["paused"],
             extra={k: v for k, v in d.items() if k not in known},
         )
+
+
+@dataclass(frozen=True)
+class QueuesPage:
+    """One page of the server's queues, sorted by name (``GET /v1/queues``)."""
+
+    queues: List[QueueStats]
+    total: int
+    """Queues known in all (every page)."""
+    next: Optional[str]
+    """Pass as ``after`` for the next page; ``None`` when this page reached the end."""

@@ -251,22 +251,33 @@ class Worker:
         for attempt in range(3):
             try:
                 if acks:
-                    for o in self.queue.ack_batch(acks):
+                    again = []
+                    for t, o in zip(acks, self.queue.ack_batch(acks)):
                         if o is AckOutcome.ACKED:
                             self.stats.acked += 1
+                        elif o is AckOutcome.FAILED:
+                            # its partition failed: only this one is sent again
+                            again.append(t)
                         else:
                             self.stats.lease_lost += 1
-                    acks = []
+                    acks = again
                 if nacks:
-                    for r in self.queue.nack_batch(nacks):
+                    again_n = []
+                    for n, r in zip(nacks, self.queue.nack_batch(nacks)):
                         if r.outcome is NackOutcome.RESCHEDULED:
                             self.stats.retried += 1
                         elif r.outcome is NackOutcome.DEAD:
                             self.stats.dead += 1
+                        elif r.outcome is NackOutcome.FAILED:
+                            again_n.append(n)
                         else:
                             self.stats.lease_lost += 1
-                    nacks = []
-                return
+                    nacks = again_n
+                if not acks and not nacks:
+                    return
+                log.warning("dueq: %d answers failed on their partition (try %d)",
+                            len(acks) + len(nacks), attempt + 1)
+                time.sleep(0.2 * (attempt + 1))
             except DueqError as e:
                 # sending again is safe: an answer that did land is refused as lease_lost
                 log.warning("dueq: answering %d tasks failed (try %d): %s", len(batch), attempt + 1, e)

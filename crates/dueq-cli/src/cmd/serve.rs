@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use dueq_server::{AppState, Tokens};
+use dueq_server::{AppState, HttpOptions, Tokens};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -90,9 +90,14 @@ async fn serve(
     let early = TcpListener::from_std(socket.try_clone()?)?;
     let listener = TcpListener::from_std(socket)?;
     let (connected, on_connected) = tokio::sync::oneshot::channel::<()>();
+    let http = HttpOptions::default()
+        .header_read_timeout_ms(a.header_read_timeout_ms)
+        .idle_timeout_ms(a.idle_timeout_ms)
+        .max_connections(usize::try_from(a.max_http_connections).unwrap_or(usize::MAX));
     let starting = tokio::spawn(dueq_server::serve_starting(
         early,
         "connecting to Redis (it may still be loading its data set)".to_owned(),
+        http,
         async move {
             let _ = on_connected.await;
         },
@@ -113,7 +118,8 @@ async fn serve(
     let mut builder = AppState::builder(client)
         .tokens(tokens)
         .protect_metrics(a.metrics_auth)
-        .heartbeat_ms(a.heartbeat_ms);
+        .heartbeat_ms(a.heartbeat_ms)
+        .http(http);
     if let Some(o) = &outbox {
         let pool = o.pool.clone();
         builder = builder.readiness_check("postgres", move || {

@@ -1,8 +1,10 @@
 //! The batch forms of the pull protocol's answers: `POST /v1/queues/{queue}/acks`, `/nacks`
-//! and `/releases` (DESIGN 4.2). Each is one script call for up to 1 000 items and answers
-//! one outcome per item, in order; a stale lease token refuses only its own item (outcome
-//! `lease_lost`, nothing changed for it). The whole batch is checked before anything is
-//! written: a bad item is a 400 naming it (`acks[3].id: ...`).
+//! and `/releases` (DESIGN 4.2). Each is one script call for up to 1 000 items (one per
+//! partition on a queue of several) and answers one outcome per item, in order; a stale
+//! lease token refuses only its own item (outcome `lease_lost`, nothing changed for it), and
+//! a partition that failed fails only its own items (outcome `failed` with the error: send
+//! those again). The whole batch is checked before anything is written: a bad item is a 400
+//! naming it (`acks[3].id: ...`).
 //!
 //! They are separate from `claim.rs` (the single-task routes and the long-poll) because they
 //! carry up to 1 000 items, so they sit behind the batch body limit, not the single-task one.
@@ -18,7 +20,7 @@ use dueq::{AckOutcome, LeaseToken, NackOutcome, TaskId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::error::{ApiError, ApiResult, ErrorBody, ErrorDetail, per_item};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 
@@ -109,14 +111,20 @@ pub enum AckItemOutcome {
     /// The token is no longer current (expired, taken over, or the task is gone); nothing
     /// changed.
     LeaseLost,
+    /// Its partition could not be reached or did not confirm (`error` says why): send it
+    /// again.
+    Failed,
 }
 
 /// One ack result.
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct AckResult {
-    /// `acked` or `lease_lost`.
+    /// `acked`, `lease_lost` or `failed`.
     pub outcome: AckItemOutcome,
+    /// Why it failed (outcome `failed` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
 }
 
 /// One result per item, in order.
@@ -138,17 +146,23 @@ pub enum NackItemOutcome {
     Dead,
     /// The token is no longer current; nothing changed.
     LeaseLost,
+    /// Its partition could not be reached or did not confirm (`error` says why): send it
+    /// again.
+    Failed,
 }
 
 /// One nack result.
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct NackResult {
-    /// `rescheduled`, `dead` or `lease_lost`.
+    /// `rescheduled`, `dead`, `lease_lost` or `failed`.
     pub outcome: NackItemOutcome,
     /// When rescheduled: the next attempt's due time, Unix epoch ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub due_at_ms: Option<u64>,
+    /// Why it failed (outcome `failed` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
 }
 
 /// One result per item, in order.
@@ -233,19 +247,26 @@ pub async fn acks(
 ) -> ApiResult<Json<AcksResponse>> {
     let q = super::durable(st.queue(&queue)?, body.replicas)?;
     let items = leases("acks", &body.acks)?;
-    let done = q.ack_batch(&items).await?;
+    let done = per_item(q.ack_each(&items).await)?;
     let results = items
         .iter()
         .zip(done)
-        .map(|((id, token), o)| {
-            let outcome = match o {
-                AckOutcome::Acked => {
-                    st.metrics().finished(q.name(), id.as_str(), token.as_str());
-                    AckItemOutcome::Acked
+        .map(|((id, token), o)| match o {
+            Ok(AckOutcome::Acked) => {
+                st.metrics().finished(q.name(), id.as_str(), token.as_str());
+                AckResult {
+                    outcome: AckItemOutcome::Acked,
+                    error: None,
                 }
-                _ => AckItemOutcome::LeaseLost,
-            };
-            AckResult { outcome }
+            }
+            Ok(_) => AckResult {
+                outcome: AckItemOutcome::LeaseLost,
+                error: None,
+            },
+            Err(e) => AckResult {
+                outcome: AckItemOutcome::Failed,
+                error: Some(e.error),
+            },
         })
         .collect();
     Ok(Json(AcksResponse { results }))
@@ -288,25 +309,37 @@ pub async fn nacks(
             )
         })
         .collect();
-    let done = q.nack_batch(&items).await?;
+    let done = per_item(q.nack_each(&items).await)?;
     let results = checked
         .iter()
         .zip(done)
         .map(|((id, token), o)| {
             let (outcome, due_at_ms) = match o {
-                NackOutcome::Rescheduled { due_at_ms } => {
+                Ok(NackOutcome::Rescheduled { due_at_ms }) => {
                     (NackItemOutcome::Rescheduled, Some(due_at_ms))
                 }
-                NackOutcome::Dead => (NackItemOutcome::Dead, None),
-                _ => {
+                Ok(NackOutcome::Dead) => (NackItemOutcome::Dead, None),
+                Ok(_) => {
                     return NackResult {
                         outcome: NackItemOutcome::LeaseLost,
                         due_at_ms: None,
+                        error: None,
+                    };
+                }
+                Err(e) => {
+                    return NackResult {
+                        outcome: NackItemOutcome::Failed,
+                        due_at_ms: None,
+                        error: Some(e.error),
                     };
                 }
             };
             st.metrics().finished(q.name(), id.as_str(), token.as_str());
-            NackResult { outcome, due_at_ms }
+            NackResult {
+                outcome,
+                due_at_ms,
+                error: None,
+            }
         })
         .collect();
     Ok(Json(NacksResponse { results }))

@@ -9,6 +9,7 @@ pub mod acks;
 pub mod browse;
 pub mod claim;
 pub mod dead;
+pub mod paging;
 pub mod queues;
 pub mod schedules;
 pub mod settings;

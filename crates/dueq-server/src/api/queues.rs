@@ -6,8 +6,9 @@ use dueq::QueueStats;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::paging::{self, PageQuery};
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::ApiPath;
+use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
 
 /// Counts and timings of one queue.
@@ -69,12 +70,16 @@ impl From<QueueStats> for StatsResponse {
     }
 }
 
-/// Every known queue.
+/// One page of the known queues.
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct QueuesResponse {
-    /// Sorted by name.
+    /// This page's queues, sorted by name.
     pub queues: Vec<StatsResponse>,
+    /// Queues known in all (every page).
+    pub total: u64,
+    /// Pass as `after` for the next page; `null` when this page reached the end.
+    pub next: Option<String>,
 }
 
 /// Paused state after pause or resume.
@@ -87,20 +92,46 @@ pub struct PauseResponse {
     pub paused: bool,
 }
 
-/// Statistics of every queue that has had a task.
+/// Statistics of the queues that have had a task (or a setting), one page at a time,
+/// sorted by name: only the page's queues are read.
 #[utoipa::path(get, path = "/v1/queues", tag = "queues", operation_id = "list_queues",
+    params(PageQuery),
     responses(
-        (status = 200, description = "All queues", body = QueuesResponse),
+        (status = 200, description = "One page of queues", body = QueuesResponse),
+        (status = 400, description = "Bad `limit` or `after`", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 503, description = "Redis unavailable", body = ErrorBody),
     ))]
-pub async fn list(State(st): State<AppState>) -> ApiResult<Json<QueuesResponse>> {
-    let mut queues = Vec::new();
-    for name in st.client().queues().await? {
-        let q = st.queue(&name)?;
-        queues.push(q.stats().await?.into());
-    }
-    Ok(Json(QueuesResponse { queues }))
+pub async fn list(
+    State(st): State<AppState>,
+    ApiQuery(page): ApiQuery<PageQuery>,
+) -> ApiResult<Json<QueuesResponse>> {
+    let limit = page.limit()?;
+    let after = page.after(dueq::validate_queue_name)?;
+    let (queues, total, next) = stats_page(&st, after, limit).await?;
+    Ok(Json(QueuesResponse {
+        queues: queues.into_iter().map(Into::into).collect(),
+        total,
+        next,
+    }))
+}
+
+/// The stats of one page of queues (sorted by name, after `after`), the number of queues and
+/// the next cursor. One registry read, then the page's stats calls at once (pipelined on the
+/// shared connection).
+pub(crate) async fn stats_page(
+    st: &AppState,
+    after: Option<&str>,
+    limit: usize,
+) -> ApiResult<(Vec<QueueStats>, u64, Option<String>)> {
+    let names = st.client().queues().await?;
+    let (shown, next) = paging::page(&names, after, limit);
+    let queues = shown
+        .iter()
+        .map(|n| st.queue(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stats = futures_util::future::try_join_all(queues.iter().map(|q| q.stats())).await?;
+    Ok((stats, names.len() as u64, next))
 }
 
 /// Statistics of one queue.
@@ -126,7 +157,7 @@ pub async fn get(
         && s.succeeded_total == 0
         && !s.paused;
     // Only an empty-looking queue costs the membership check.
-    if empty && !st.client().queues().await?.iter().any(|n| n == &queue) {
+    if empty && !st.client().has_queue(&queue).await? {
         return Err(ApiError::not_found(format!("no queue {queue:?}")));
     }
     Ok(Json(s.into()))

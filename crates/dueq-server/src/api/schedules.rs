@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
+use super::paging::{self, PageQuery};
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
 
 /// A schedule: exactly one of `cron` and `every_ms`. Unknown fields are refused.
@@ -157,12 +158,16 @@ impl ScheduleResponse {
     }
 }
 
-/// A queue's schedules.
+/// One page of a queue's schedules.
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct ScheduleList {
-    /// Sorted by name.
+    /// This page's schedules, sorted by name.
     pub schedules: Vec<ScheduleResponse>,
+    /// Schedules of the queue in all (every page).
+    pub total: u64,
+    /// Pass as `after` for the next page; `null` when this page reached the end.
+    pub next: Option<String>,
 }
 
 /// The answer to a delete.
@@ -352,25 +357,48 @@ pub async fn resume(
     Ok(Json(read(&st, &queue, &name).await?))
 }
 
-/// Every schedule of a queue, by name.
+/// A queue's schedules, one page at a time, sorted by name.
 #[utoipa::path(get, path = "/v1/queues/{queue}/schedules", tag = "schedules",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = String, Path, description = "Queue name"), PageQuery),
     responses(
-        (status = 200, description = "The schedules", body = ScheduleList),
-        (status = 400, description = "Bad queue name", body = ErrorBody),
+        (status = 200, description = "One page of schedules", body = ScheduleList),
+        (status = 400, description = "Bad queue name, `limit` or `after`", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 503, description = "Redis unavailable", body = ErrorBody),
     ))]
 pub async fn list(
     State(st): State<AppState>,
     ApiPath(queue): ApiPath<String>,
+    ApiQuery(page): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<ScheduleList>> {
     let q = st.queue(&queue)?;
-    let schedules = q
-        .schedules()
-        .await?
-        .into_iter()
-        .map(|s| ScheduleResponse::new(&queue, s))
-        .collect();
-    Ok(Json(ScheduleList { schedules }))
+    let limit = page.limit()?;
+    let after = page.after(dueq::validate_schedule_name)?;
+    let (list, total, next) = schedules_page(&q, after, limit).await?;
+    Ok(Json(ScheduleList {
+        schedules: list
+            .into_iter()
+            .map(|s| ScheduleResponse::new(&queue, s))
+            .collect(),
+        total,
+        next,
+    }))
+}
+
+/// One page of the queue's schedules (sorted by name, after `after`), their number and the
+/// next cursor: the names, then the page's schedules at once. One deleted in between is
+/// left out of the page.
+pub(crate) async fn schedules_page(
+    q: &dueq::Queue,
+    after: Option<&str>,
+    limit: usize,
+) -> ApiResult<(Vec<Schedule>, u64, Option<String>)> {
+    let names = q.schedule_names().await?;
+    let (shown, next) = paging::page(&names, after, limit);
+    let list = futures_util::future::try_join_all(shown.iter().map(|n| q.schedule(n))).await?;
+    Ok((
+        list.into_iter().flatten().collect(),
+        names.len() as u64,
+        next,
+    ))
 }

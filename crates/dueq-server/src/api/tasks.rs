@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use super::durable;
-use crate::error::{ApiError, ApiResult, ErrorBody, ErrorDetail};
+use crate::error::{ApiError, ApiResult, ErrorBody, per_item};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
 use dueq::json::{MAX_PAYLOAD_DEPTH, json_depth, payload_bytes, payload_raw};
@@ -342,16 +342,18 @@ pub async fn enqueue(
     Ok((status, Json(r)))
 }
 
-/// Enqueue up to 1000 tasks in one atomic call.
+/// Enqueue up to 1000 tasks: one atomic call on a queue of one partition; on a queue of
+/// several, one call per partition, and a partition that failed fails its own tasks only
+/// (each answers with its error; re-send those).
 #[utoipa::path(post, path = "/v1/queues/{queue}/tasks/batch", tag = "tasks", operation_id = "enqueue_batch",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = BatchRequest,
     responses(
-        (status = 200, description = "One result per task, in order", body = BatchResponse),
+        (status = 200, description = "One result per task, in order: the task, or the error that kept it out", body = BatchResponse),
         (status = 400, description = "A bad task (message names its index); nothing written", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 413, description = "Payload or body too large; nothing written", body = ErrorBody),
-        (status = 503, description = "Redis unavailable", body = ErrorBody),
+        (status = 503, description = "Redis unavailable (no task written), or `not_replicated`", body = ErrorBody),
     ))]
 pub async fn enqueue_batch(
     State(st): State<AppState>,
@@ -371,17 +373,13 @@ pub async fn enqueue_batch(
         .map(|(i, r)| spec(r).map_err(|e| ApiError::invalid(format!("task {i}: {}", e.message()))))
         .collect::<ApiResult<Vec<_>>>()?;
     let replicas = body.tasks.iter().filter_map(|t| t.replicas).max();
-    let done = durable(q, replicas)?.enqueue_batch(&specs).await?;
+    let done = per_item(durable(q, replicas)?.enqueue_each(&specs).await?)?;
     let results = done
         .into_iter()
-        .map(|e| match result(e) {
-            Ok(r) => BatchItem::Ok(r),
-            Err(e) => BatchItem::Err(ErrorBody {
-                error: ErrorDetail {
-                    code: e.code().to_owned(),
-                    message: e.message().to_owned(),
-                },
-            }),
+        .map(|e| match e.map(result) {
+            Ok(Ok(r)) => BatchItem::Ok(r),
+            Ok(Err(e)) => BatchItem::Err(e.into()),
+            Err(body) => BatchItem::Err(body),
         })
         .collect();
     Ok(Json(BatchResponse { results }))

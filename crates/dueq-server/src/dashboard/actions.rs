@@ -17,10 +17,12 @@ use super::{Dash, Layout, PageError, render};
 
 type ActionResult = Result<Response, PageError>;
 
-/// Where pause and resume send the browser back to: `overview` (`/`) or the queue page.
+/// Where pause and resume send the browser back to: `overview` (`/`, at the page after
+/// `after`) or the queue page.
 #[derive(Debug, Deserialize)]
 pub(super) struct BackForm {
     back: Option<String>,
+    after: Option<String>,
 }
 
 fn form<T>(f: Result<Form<T>, FormRejection>) -> Result<T, PageError> {
@@ -28,9 +30,15 @@ fn form<T>(f: Result<Form<T>, FormRejection>) -> Result<T, PageError> {
         .map_err(|e| PageError::bad(format!("bad form: {}", e.body_text())))
 }
 
-fn back_to(queue: &str, back: Option<&str>, done: &str) -> Response {
-    match back {
-        Some("overview") => Redirect::to(&format!("/?done={done}")).into_response(),
+fn back_to(queue: &str, f: &BackForm, done: &str) -> Response {
+    match f.back.as_deref() {
+        Some("overview") => match f.after.as_deref() {
+            // a queue name is URL-safe as it is
+            Some(a) if dueq::validate_queue_name(a).is_ok() => {
+                Redirect::to(&format!("/?after={a}&done={done}")).into_response()
+            }
+            _ => Redirect::to(&format!("/?done={done}")).into_response(),
+        },
         _ => Redirect::to(&format!("/ui/queues/{queue}?done={done}")).into_response(),
     }
 }
@@ -44,7 +52,7 @@ pub(super) async fn pause(
     let name = path(p)?;
     let f = form(f)?;
     d.app.queue(&name)?.pause().await?;
-    Ok(back_to(&name, f.back.as_deref(), "paused"))
+    Ok(back_to(&name, &f, "paused"))
 }
 
 /// `POST /ui/queues/{queue}/resume`.
@@ -57,7 +65,7 @@ pub(super) async fn resume(
     let f = form(f)?;
     let q = d.app.queue(&name)?;
     q.resume().await?;
-    Ok(back_to(&name, f.back.as_deref(), "resumed"))
+    Ok(back_to(&name, &f, "resumed"))
 }
 
 /// `POST /ui/queues/{queue}/dead/{id}/retry`: due now, attempts counted afresh.

@@ -2,14 +2,16 @@
 //! `templates/`, escaped by default), live parts refreshed by htmx polling, charts as inline
 //! SVG. It is outside `/v1` and not in the OpenAPI document; all data comes from the `dueq`
 //! library (`Client::queues`, `Client::workers`, `Queue::stats`, `history`, `browse`,
-//! `due_histogram`, `get`, `dead_*`, `pause`, `resume`, `schedules`, `pause_schedule`,
-//! `resume_schedule`, `delete_schedule`).
+//! `due_histogram`, `get`, `dead_*`, `pause`, `resume`, `schedule_names`, `schedule`,
+//! `pause_schedule`, `resume_schedule`, `delete_schedule`).
 //!
-//! Pages: `/` (queues with counts, pause/resume, task lookup), `/ui/queues/{queue}` (counts,
+//! Pages: `/?after=` (queues with counts, 100 a page by name, reading only the page's
+//! queues; pause/resume, task lookup), `/ui/queues/{queue}` (counts,
 //! throughput and lateness over the last hour), `/ui/queues/{queue}/dead` (the dead-letter
 //! queue, paged, with retry and delete), `/ui/task?queue=&by=id|key&value=` (one task),
 //! `/ui/workers` (live worker processes and servers, `Client::workers`),
-//! `/ui/queues/{queue}/schedules` (recurring schedules, with pause, resume and delete),
+//! `/ui/queues/{queue}/schedules?after=` (recurring schedules, 100 a page by name, with
+//! pause, resume and delete),
 //! `/ui/queues/{queue}/scheduled?after=` (how many tasks fall due in each of the next 60
 //! minutes and 24 hours, then the scheduled tasks in due order, paged by cursor) and
 //! `/ui/queues/{queue}/active?after=` (tasks held by workers, by lease deadline).
@@ -30,6 +32,7 @@
 
 mod actions;
 mod chart;
+mod overview;
 mod pages;
 mod schedules;
 pub(crate) mod session;
@@ -79,8 +82,8 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         sessions: Arc::default(),
     };
     let protected = Router::new()
-        .route("/", get(pages::overview))
-        .route("/ui/fragments/queues", get(pages::queues_fragment))
+        .route("/", get(overview::overview))
+        .route("/ui/fragments/queues", get(overview::queues_fragment))
         .route("/ui/queues/{queue}", get(pages::queue))
         .route("/ui/queues/{queue}/live", get(pages::queue_live))
         .route("/ui/queues/{queue}/dead", get(pages::dead))

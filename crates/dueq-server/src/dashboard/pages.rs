@@ -17,7 +17,7 @@ const DEAD_PAGE: u64 = 20;
 /// Payload bytes shown on the task page.
 const PAYLOAD_PREVIEW_BYTES: usize = 4096;
 
-type PageResult = Result<Response, PageError>;
+pub(super) type PageResult = Result<Response, PageError>;
 
 /// `?done=...`: the notice after an action (a fixed list, so a link cannot put text here).
 #[derive(Debug, Deserialize)]
@@ -97,59 +97,6 @@ impl From<QueueStats> for QueueRow {
     }
 }
 
-async fn rows(d: &Dash) -> Result<Vec<QueueRow>, PageError> {
-    let names = d.app.client().queues().await?;
-    let queues = names
-        .iter()
-        .map(|n| d.app.queue(n))
-        .collect::<Result<Vec<_>, _>>()?;
-    // one pipelined round of stats calls over the shared connection
-    let stats = futures_util::future::try_join_all(queues.iter().map(|q| q.stats())).await?;
-    Ok(stats.into_iter().map(QueueRow::from).collect())
-}
-
-#[derive(Template)]
-#[template(path = "overview.html")]
-struct Overview {
-    layout: Layout,
-    csrf: String,
-    rows: Vec<QueueRow>,
-}
-
-#[derive(Template)]
-#[template(path = "queues_table.html")]
-struct QueuesTable {
-    csrf: String,
-    rows: Vec<QueueRow>,
-}
-
-/// `/`: every queue with its counts (live), pause/resume, and the task lookup form.
-pub(super) async fn overview(
-    State(d): State<Dash>,
-    Extension(s): Extension<Session>,
-    q: Result<Query<Notice>, QueryRejection>,
-) -> PageResult {
-    let n = query(q)?;
-    let mut layout = Layout::new(&d, &s, "Queues");
-    layout.flash = notice(n.done.as_deref());
-    Ok(render(&Overview {
-        layout,
-        csrf: s.csrf,
-        rows: rows(&d).await?,
-    }))
-}
-
-/// The queues table alone (polled by `/`).
-pub(super) async fn queues_fragment(
-    State(d): State<Dash>,
-    Extension(s): Extension<Session>,
-) -> PageResult {
-    Ok(render(&QueuesTable {
-        csrf: s.csrf,
-        rows: rows(&d).await?,
-    }))
-}
-
 /// A queue's counts and charts.
 #[derive(Debug)]
 struct Live {
@@ -227,7 +174,7 @@ async fn live(d: &Dash, name: &str) -> Result<Live, PageError> {
         && s.enqueued_total == 0
         && s.succeeded_total == 0
         && !s.paused;
-    if looks_empty && !d.app.client().queues().await?.iter().any(|n| n == name) {
+    if looks_empty && !d.app.client().has_queue(name).await? {
         return Err(PageError::not_found(format!("no queue named {name:?}")));
     }
     let minutes: Vec<Minute> = q.history().await?.iter().map(Minute::from).collect();

@@ -1,5 +1,6 @@
-//! The dashboard's schedules page of a queue (`/ui/queues/{queue}/schedules`): every recurring
-//! schedule ([`dueq::Queue::schedules`]) with its timing, next and last fire, fired and skipped
+//! The dashboard's schedules page of a queue (`/ui/queues/{queue}/schedules?after=`): its
+//! recurring schedules, 100 a page by name ([`dueq::Queue::schedule_names`], then
+//! [`dueq::Queue::schedule`] for the page's), with their timing, next and last fire, fired and skipped
 //! counts, and pause, resume and delete buttons (POSTs under the session gate's origin and
 //! CSRF checks, like every dashboard form).
 
@@ -77,35 +78,53 @@ struct SchedulesPage {
     csrf: String,
     queue: String,
     rows: Vec<ScheduleRow>,
+    /// Schedules of the queue in all.
+    total: u64,
+    /// Whether this is a later page (`after` given).
+    later_page: bool,
+    /// The next page's cursor.
+    next: Option<String>,
     /// How far ahead of its tick a task is enqueued, s.
     ahead_s: u64,
 }
 
-/// `?done=`: what an action just did.
+/// Schedules per page.
+const PAGE: usize = 100;
+
+/// `?after=&done=`: the page (a schedule name cursor) and what an action just did.
 #[derive(Debug, Deserialize)]
-pub(super) struct DoneQuery {
+pub(super) struct SchedulesQuery {
+    after: Option<String>,
     done: Option<String>,
 }
 
-/// `/ui/queues/{queue}/schedules`: the queue's schedules, by name.
+/// `/ui/queues/{queue}/schedules?after=`: the queue's schedules, 100 a page by name.
 pub(super) async fn page(
     State(d): State<Dash>,
     Extension(s): Extension<Session>,
     p: Result<Path<String>, PathRejection>,
-    q: Result<Query<DoneQuery>, QueryRejection>,
+    q: Result<Query<SchedulesQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let name = path(p)?;
-    let done = query(q)?.done;
-    let mut list = d.app.queue(&name)?.schedules().await?;
-    list.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+    let sq = query(q)?;
+    let after = sq.after.filter(|a| !a.is_empty());
+    if let Some(a) = &after {
+        dueq::validate_schedule_name(a).map_err(|e| PageError::bad(format!("after: {e}")))?;
+    }
+    let q = d.app.queue(&name)?;
+    let (list, total, next) =
+        crate::api::schedules::schedules_page(&q, after.as_deref(), PAGE).await?;
     let now = view::local_now_ms();
     let mut layout = Layout::new(&d, &s, format!("Schedules of {name}"));
-    layout.flash = notice(done.as_deref());
+    layout.flash = notice(sq.done.as_deref());
     Ok(render(&SchedulesPage {
         layout,
         csrf: s.csrf,
         queue: name,
         rows: list.into_iter().map(|s| ScheduleRow::new(s, now)).collect(),
+        total,
+        later_page: after.is_some(),
+        next,
         ahead_s: dueq::schedule::FIRE_AHEAD_MS / 1000,
     }))
 }

@@ -42,6 +42,8 @@ async fn stats_list_pause_resume() {
         .collect();
     assert_eq!(names, ["a", "b"]);
     assert_eq!(all.body["queues"][1]["active"], 1);
+    assert_eq!(all.body["total"], 2);
+    assert_eq!(all.body["next"], json!(null));
 
     let r = c.post("/v1/queues/a/pause", json!(null)).await;
     assert_eq!(r.status, StatusCode::OK);
@@ -71,7 +73,10 @@ async fn stats_errors() {
         StatusCode::BAD_REQUEST,
         "invalid_input",
     );
-    assert_eq!(c.get("/v1/queues").await.body, json!({"queues": []}));
+    assert_eq!(
+        c.get("/v1/queues").await.body,
+        json!({"queues": [], "total": 0, "next": null})
+    );
 }
 
 #[tokio::test]
