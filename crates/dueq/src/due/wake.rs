@@ -40,7 +40,7 @@ const CHUNK: usize = 1000;
 /// Messages a slow claimer may fall behind by before it is told to look at once.
 const BACKLOG: usize = 64;
 
-/// Longest wait for one (UN)SUBSCRIBE command.
+/// Longest wait for one (UN)SUBSCRIBE command, or for a connection to open.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Pause before reconnecting a dropped connection.
@@ -265,7 +265,9 @@ async fn run(hub: Weak<WakeHub>) {
         // a Sentinel source names the primary of now, so a failover is followed here too
         let pubsub = h.pubsub.client();
         drop(h);
-        if let Ok(ps) = pubsub.get_async_pubsub().await {
+        // a node that is down but not refusing (a lost host) must not hold the loop
+        let opened = tokio::time::timeout(COMMAND_TIMEOUT, pubsub.get_async_pubsub()).await;
+        if let Ok(Ok(ps)) = opened {
             let (mut sink, mut stream) = ps.split();
             let Some(h) = hub.upgrade() else { return };
             let order = h.subscribing.lock().await;
@@ -316,6 +318,7 @@ async fn run(hub: Weak<WakeHub>) {
                 drop(h);
             }
             if let Some(h) = hub.upgrade() {
+                h.pubsub.failed();
                 h.connected.send_replace(false);
                 let mut st = h.lock();
                 st.sink = None;
@@ -323,6 +326,8 @@ async fn run(hub: Weak<WakeHub>) {
                 st.dropped.clear();
             }
             tracing::debug!("wake-up connection lost; reconnecting");
+        } else if let Some(h) = hub.upgrade() {
+            h.pubsub.failed();
         }
         tokio::time::sleep(crate::backoff::jittered(pause)).await;
         pause = (pause * 2).min(MAX_RECONNECT_PAUSE);

@@ -13,7 +13,7 @@
 mod cluster;
 mod sentinel;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -146,11 +146,15 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// Where the wake hub opens its pub/sub connections: a fixed server, or whatever the
-/// sentinels name as primary now (resolved again at every reconnect).
+/// Where the wake hub opens its pub/sub connections: a fixed server, any node of a cluster,
+/// or whatever the sentinels name as primary now (resolved again at every reconnect).
 #[derive(Clone)]
 pub(crate) enum PubsubSource {
     Fixed(Box<redis::Client>),
+    /// A cluster's seed nodes. A PUBLISH reaches every node of a cluster, so any live node
+    /// serves; after a failed or dropped connection the next seed is tried, so one dead node
+    /// does not silence the wake-ups of every partition.
+    Seeds(Arc<(Vec<redis::Client>, AtomicUsize)>),
     Sentinel(Arc<SentinelLink>),
 }
 
@@ -159,7 +163,20 @@ impl PubsubSource {
     pub(crate) fn client(&self) -> redis::Client {
         match self {
             Self::Fixed(c) => (**c).clone(),
+            Self::Seeds(s) => {
+                let (seeds, at) = &**s;
+                // `connect` refuses an empty seed list, so the modulo never divides by 0
+                seeds[at.load(Ordering::Relaxed) % seeds.len()].clone()
+            }
             Self::Sentinel(s) => s.pubsub_client(),
+        }
+    }
+
+    /// The connection from [`client`](Self::client) failed or dropped: a cluster moves on
+    /// to its next seed.
+    pub(crate) fn failed(&self) {
+        if let Self::Seeds(s) = self {
+            s.1.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -316,17 +333,17 @@ pub(crate) async fn connect(url: &str, response_timeout: Duration) -> Result<Con
         });
     }
     if let Some(seeds) = cluster_seeds(url) {
-        let first = seeds
-            .first()
-            .ok_or_else(|| Error::invalid("empty cluster seed list"))?;
-        let pubsub = redis::Client::open(first.as_str()).map_err(bad_url)?;
-        for s in &seeds {
-            redis::Client::open(s.as_str()).map_err(bad_url)?;
+        if seeds.is_empty() {
+            return Err(Error::invalid("empty cluster seed list"));
         }
+        let clients = seeds
+            .iter()
+            .map(|s| redis::Client::open(s.as_str()).map_err(bad_url))
+            .collect::<Result<Vec<_>>>()?;
         let link = ClusterLink::connect(&seeds, response_timeout).await?;
         return Ok(Connected {
             conn: Conn::new(Link::Cluster(link), health),
-            pubsub: PubsubSource::Fixed(Box::new(pubsub)),
+            pubsub: PubsubSource::Seeds(Arc::new((clients, AtomicUsize::new(0)))),
             cluster: true,
         });
     }
