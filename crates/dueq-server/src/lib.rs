@@ -61,7 +61,6 @@ pub use auth::Tokens;
 pub use dueq::DEFAULT_RECOVER_INTERVAL_MS;
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
-pub use metrics::{DURATION_BUCKETS_S, LATENESS_BUCKETS_S};
 pub use options::{
     DEFAULT_HEADER_READ_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, HttpOptions,
 };

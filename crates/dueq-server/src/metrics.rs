@@ -1,60 +1,52 @@
 //! Prometheus metrics with the names of DESIGN 4.4.
 //!
-//! Two sources, on purpose:
 //! * **Queue-wide facts are read from Redis on each scrape** (`Queue::stats`): the counters
-//!   `dueq_tasks_enqueued_total`, `dueq_tasks_finished_total{outcome}` and
-//!   `dueq_lease_expired_total`, and the gauges `dueq_queue_tasks{state}` (states that do
-//!   not overlap, so `sum by (queue)` is the tasks held; `succeeded` counts the records kept
-//!   by retention, 0 without it), `dueq_queue_due_tasks` (the part of `scheduled` that is
-//!   due now, its own gauge so that it is not counted twice),
-//!   `dueq_queue_oldest_due_age_seconds`, `dueq_queue_throttled_seconds_total{limit}` (time
-//!   due work waited on a limit, kept in Redis by the claim script), `dueq_queue_behind` and
-//!   `dueq_queue_concurrency_limit`. They then count every producer and worker (Rust
-//!   workers, the CLI, other servers), not only this process; with several servers, take
-//!   `max` over instances rather than `sum`. Counting in-process instead was rejected: it
-//!   would miss every task not touched by this server, and lease expiry happens inside Redis.
-//! * **Timings are observed in this process**, for tasks it hands out (HTTP claims and push
-//!   deliveries): `dueq_task_lateness_seconds` (hand-out minus due time, Redis clock;
-//!   buckets from 0.5 ms to 1 day, so a backlog hours late lands in a bucket of its own) and `dueq_tasks_claimed_total` are recorded by the library's
-//!   claim path ([`dueq::due::metrics`]) into this recorder; `dueq_task_duration_seconds`
-//!   (hand-out to ack/nack) is observed here.
+//!   `dueq_tasks_enqueued_total`, `dueq_tasks_finished_total{outcome}`,
+//!   `dueq_tasks_claimed_total` and `dueq_lease_expired_total`; the histograms
+//!   `dueq_task_lateness_seconds` (claim time minus due time; buckets from 0.5 ms to 1 day,
+//!   so a backlog hours late lands in a bucket of its own) and `dueq_task_duration_seconds`
+//!   (ack or nack time minus claim time), both counted by the scripts that hand work out and
+//!   finish it, by the Redis clock; the gauges `dueq_queue_tasks{state}` (states that do not
+//!   overlap, so `sum by (queue)` is the tasks held; `succeeded` counts the records kept by
+//!   retention, 0 without it), `dueq_queue_due_tasks` (the part of `scheduled` that is due
+//!   now, its own gauge so that it is not counted twice), `dueq_queue_oldest_due_age_seconds`,
+//!   `dueq_queue_throttled_seconds_total{limit}` (time due work waited on a limit),
+//!   `dueq_queue_behind` and `dueq_queue_concurrency_limit`. They count every producer and
+//!   worker (Rust, Python, TypeScript, the CLI, other servers), not only this process, and
+//!   are the same on every server: with several servers, take `max` over instances rather
+//!   than `sum`.
 //! * Live workers: `dueq_workers{queue}` (worker processes and servers whose heartbeat lists
 //!   the queue, [`Client::workers`]) is read from Redis on each scrape, for every known queue
 //!   and every queue a worker serves; a queue whose last worker left reads 0 (not its last
-//!   value). Like the other Redis-read series it is the same on every server.
-//! * Schedules: `dueq_schedule_next_fire_timestamp_seconds{queue,schedule}` is read from Redis
-//!   on each scrape; `dueq_schedule_ticks_total{queue,schedule,outcome}` counts the ticks this
-//!   server's firer fired or skipped (every process fires, so sum it over instances and
-//!   workers).
+//!   value).
+//! * Schedules: `dueq_schedule_next_fire_timestamp_seconds{queue,schedule}` and
+//!   `dueq_schedule_ticks_total{queue,schedule,outcome}` (the schedule's fired and skipped
+//!   counts) are read from Redis on each scrape.
+//! * This server's own: `dueq_redis_up`, `dueq_redis_outages_total`, and the HTTP request
+//!   durations (recorded by the router's middleware).
 //!
-//! The recorder belongs to the [`AppState`](crate::AppState) (its client records into it), not
-//! the process-global `metrics` recorder, so two servers (or tests) in one process never mix
-//! their numbers.
+//! The recorder belongs to the [`AppState`](crate::AppState), not the process-global
+//! `metrics` recorder, so two servers (or tests) in one process never mix their numbers. The
+//! two histograms are rendered here from Redis's counts (an exporter histogram can only
+//! record single values).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use dueq::{Client, QueueStats};
+use dueq::{Client, LATENESS_BOUNDS_MS, QueueStats, RUN_TIME_BOUNDS_MS, Timings};
 use futures_util::StreamExt;
-use metrics_exporter_prometheus::{
-    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
-};
-
-pub use dueq::due::metrics::LATENESS_BUCKETS_S;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
 /// Counter: Redis outages seen by this server.
 const REDIS_OUTAGES_TOTAL: &str = "dueq_redis_outages_total";
-use dueq::due::metrics::{TASK_LATENESS_SECONDS, TASKS_CLAIMED_TOTAL};
 
-/// Handler duration buckets, seconds: 1 ms to 1 h.
-pub const DURATION_BUCKETS_S: &[f64] = &[
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
-    3600.0,
-];
-
-/// Most claims remembered for the duration histogram; beyond it, durations go unrecorded.
-const MAX_TRACKED: usize = 100_000;
+/// Histogram of claim time minus due time (from Redis).
+const TASK_LATENESS_SECONDS: &str = "dueq_task_lateness_seconds";
+/// Histogram of ack or nack time minus claim time (from Redis).
+const TASK_DURATION_SECONDS: &str = "dueq_task_duration_seconds";
+/// Counter of schedule ticks by outcome (from Redis).
+const SCHEDULE_TICKS_TOTAL: &str = "dueq_schedule_ticks_total";
 
 /// Most queues refreshed per scrape.
 const MAX_SCRAPED_QUEUES: usize = 1_000;
@@ -65,41 +57,24 @@ const SCHEDULE_NEXT_FIRE: &str = "dueq_schedule_next_fire_timestamp_seconds";
 pub(crate) struct Metrics {
     recorder: Arc<PrometheusRecorder>,
     handle: PrometheusHandle,
-    /// (queue, task id, lease token) → when this server handed it out.
-    claimed: Mutex<HashMap<(String, String, String), Instant>>,
     /// Queues `dueq_workers` was published for (set to 0 once they have no worker).
     worker_queues: Mutex<HashSet<String>>,
+    /// Each queue's lateness and run-time histograms as Redis last gave them.
+    timings: Mutex<BTreeMap<String, (Timings, Timings)>>,
 }
 
 impl Metrics {
     pub(crate) fn new() -> Self {
-        // Both bucket lists are non-empty constants, the only error `set_buckets_for_metric`
-        // reports, so the fallback (default summaries) is never taken.
-        let builder = PrometheusBuilder::new();
-        let builder = match builder
-            .set_buckets_for_metric(
-                Matcher::Full(TASK_LATENESS_SECONDS.into()),
-                LATENESS_BUCKETS_S,
-            )
-            .and_then(|b| {
-                b.set_buckets_for_metric(
-                    Matcher::Full("dueq_task_duration_seconds".into()),
-                    DURATION_BUCKETS_S,
-                )
-            }) {
-            Ok(b) => b,
-            Err(_) => PrometheusBuilder::new(),
-        };
-        let recorder = builder.build_recorder();
+        let recorder = PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         let m = Self {
             recorder: Arc::new(recorder),
             handle,
-            claimed: Mutex::new(HashMap::new()),
             worker_queues: Mutex::new(HashSet::new()),
+            timings: Mutex::new(BTreeMap::new()),
         };
         m.with(|| {
-            use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+            use metrics::{Unit, describe_counter, describe_gauge};
             describe_counter!(
                 "dueq_tasks_enqueued_total",
                 "Tasks created, ever (from Redis)."
@@ -148,23 +123,15 @@ impl Metrics {
                 "The queue's concurrency limit (compare with dueq_queue_tasks{state=\"active\"}); \
                  absent without one."
             );
-            describe_histogram!(
-                TASK_LATENESS_SECONDS,
-                Unit::Seconds,
-                "Hand-out minus due time of tasks handed out by this server (HTTP and push)."
+            describe_counter!(
+                "dueq_tasks_claimed_total",
+                "Tasks handed out by any worker or server (claims and push deliveries; from \
+                 Redis)."
             );
             describe_counter!(
-                TASKS_CLAIMED_TOTAL,
-                "Tasks handed out by this server (HTTP claims and push deliveries)."
-            );
-            describe_histogram!(
-                "dueq_task_duration_seconds",
-                Unit::Seconds,
-                "Claim to ack/nack of tasks handed out by this server."
-            );
-            describe_counter!(
-                dueq::due::metrics::SCHEDULE_TICKS_TOTAL,
-                "Schedule ticks this server fired or counted as skipped (misfire skip, overlap)."
+                SCHEDULE_TICKS_TOTAL,
+                "Schedule ticks by outcome: fired (a task was enqueued), skipped (missed under \
+                 misfire skip, or skipped for overlap). From Redis."
             );
             describe_counter!(
                 REDIS_OUTAGES_TOTAL,
@@ -196,47 +163,10 @@ impl Metrics {
         self.recorder.clone()
     }
 
-    /// Remembers handed-out tasks for the duration histogram (their lateness was recorded by
-    /// the claim path).
-    pub(crate) fn handed_out(&self, queue: &str, tasks: &[dueq::ClaimedTask]) {
-        let now = Instant::now();
-        let Ok(mut map) = self.claimed.lock() else {
-            return;
-        };
-        if map.len() + tasks.len() > MAX_TRACKED {
-            map.retain(|_, at| now.duration_since(*at) < Duration::from_secs(3600));
-        }
-        for t in tasks {
-            if map.len() >= MAX_TRACKED {
-                break;
-            }
-            map.insert(
-                (
-                    queue.to_owned(),
-                    t.id.as_str().to_owned(),
-                    t.lease_token.as_str().to_owned(),
-                ),
-                now,
-            );
-        }
-    }
-
-    /// Records the duration of a task this server handed out, when it finishes.
-    pub(crate) fn finished(&self, queue: &str, id: &str, token: &str) {
-        let started = self
-            .claimed
-            .lock()
-            .ok()
-            .and_then(|mut m| m.remove(&(queue.to_owned(), id.to_owned(), token.to_owned())));
-        if let Some(at) = started {
-            self.with(|| {
-                metrics::histogram!("dueq_task_duration_seconds", "queue" => queue.to_owned())
-                    .record(at.elapsed().as_secs_f64());
-            });
-        }
-    }
-
     fn publish(&self, s: &QueueStats) {
+        if let Ok(mut t) = self.timings.lock() {
+            t.insert(s.queue.clone(), (s.lateness.clone(), s.run_time.clone()));
+        }
         self.with(|| {
             let q = || s.queue.clone();
             metrics::counter!("dueq_tasks_enqueued_total", "queue" => q())
@@ -253,6 +183,8 @@ impl Metrics {
             }
             metrics::counter!("dueq_lease_expired_total", "queue" => q())
                 .absolute(s.lease_expired_total);
+            metrics::counter!("dueq_tasks_claimed_total", "queue" => q())
+                .absolute(s.claimed_total);
             for (state, v) in [
                 ("scheduled", s.scheduled),
                 ("active", s.active),
@@ -313,11 +245,70 @@ impl Metrics {
     fn publish_schedules(&self, queue: &str, schedules: &[dueq::Schedule]) {
         self.with(|| {
             for s in schedules {
+                let name = || s.spec.name.clone();
                 metrics::gauge!(SCHEDULE_NEXT_FIRE, "queue" => queue.to_owned(),
-                    "schedule" => s.spec.name.clone())
+                    "schedule" => name())
                 .set(s.next_fire_at_ms.map_or(0.0, |ms| ms as f64 / 1000.0));
+                for (outcome, n) in [("fired", s.fired_total), ("skipped", s.skipped_total)] {
+                    metrics::counter!(SCHEDULE_TICKS_TOTAL, "queue" => queue.to_owned(),
+                        "schedule" => name(), "outcome" => outcome)
+                    .absolute(n);
+                }
             }
         });
+    }
+
+    /// The two histograms counted in Redis, in the Prometheus text format.
+    fn render_timings(&self) -> String {
+        let Ok(t) = self.timings.lock() else {
+            return String::new();
+        };
+        let mut out = String::new();
+        let families = [
+            (
+                TASK_LATENESS_SECONDS,
+                "Claim time minus due time of every task handed out, by any worker or server \
+                 (Redis clock; from Redis).",
+                LATENESS_BOUNDS_MS,
+                0,
+            ),
+            (
+                TASK_DURATION_SECONDS,
+                "Ack or nack time minus claim time of every attempt that ended so, by any \
+                 worker or server (Redis clock; from Redis).",
+                RUN_TIME_BOUNDS_MS,
+                1,
+            ),
+        ];
+        for (name, help, bounds, which) in families {
+            if t.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} histogram");
+            for (queue, pair) in t.iter() {
+                let h = if which == 0 { &pair.0 } else { &pair.1 };
+                let q = label_value(queue);
+                let mut cumulative = 0;
+                for (i, count) in h.counts.iter().enumerate() {
+                    cumulative += count;
+                    let le = bounds
+                        .get(i)
+                        .map_or_else(|| "+Inf".to_owned(), |ms| (ms / 1000.0).to_string());
+                    let _ = writeln!(
+                        out,
+                        "{name}_bucket{{queue=\"{q}\",le=\"{le}\"}} {cumulative}"
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "{name}_sum{{queue=\"{q}\"}} {}",
+                    h.sum_ms as f64 / 1000.0
+                );
+                let _ = writeln!(out, "{name}_count{{queue=\"{q}\"}} {cumulative}");
+            }
+        }
+        out
     }
 
     /// Refreshes the queue metrics from Redis and renders the Prometheus text. A Redis failure
@@ -364,6 +355,15 @@ impl Metrics {
             Err(e) => tracing::warn!(error = %e, "metrics: could not list schedule queues"),
         }
         self.publish_health(client);
-        self.handle.render()
+        let mut text = self.handle.render();
+        text.push_str(&self.render_timings());
+        text
     }
+}
+
+/// A label value escaped for the Prometheus text format.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

@@ -189,7 +189,7 @@ impl AppStateBuilder {
             .saturating_add(BODY_OVERHEAD_BYTES);
         let (shutdown, _) = watch::channel(false);
         let metrics = Metrics::new();
-        // The claim path records lateness into this server's recorder, not the process's.
+        // Components built on the client (the outbox relay) record into this server's recorder.
         let client = self.client.with_metrics_recorder(metrics.recorder());
         AppState {
             inner: Arc::new(Inner {

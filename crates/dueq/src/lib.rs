@@ -59,15 +59,18 @@ mod worker;
 
 pub use backoff::Backoff;
 pub use client::Throttle;
+pub use client::{BackfillReport, MAX_BACKFILL_TICKS};
 pub use client::{
     CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES,
-    DEFAULT_WAKE_CHANNELS_MAX, DueHistogram, EvictionCheck, LAYOUT_TTL, MAX_DEAD_OFFSET,
-    MAX_ERROR_BYTES, Queue, READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
+    DEFAULT_WAKE_CHANNELS_MAX, DeadBulk, DeadBulkReport, DeadFilter, DueHistogram, EvictionCheck,
+    LAYOUT_TTL, MAX_DEAD_OFFSET, MAX_ERROR_BYTES, MAX_FILTER_BYTES, Purge, PurgeReport, Queue,
+    READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
 };
 pub use client::{ConnectionHealth, DEFAULT_REPLICA_TIMEOUT_MS, MAX_REPLICAS};
 pub use client::{
-    DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES, MAX_WORKERS,
-    MIN_HEARTBEAT_MS, WorkerInfo, WorkerKind,
+    DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES,
+    MAX_WORKER_ID_BYTES, MAX_WORKER_TEXT_BYTES, MAX_WORKERS, MIN_HEARTBEAT_MS, WorkerBeat,
+    WorkerInfo, WorkerKind,
 };
 pub use client::{
     DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,
@@ -93,11 +96,11 @@ pub use settings::{
 };
 pub use task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
-    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, LeaseToken, MAX_ATTEMPTS,
-    MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, MAX_PRIORITY,
-    MIN_LEASE_MS, MinuteStats, NackOutcome, OnConflict, QueueStats, RescheduleOutcome, Task,
-    TaskId, TaskRef, TaskSpec, TaskState, ThrottledMs, validate_group, validate_key,
-    validate_lease_ms,
+    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, LATENESS_BOUNDS_MS,
+    LeaseToken, MAX_ATTEMPTS, MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES,
+    MAX_LEASE_MS, MAX_PRIORITY, MIN_LEASE_MS, MinuteStats, NackOutcome, OnConflict, QueueStats,
+    RUN_TIME_BOUNDS_MS, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, TaskState, ThrottledMs,
+    Timings, validate_group, validate_key, validate_lease_ms,
 };
 #[cfg(all(feature = "test-clock", debug_assertions))]
 pub use test_clock::TestClock;

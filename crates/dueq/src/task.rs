@@ -473,6 +473,11 @@ pub struct Task {
     pub priority: u8,
     /// When it expires unless started, epoch ms (only while it is scheduled and has one).
     pub expires_at_ms: Option<u64>,
+    /// When the running attempt was claimed, Redis time, epoch ms (only while active).
+    pub claimed_at_ms: Option<u64>,
+    /// The worker holding it, when its claimer gave its id (only while active): a Rust
+    /// worker's, or the `worker_id` of an HTTP claim.
+    pub worker: Option<String>,
     /// The payload bytes.
     pub payload: Vec<u8>,
     /// Text of the last failure.
@@ -642,6 +647,13 @@ pub struct QueueStats {
     pub expired_total: u64,
     /// Leases that expired, ever.
     pub lease_expired_total: u64,
+    /// Tasks handed out (claims and push deliveries), ever.
+    pub claimed_total: u64,
+    /// Lateness of every task handed out: claim time minus due time, Redis clock.
+    pub lateness: Timings,
+    /// Run time of every attempt that ended by an ack or a nack: that time minus its claim
+    /// time, Redis clock (a lease that expired has none).
+    pub run_time: Timings,
     /// Earliest due time of a scheduled task.
     pub next_due_at_ms: Option<u64>,
     /// How long the earliest due task has been waiting, 0 when none is overdue.
@@ -662,6 +674,98 @@ pub struct QueueStats {
     pub rate_limit: Option<crate::settings::RateLimit>,
     /// Whether the queue is over an alert threshold (`alert_due_age_ms`, `alert_due_count`).
     pub behind: bool,
+}
+
+/// Upper bounds of the [`QueueStats::lateness`] buckets, ms: 0.5 ms to 1 day (a backlog
+/// hours late lands in a bucket of its own, not in the last).
+pub const LATENESS_BOUNDS_MS: &[f64] = &[
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1_000.0,
+    2_500.0,
+    5_000.0,
+    10_000.0,
+    30_000.0,
+    60_000.0,
+    300_000.0,
+    900_000.0,
+    3_600_000.0,
+    14_400_000.0,
+    86_400_000.0,
+];
+
+/// Upper bounds of the [`QueueStats::run_time`] buckets, ms: 1 ms to 1 h.
+pub const RUN_TIME_BOUNDS_MS: &[f64] = &[
+    1.0,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1_000.0,
+    2_500.0,
+    5_000.0,
+    10_000.0,
+    30_000.0,
+    60_000.0,
+    300_000.0,
+    900_000.0,
+    3_600_000.0,
+];
+
+/// A histogram counted in Redis by the scripts that hand work out and finish it, so it holds
+/// the work of every worker in every language (DESIGN 4.4).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Timings {
+    /// Values per bucket, not cumulative: `counts[i]` are at most bound `i` (of
+    /// [`LATENESS_BOUNDS_MS`] or [`RUN_TIME_BOUNDS_MS`]) and above bound `i - 1`; the last
+    /// entry counts the values above every bound. One entry more than there are bounds.
+    pub counts: Vec<u64>,
+    /// Sum of the values, ms.
+    pub sum_ms: u64,
+}
+
+impl Timings {
+    /// Empty, for `bounds`.
+    pub(crate) fn new(bounds: &[f64]) -> Self {
+        Self {
+            counts: vec![0; bounds.len() + 1],
+            sum_ms: 0,
+        }
+    }
+
+    /// Number of values.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Adds bucket `i` (1-based, as the scripts number them) `n` times; an index out of
+    /// range counts in the last bucket.
+    pub(crate) fn add_bucket(&mut self, i: usize, n: u64) {
+        let last = self.counts.len().saturating_sub(1);
+        if let Some(c) = self.counts.get_mut(i.saturating_sub(1).min(last)) {
+            *c += n;
+        }
+    }
+
+    /// Adds `other` (of the same bounds) into this one.
+    pub(crate) fn merge(&mut self, other: &Self) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.sum_ms += other.sum_ms;
+    }
 }
 
 /// Time due work waited on each kind of limit, ms (`dueq_queue_throttled_seconds_total`).

@@ -251,14 +251,11 @@ pub async fn acks(
     let results = items
         .iter()
         .zip(done)
-        .map(|((id, token), o)| match o {
-            Ok(AckOutcome::Acked) => {
-                st.metrics().finished(q.name(), id.as_str(), token.as_str());
-                AckResult {
-                    outcome: AckItemOutcome::Acked,
-                    error: None,
-                }
-            }
+        .map(|(_, o)| match o {
+            Ok(AckOutcome::Acked) => AckResult {
+                outcome: AckItemOutcome::Acked,
+                error: None,
+            },
             Ok(_) => AckResult {
                 outcome: AckItemOutcome::LeaseLost,
                 error: None,
@@ -313,7 +310,7 @@ pub async fn nacks(
     let results = checked
         .iter()
         .zip(done)
-        .map(|((id, token), o)| {
+        .map(|(_, o)| {
             let (outcome, due_at_ms) = match o {
                 Ok(NackOutcome::Rescheduled { due_at_ms }) => {
                     (NackItemOutcome::Rescheduled, Some(due_at_ms))
@@ -334,7 +331,6 @@ pub async fn nacks(
                     };
                 }
             };
-            st.metrics().finished(q.name(), id.as_str(), token.as_str());
             NackResult {
                 outcome,
                 due_at_ms,
@@ -368,9 +364,8 @@ pub async fn releases(
     let results = items
         .iter()
         .zip(done)
-        .map(|((id, token), released)| {
+        .map(|(_, released)| {
             let outcome = if released {
-                st.metrics().finished(q.name(), id.as_str(), token.as_str());
                 ReleaseItemOutcome::Released
             } else {
                 ReleaseItemOutcome::LeaseLost

@@ -45,6 +45,10 @@ pub struct ClaimRequest {
     /// Lease for these tasks, 1000 to 4294967295 ms (default: each task's own).
     #[schema(minimum = 1000, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
+    /// The claiming worker's id (as in `PUT /v1/workers/{id}`), kept with each lease so that
+    /// an active task shows who holds it; at most 128 bytes, no whitespace.
+    #[schema(max_length = 128)]
+    pub worker_id: Option<String>,
 }
 
 /// A claimed task: run it, then ack, nack or extend with its `lease_token`.
@@ -188,12 +192,14 @@ pub async fn claim(
         .due_claimer()
         .lease_ms(body.lease_ms)
         .replay_lost_replies(false);
+    if let Some(w) = body.worker_id {
+        due = due.worker_id(w);
+    }
     let mut shutdown = st.shutdown_rx();
     let stop = async move {
         let _ = shutdown.wait_for(|s| *s).await;
     };
     let tasks = due.claim_within(max as usize, deadline, stop).await?;
-    st.metrics().handed_out(q.name(), &tasks);
     let tasks = tasks
         .into_iter()
         .map(|t| ClaimedTaskResponse {
@@ -240,13 +246,9 @@ pub async fn ack(
         .ack(&id, &LeaseToken::new(body.lease_token.clone()))
         .await?
     {
-        AckOutcome::Acked => {
-            st.metrics()
-                .finished(q.name(), id.as_str(), &body.lease_token);
-            Ok(Json(AckResponse {
-                outcome: "acked".into(),
-            }))
-        }
+        AckOutcome::Acked => Ok(Json(AckResponse {
+            outcome: "acked".into(),
+        })),
         _ => Err(lease_lost()),
     }
 }
@@ -290,8 +292,6 @@ pub async fn nack(
         },
         _ => return Err(lease_lost()),
     };
-    st.metrics()
-        .finished(q.name(), id.as_str(), &body.lease_token);
     Ok(Json(r))
 }
 

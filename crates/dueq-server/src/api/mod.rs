@@ -8,6 +8,7 @@
 pub mod acks;
 pub mod browse;
 pub mod claim;
+pub mod cleanup;
 pub mod dead;
 pub mod paging;
 pub mod queues;
@@ -41,19 +42,25 @@ pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(claim::nack))
         .routes(routes!(claim::extend))
         .routes(routes!(queues::list))
-        .routes(routes!(queues::get))
+        .routes(routes!(queues::get, cleanup::delete_queue))
+        .routes(routes!(cleanup::purge))
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
         .routes(routes!(settings::get, settings::update))
         .routes(routes!(dead::list))
         .routes(routes!(dead::retry))
         .routes(routes!(dead::delete))
+        .routes(routes!(cleanup::retry_matching))
+        .routes(routes!(cleanup::delete_matching))
         .routes(routes!(webhook::set, webhook::get, webhook::delete))
         .routes(routes!(schedules::list))
         .routes(routes!(schedules::set, schedules::get, schedules::delete))
         .routes(routes!(schedules::pause))
         .routes(routes!(schedules::resume))
+        .routes(routes!(schedules::trigger))
+        .routes(routes!(schedules::backfill))
         .routes(routes!(workers::list))
+        .routes(routes!(workers::beat, workers::remove))
 }
 
 /// The claim route (its time limit includes `wait_ms`).

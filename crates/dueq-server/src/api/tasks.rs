@@ -169,6 +169,10 @@ pub struct TaskResponse {
     pub priority: u8,
     /// When it expires unless started, Unix epoch ms (only while scheduled, if it has one).
     pub expires_at_ms: Option<u64>,
+    /// When the running attempt was claimed, Unix epoch ms (only while active).
+    pub claimed_at_ms: Option<u64>,
+    /// The worker holding it, when its claim named one (only while active).
+    pub worker_id: Option<String>,
 }
 
 impl From<Task> for TaskResponse {
@@ -186,6 +190,8 @@ impl From<Task> for TaskResponse {
             group: t.group,
             priority: t.priority,
             expires_at_ms: t.expires_at_ms,
+            claimed_at_ms: t.claimed_at_ms,
+            worker_id: t.worker,
         }
     }
 }

@@ -9,8 +9,6 @@ use hmac::{Hmac, KeyInit, Mac};
 use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use sha2::Sha256;
 
-use crate::state::AppState;
-
 /// `t=<Unix ms>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>`.
 pub const HEADER_SIGNATURE: &str = "Dueq-Signature";
 /// The task id (12 hex digits).
@@ -84,18 +82,14 @@ fn chain(e: &dyn std::error::Error) -> String {
 pub(crate) struct Deliverer {
     pub http: reqwest::Client,
     pub webhook: Webhook,
-    pub state: AppState,
 }
 
 impl Deliverer {
-    /// Runs one delivery and records its duration like an HTTP claim does.
+    /// Runs one delivery.
     pub(crate) async fn deliver(&self, task: ClaimedTask) -> Outcome {
         let queue = &self.webhook.queue;
-        let metrics = self.state.metrics();
-        metrics.handed_out(queue, std::slice::from_ref(&task));
-        let (id, token) = (task.id.clone(), task.lease_token.clone());
+        let id = task.id.clone();
         let outcome = self.post(task).await;
-        metrics.finished(queue, id.as_str(), token.as_str());
         if let Outcome::Retry { error, .. } = &outcome {
             tracing::debug!(queue = %queue, id = %id, error = %error, "webhook delivery failed");
         }

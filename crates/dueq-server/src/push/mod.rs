@@ -244,7 +244,6 @@ fn start(
     let d = Arc::new(Deliverer {
         http: http.clone(),
         webhook,
-        state: state.clone(),
     });
     let worker = Worker::builder(state.client().clone())
         .concurrency(concurrency)

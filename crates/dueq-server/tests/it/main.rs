@@ -13,6 +13,7 @@ mod acks;
 mod auth;
 mod cases;
 mod claim;
+mod cleanup;
 mod dashboard;
 mod dashboard_tasks;
 mod dead;

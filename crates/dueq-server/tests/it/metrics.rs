@@ -97,3 +97,73 @@ async fn design_names_are_exported() {
         );
     }
 }
+
+/// Claims, lateness and run time come from Redis: work this server never saw (a worker on
+/// its own connection, any language) shows on its `/metrics`, and an HTTP claim's
+/// `worker_id` names the holder of the active task.
+#[tokio::test]
+async fn timings_count_work_claimed_elsewhere() {
+    let c = Ctx::new().await;
+    for i in 0..2 {
+        c.enqueue("elsewhere", json!({"payload": i})).await;
+    }
+    // a worker that talks to Redis itself, not through this server
+    let other = dueq::Client::connect(&c.server.url()).await.unwrap();
+    let q = other.queue("elsewhere").unwrap();
+    let mut due = q.due_claimer().worker_id("py-1");
+    let tasks = due.claim(10).await.unwrap();
+    assert_eq!(tasks.len(), 2);
+    let t = c
+        .get(&format!("/v1/queues/elsewhere/tasks/{}", tasks[0].id))
+        .await;
+    assert_eq!(t.body["state"], "active");
+    assert_eq!(t.body["worker_id"], "py-1", "{}", t.body);
+    assert!(t.body["claimed_at_ms"].as_u64().is_some(), "{}", t.body);
+    for t in &tasks {
+        q.ack(&t.id, &t.lease_token).await.unwrap();
+    }
+
+    let m = c.get("/metrics").await.text;
+    let q = r#"queue="elsewhere""#;
+    assert_eq!(
+        value(&m, "dueq_tasks_claimed_total", &[q]),
+        Some(2.0),
+        "{m}"
+    );
+    assert_eq!(
+        value(&m, "dueq_task_lateness_seconds_count", &[q]),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&m, "dueq_task_duration_seconds_count", &[q]),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "dueq_task_lateness_seconds_bucket",
+            &[q, r#"le="+Inf""#]
+        ),
+        Some(2.0)
+    );
+
+    // an HTTP claim names its worker the same way; a bad id names the field
+    c.enqueue("elsewhere", json!({"payload": 3})).await;
+    let r = c
+        .post(
+            "/v1/queues/elsewhere/claim",
+            json!({"max": 1, "worker_id": "two words"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("worker_id"), "{}", r.text);
+    let r = c
+        .post(
+            "/v1/queues/elsewhere/claim",
+            json!({"max": 1, "worker_id": "ts-7"}),
+        )
+        .await;
+    let id = r.body["tasks"][0]["id"].as_str().unwrap().to_owned();
+    let t = c.get(&format!("/v1/queues/elsewhere/tasks/{id}")).await;
+    assert_eq!(t.body["worker_id"], "ts-7", "{}", t.body);
+}

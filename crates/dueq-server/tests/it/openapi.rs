@@ -7,11 +7,13 @@ use crate::support::Ctx;
 
 /// Every route of DESIGN 4.2 (the dashboard `/` comes with the dashboard).
 const DESIGN_ROUTES: &[(&str, &str)] = &[
+    ("DELETE", "/v1/queues/{queue}"),
     ("DELETE", "/v1/queues/{queue}/dead/{id}"),
     ("DELETE", "/v1/queues/{queue}/keys/{key}"),
     ("DELETE", "/v1/queues/{queue}/schedules/{name}"),
     ("DELETE", "/v1/queues/{queue}/tasks/{id}"),
     ("DELETE", "/v1/queues/{queue}/webhook"),
+    ("DELETE", "/v1/workers/{id}"),
     ("GET", "/healthz"),
     ("GET", "/metrics"),
     ("GET", "/openapi.json"),
@@ -32,13 +34,18 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("PATCH", "/v1/queues/{queue}/tasks/{id}"),
     ("POST", "/v1/queues/{queue}/acks"),
     ("POST", "/v1/queues/{queue}/claim"),
+    ("POST", "/v1/queues/{queue}/dead/delete"),
+    ("POST", "/v1/queues/{queue}/dead/retry"),
     ("POST", "/v1/queues/{queue}/dead/{id}/retry"),
     ("POST", "/v1/queues/{queue}/nacks"),
     ("POST", "/v1/queues/{queue}/pause"),
+    ("POST", "/v1/queues/{queue}/purge"),
     ("POST", "/v1/queues/{queue}/releases"),
     ("POST", "/v1/queues/{queue}/resume"),
+    ("POST", "/v1/queues/{queue}/schedules/{name}/backfill"),
     ("POST", "/v1/queues/{queue}/schedules/{name}/pause"),
     ("POST", "/v1/queues/{queue}/schedules/{name}/resume"),
+    ("POST", "/v1/queues/{queue}/schedules/{name}/trigger"),
     ("POST", "/v1/queues/{queue}/tasks"),
     ("POST", "/v1/queues/{queue}/tasks/batch"),
     ("POST", "/v1/queues/{queue}/tasks/{id}/ack"),
@@ -46,6 +53,7 @@ const DESIGN_ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/queues/{queue}/tasks/{id}/nack"),
     ("PUT", "/v1/queues/{queue}/schedules/{name}"),
     ("PUT", "/v1/queues/{queue}/webhook"),
+    ("PUT", "/v1/workers/{id}"),
 ];
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! `GET /v1/workers` (live worker processes and servers), the `dueq_workers{queue}` gauge,
 //! and `serve()` listing itself while it runs.
 
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use dueq::{Outcome, Worker};
 use dueq_testkit::wait_until_async;
 
@@ -93,4 +93,56 @@ async fn serve_lists_itself_while_it_runs() {
         serde_json::json!([]),
         "a stopped server removes itself at once"
     );
+}
+
+/// A worker in any language beats over HTTP into the same list (DESIGN 4.2), and leaves it
+/// when it stops.
+#[tokio::test]
+async fn a_worker_beats_over_http_and_deregisters() {
+    let c = Ctx::new().await;
+    let beat = serde_json::json!({"queues": ["orders"], "concurrency": 8, "in_hand": 3,
+        "host": "box-1", "pid": 4242, "version": "0.1.0", "language": "python"});
+    let r = c
+        .call(Method::PUT, "/v1/workers/py-box-1-4242", Some(beat.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["registered"], true);
+    let r = c.get("/v1/workers?queue=orders").await;
+    let w = &r.body["workers"][0];
+    assert_eq!(w["id"], "py-box-1-4242", "{r:?}");
+    assert_eq!(
+        (&w["language"], &w["in_hand"], &w["pid"]),
+        (&"python".into(), &3.into(), &4242.into())
+    );
+    for (body, field) in [
+        (
+            serde_json::json!({"queues": ["bad name"], "concurrency": 1, "in_hand": 0}),
+            "queues",
+        ),
+        (
+            serde_json::json!({"queues": [], "concurrency": 1, "in_hand": 0, "ttl_ms": 5}),
+            "ttl_ms",
+        ),
+    ] {
+        let r = c.call(Method::PUT, "/v1/workers/x", Some(body)).await;
+        assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+        assert!(r.text.contains(field), "{r:?}");
+    }
+    let r = c.call(Method::PUT, "/v1/workers/a%20b", Some(beat)).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+    let r = c
+        .call(Method::DELETE, "/v1/workers/py-box-1-4242", None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(
+        c.get("/v1/workers").await.body["workers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    let r = c
+        .call(Method::DELETE, "/v1/workers/py-box-1-4242", None)
+        .await;
+    assert_error(&r, StatusCode::NOT_FOUND, "not_found");
 }

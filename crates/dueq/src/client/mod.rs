@@ -4,6 +4,7 @@
 //! the same multiplexed connection, which reconnects by itself after a drop.
 
 mod browse;
+mod cleanup;
 mod dead;
 mod partitions;
 mod queue;
@@ -16,11 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use browse::{DueHistogram, TaskPage};
-pub use dead::MAX_DEAD_OFFSET;
+pub use cleanup::{Purge, PurgeReport};
+pub use dead::{DeadBulk, DeadBulkReport, DeadFilter, MAX_DEAD_OFFSET, MAX_FILTER_BYTES};
 pub use partitions::LAYOUT_TTL;
 pub(crate) use partitions::Layout;
 pub(crate) use queue::cut_error;
 pub use queue::{CancelReport, Claim, MAX_ERROR_BYTES, Queue, RecoverReport, Throttle};
+pub use schedules::{BackfillReport, MAX_BACKFILL_TICKS};
 pub use webhook::{
     DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_CONCURRENCY,
     MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
@@ -28,8 +31,9 @@ pub use webhook::{
 };
 pub(crate) use workers::SelfInfo;
 pub use workers::{
-    DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES, MAX_WORKERS,
-    MIN_HEARTBEAT_MS, WorkerInfo, WorkerKind,
+    DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES,
+    MAX_WORKER_ID_BYTES, MAX_WORKER_TEXT_BYTES, MAX_WORKERS, MIN_HEARTBEAT_MS, WorkerBeat,
+    WorkerInfo, WorkerKind,
 };
 
 use crate::due::wake::WakeHub;
@@ -436,9 +440,10 @@ impl Client {
         c
     }
 
-    /// This client (same connection, same wake-up subscriptions) recording the claim path's
-    /// metrics ([`crate::due::metrics`]) into `recorder` instead of the process-wide one, so
-    /// that two servers in one process keep their numbers apart.
+    /// This client (same connection, same wake-up subscriptions) carrying a metrics
+    /// recorder for the components built on it (the PostgreSQL outbox relay), instead of the
+    /// process-wide one, so that two servers in one process keep their numbers apart. (The
+    /// queue's own counts and timings are kept in Redis: [`Queue::stats`].)
     pub fn with_metrics_recorder(
         &self,
         recorder: Arc<dyn metrics::Recorder + Send + Sync>,

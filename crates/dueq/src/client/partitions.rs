@@ -111,7 +111,21 @@ impl Queue {
         {
             return Ok(l);
         }
-        let (n, version) = queues::partitions(&mut client.conn(), self.keys()).await?;
+        let (n, version) = match queues::partitions(&mut client.conn(), self.keys()).await {
+            Ok(read) => read,
+            // partition 0's node is away: the count changes only while the queue is empty,
+            // so the count read last still routes the other partitions' work, trusted for
+            // another TTL so that each call does not wait on the dead node first (an
+            // operation that must see the count of now, `layout_now`, fails instead)
+            Err(e) => match client.cached_layout_any(self.name()) {
+                Some(old) if ttl != Some(Duration::ZERO) => {
+                    let kept = Arc::new(Layout::new(old.keys.clone(), old.version));
+                    client.store_layout(self.name(), kept.clone());
+                    return Ok(kept);
+                }
+                _ => return Err(e),
+            },
+        };
         let layout = Arc::new(match client.cached_layout_any(self.name()) {
             // same count: the tags are computed already
             Some(old) if old.n() == usize::from(n) => Layout::new(old.keys.clone(), version),
@@ -329,6 +343,9 @@ pub(crate) fn merge_stats(parts: Vec<QueueStats>) -> Option<QueueStats> {
         s.cancelled_total += p.cancelled_total;
         s.expired_total += p.expired_total;
         s.lease_expired_total += p.lease_expired_total;
+        s.claimed_total += p.claimed_total;
+        s.lateness.merge(&p.lateness);
+        s.run_time.merge(&p.run_time);
         s.next_due_at_ms = match (s.next_due_at_ms, p.next_due_at_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -14,6 +14,7 @@ use crate::schedule::{
     MAX_TICKS_AHEAD, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, SetReport, State,
     UPCOMING, validate_schedule_name,
 };
+use crate::task::{Enqueued, TaskSpec};
 
 /// Fire times offered to a set or resume script (it takes the first after its own now).
 const OFFERED: usize = 4;
@@ -31,6 +32,33 @@ const FIRE_TICKS: usize = 1_000;
 /// otherwise be gigabytes in one call, Redis blocked for seconds. A step still fires every
 /// schedule it read, in more calls.
 const FIRE_BYTES: usize = 4 << 20;
+
+/// Most ticks one [`Queue::backfill_schedule`] enqueues.
+pub const MAX_BACKFILL_TICKS: usize = 10_000;
+
+/// What a [`Queue::backfill_schedule`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackfillReport {
+    /// Ticks in the range.
+    pub ticks: u64,
+    /// Tasks enqueued for them.
+    pub created: u64,
+    /// Ticks whose task was still scheduled or running (kept).
+    pub existing: u64,
+}
+
+/// A task due now with `spec`'s template (payload, attempts, lease, priority, group).
+fn template(spec: &ScheduleSpec) -> TaskSpec {
+    let mut t = TaskSpec::new(spec.payload.clone())
+        .max_attempts(spec.max_attempts)
+        .lease_ms(spec.lease_ms)
+        .priority(spec.priority);
+    if let Some(g) = &spec.group {
+        t = t.group(g.clone());
+    }
+    t
+}
 
 /// What one firing step did on a queue.
 #[derive(Debug, Clone, Copy, Default)]
@@ -273,6 +301,83 @@ impl Queue {
         ))
     }
 
+    /// Runs schedule `name`'s task once now, without moving its grid: a task due now with
+    /// the schedule's template and business key `schedule:{name}:manual:{ms}` (`ms` the Redis
+    /// time of the trigger). `None` when there is no such schedule. A paused schedule can be
+    /// triggered too.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a bad name, [`ErrorKind::Redis`] when Redis fails.
+    pub async fn trigger_schedule(&self, name: &str) -> Result<Option<Enqueued>> {
+        validate_schedule_name(name)?;
+        let Some(s) = self.schedule(name).await? else {
+            return Ok(None);
+        };
+        let now = schedules::redis_time_ms(&mut self.client().conn()).await?;
+        let task = template(&s.spec).key(format!("schedule:{name}:manual:{now}"));
+        self.enqueue(task).await.map(Some)
+    }
+
+    /// Enqueues one task per tick of schedule `name` in `[from_ms, to_ms)` (epoch ms, a past
+    /// range: `to_ms` at most the Redis time now), each due now with the schedule's template
+    /// and the business key the tick would have had (`schedule:{name}:{tick_ms}`), so a tick
+    /// whose task is still scheduled or running keeps it and a backfill run twice adds
+    /// nothing while those tasks wait. dueq cannot tell a tick whose task ran and finished
+    /// from one that never fired: backfill a range where the schedule did not run (before it
+    /// existed, while it was paused, ticks counted as skipped). `None` when there is no such
+    /// schedule.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a bad name, an empty or future range, or more than
+    /// [`MAX_BACKFILL_TICKS`] ticks in it (nothing written); [`ErrorKind::Redis`].
+    pub async fn backfill_schedule(
+        &self,
+        name: &str,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> Result<Option<BackfillReport>> {
+        validate_schedule_name(name)?;
+        if from_ms >= to_ms {
+            return Err(Error::invalid("from_ms must be before to_ms"));
+        }
+        let Some(s) = self.schedule(name).await? else {
+            return Ok(None);
+        };
+        let now = schedules::redis_time_ms(&mut self.client().conn()).await?;
+        if to_ms > now.saturating_add(1) {
+            return Err(Error::invalid(format!(
+                "to_ms ({to_ms}) is in the future (Redis time {now}): backfill past ticks only"
+            )));
+        }
+        let grid = s.spec.grid()?;
+        let mut ticks = Vec::new();
+        let mut t = grid.next_after(from_ms.saturating_sub(1));
+        while let Some(tick) = t.filter(|&x| x < to_ms) {
+            if ticks.len() == MAX_BACKFILL_TICKS {
+                return Err(Error::invalid(format!(
+                    "the range holds more than {MAX_BACKFILL_TICKS} ticks: backfill it in parts"
+                )));
+            }
+            ticks.push(tick);
+            t = grid.next_after(tick);
+        }
+        let specs: Vec<_> = ticks
+            .iter()
+            .map(|t| template(&s.spec).key(format!("schedule:{name}:{t}")))
+            .collect();
+        let done = if specs.is_empty() {
+            Vec::new()
+        } else {
+            self.enqueue_batch(&specs).await?
+        };
+        let created = done.iter().filter(|e| e.created()).count() as u64;
+        Ok(Some(BackfillReport {
+            ticks: ticks.len() as u64,
+            created,
+            existing: ticks.len() as u64 - created,
+        }))
+    }
+
     /// One firing step: fires (or counts as skipped) every tick of this queue's schedules
     /// that is due, up to [`FIRE_BATCH`] schedules, and says when to look again.
     pub(crate) async fn fire_due_schedules(&self) -> Result<FireReport> {
@@ -306,18 +411,11 @@ impl Queue {
         for chunk in fire_calls(&planned, FIRE_TICKS, FIRE_BYTES) {
             let items: Vec<FireItem<'_>> = chunk.iter().map(|p| p.item()).collect();
             let (_, fired) = schedules::fire(&mut conn, self.keys(), &items).await?;
-            for (item, f) in items.iter().zip(&fired) {
+            for f in &fired {
                 if f.code == 1 {
                     report.stalled = false;
                     report.fired += f.created;
                     report.skipped += f.skipped;
-                    crate::due::metrics::schedule_ticks(
-                        self.client(),
-                        self.name(),
-                        item.name,
-                        f.created,
-                        f.skipped,
-                    );
                 }
             }
         }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Client;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::workers;
 
 /// Default time between two heartbeats of a worker process, ms.
@@ -70,6 +70,9 @@ pub struct WorkerInfo {
     pub last_seen_ms: u64,
     /// When the entry counts as gone unless another heartbeat comes.
     pub expires_at_ms: u64,
+    /// The language of the worker's program (`rust` for a [`Worker`](crate::Worker) and
+    /// `dueq serve`; what an HTTP worker says of itself, e.g. `python`, `typescript`).
+    pub language: String,
 }
 
 /// The part of an entry the process describes itself (the scripts add the times).
@@ -81,6 +84,99 @@ pub(crate) struct SelfInfo {
     pub version: String,
     pub queues: Vec<String>,
     pub concurrency: u64,
+    /// Entries written before languages were listed are Rust processes.
+    #[serde(default = "rust")]
+    pub language: String,
+}
+
+fn rust() -> String {
+    "rust".to_owned()
+}
+
+/// Longest worker id an HTTP worker may give itself, bytes.
+pub const MAX_WORKER_ID_BYTES: usize = 200;
+/// Longest host, version or language text of a [`WorkerBeat`], bytes.
+pub const MAX_WORKER_TEXT_BYTES: usize = 256;
+
+/// A heartbeat sent for a worker process that is not a Rust [`Worker`](crate::Worker): a
+/// Python or TypeScript worker beating over HTTP (`PUT /v1/workers/{id}`), listed in the same
+/// registry. The entry counts as gone `ttl_ms` after this beat unless another comes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerBeat {
+    /// The worker's own id: printable ASCII without spaces, 1 to 200 bytes.
+    pub id: String,
+    /// Queues it takes work from.
+    pub queues: Vec<String>,
+    /// Most handlers it runs at once.
+    pub concurrency: u64,
+    /// Handlers running now.
+    pub in_hand: u64,
+    /// Its host name.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Its client's version.
+    pub version: String,
+    /// Its language (`python`, `typescript`, ...).
+    pub language: String,
+    /// How long the entry lives without another beat, ms ([`MIN_HEARTBEAT_MS`] to
+    /// [`HEARTBEAT_MISSES`] × [`MAX_HEARTBEAT_MS`]).
+    pub ttl_ms: u64,
+}
+
+impl WorkerBeat {
+    /// A beat of worker `id` serving `queues`; the rest unknown, expiring after three
+    /// default heartbeat intervals.
+    pub fn new(id: impl Into<String>, queues: Vec<String>) -> Self {
+        Self {
+            id: id.into(),
+            queues,
+            concurrency: 0,
+            in_hand: 0,
+            host: String::new(),
+            pid: 0,
+            version: String::new(),
+            language: String::new(),
+            ttl_ms: DEFAULT_HEARTBEAT_MS * HEARTBEAT_MISSES,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let printable = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
+        if self.id.is_empty() || self.id.len() > MAX_WORKER_ID_BYTES || !printable(&self.id) {
+            return Err(Error::invalid(format!(
+                "id: 1 to {MAX_WORKER_ID_BYTES} bytes of printable ASCII without spaces"
+            )));
+        }
+        if self.queues.len() > MAX_LISTED_QUEUES {
+            return Err(Error::invalid(format!(
+                "queues: at most {MAX_LISTED_QUEUES}"
+            )));
+        }
+        for q in &self.queues {
+            crate::protocol::keys::validate_queue_name(q)
+                .map_err(|e| Error::invalid(format!("queues: {e}")))?;
+        }
+        for (field, v) in [
+            ("host", &self.host),
+            ("version", &self.version),
+            ("language", &self.language),
+        ] {
+            if v.len() > MAX_WORKER_TEXT_BYTES || v.chars().any(char::is_control) {
+                return Err(Error::invalid(format!(
+                    "{field}: at most {MAX_WORKER_TEXT_BYTES} bytes, no control characters"
+                )));
+            }
+        }
+        let max_ttl = MAX_HEARTBEAT_MS * HEARTBEAT_MISSES;
+        if !(MIN_HEARTBEAT_MS..=max_ttl).contains(&self.ttl_ms) {
+            return Err(Error::invalid(format!(
+                "ttl_ms: {MIN_HEARTBEAT_MS} to {max_ttl}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Client {
@@ -108,6 +204,7 @@ impl Client {
                     started_at_ms: e.started_at_ms,
                     last_seen_ms: e.last_seen_ms,
                     expires_at_ms: e.expires_at_ms,
+                    language: i.language,
                 }),
                 Err(err) => {
                     tracing::warn!(id = %e.id, error = %err, "unreadable dueq:workers entry skipped");
@@ -117,6 +214,47 @@ impl Client {
             .collect();
         out.sort_by(|a, b| (a.started_at_ms, &a.id).cmp(&(b.started_at_ms, &b.id)));
         Ok(out)
+    }
+
+    /// Registers or refreshes a worker that beats from outside this library (`PUT
+    /// /v1/workers/{id}`): listed like a Rust worker until `ttl_ms` after its last beat or
+    /// its [`remove_worker`](Self::remove_worker). Whether it is listed (`false`: the registry
+    /// holds [`MAX_WORKERS`] live entries).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) naming the bad field (nothing
+    /// written); [`ErrorKind::Redis`](crate::ErrorKind).
+    pub async fn beat_worker(&self, beat: &WorkerBeat) -> Result<bool> {
+        beat.validate()?;
+        let info = SelfInfo {
+            kind: WorkerKind::Worker,
+            host: beat.host.clone(),
+            pid: beat.pid,
+            version: beat.version.clone(),
+            queues: beat.queues.clone(),
+            concurrency: beat.concurrency,
+            language: beat.language.clone(),
+        };
+        let json = serde_json::to_string(&info)
+            .map_err(|e| crate::Error::protocol(format!("worker beat: {e}")))?;
+        let r = workers::beat(
+            &mut self.conn(),
+            &beat.id,
+            beat.ttl_ms,
+            beat.in_hand,
+            &json,
+            MAX_WORKERS,
+        )
+        .await?;
+        Ok(r.registered)
+    }
+
+    /// Takes worker `id` off the live workers list (a graceful stop); whether it was listed.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind).
+    pub async fn remove_worker(&self, id: &str) -> Result<bool> {
+        workers::remove(&mut self.conn(), id).await
     }
 
     /// The live workers that serve queue `queue` (as [`workers`](Self::workers)).

@@ -197,6 +197,7 @@ impl Heartbeat {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             queues,
             concurrency: load.concurrency,
+            language: "rust".to_owned(),
         };
         let json =
             serde_json::to_string(&info).map_err(|e| Error::protocol(format!("heartbeat: {e}")))?;

@@ -14,7 +14,6 @@
 //!   lease without a deadline entry, it recovers before claiming;
 //! * replay of a lost claim reply: a claim whose reply never arrived is asked for again by id
 //!   on the next call, so its tasks are not stuck until their leases expire (case C01);
-//! * the lateness and hand-out metrics ([`metrics`]) of every task it hands out.
 //!
 //! Its answer to "no work" is [`DueClaimer::next_look_at`]: the instant the next claim can
 //! find some. [`DueClaimer::ready`] sleeps until then (or until a wake-up says sooner), so no
@@ -34,7 +33,6 @@
 
 pub(crate) mod clock;
 pub(crate) mod heartbeat;
-pub mod metrics;
 pub(crate) mod partition;
 pub(crate) mod recovery;
 pub(crate) mod schedules;
@@ -93,6 +91,7 @@ pub struct DueClaimer {
     poll_ms: u64,
     notifications: bool,
     replay: bool,
+    worker: Option<Arc<str>>,
     clock: Arc<RedisClock>,
     /// The partitions the claimers below are for (`None` before the first claim).
     layout: Option<Arc<Layout>>,
@@ -129,6 +128,7 @@ impl DueClaimer {
             poll_ms: MAX_POLL_MS,
             notifications: true,
             replay: true,
+            worker: None,
             clock: Arc::new(RedisClock::new()),
             layout: None,
             parts: Vec::new(),
@@ -169,6 +169,16 @@ impl DueClaimer {
     /// would wait for the hourly clean-up.
     pub fn replay_lost_replies(mut self, on: bool) -> Self {
         self.replay = on;
+        self
+    }
+
+    /// The worker id its leases name as holder (shown with each active task, [`Task::worker`]):
+    /// at most 128 bytes, no whitespace, else [`claim`](Self::claim) fails with
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind). Default: none.
+    ///
+    /// [`Task::worker`]: crate::Task::worker
+    pub fn worker_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.worker = Some(id.into());
         self
     }
 
@@ -224,6 +234,7 @@ impl DueClaimer {
                     self.poll_ms,
                     self.notifications,
                     self.replay,
+                    self.worker.clone(),
                     self.clock.clone(),
                 ),
             };
@@ -240,7 +251,8 @@ impl DueClaimer {
     /// recovering expired leases first when one is due. Returns at once; tasks of an earlier
     /// call whose reply was lost may come first and make the list longer than `max`.
     ///
-    /// Every task handed out is counted and its lateness recorded ([`metrics`]), with
+    /// Redis counts every task handed out and its lateness (the claim script,
+    /// [`QueueStats::lateness`](crate::QueueStats::lateness)). Each task comes with
     /// `started_at_ms` set to the Redis time of the hand-out (a consumer that starts the
     /// handler later adds the delay; the worker does).
     ///
@@ -249,10 +261,11 @@ impl DueClaimer {
     /// own; an idle partition (no work due within a poll) whose fallback poll comes within
     /// half a poll is asked for nothing at the same time, so idle partitions cost one round
     /// of calls per poll, not one each. The claim waits for the first answer and then for
-    /// the others about as long again (at most [`MAX_ROUND_WAIT`] in all): a partition whose
-    /// node hangs holds up only its own tasks, which a later claim hands out when they come
-    /// (its answer ends [`ready`](Self::ready)). A late answer may make the list longer than
-    /// `max`.
+    /// the others about as long again (at most [`MAX_ROUND_WAIT`] in all), never for a
+    /// partition whose last call failed, and no longer than until a partition not asked has
+    /// work (its timer or a wake-up): a partition whose node hangs holds up only its own
+    /// tasks, which a later claim hands out when they come (its answer ends
+    /// [`ready`](Self::ready)). A late answer may make the list longer than `max`.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
@@ -331,6 +344,8 @@ impl DueClaimer {
         self.turn = self.turn.wrapping_add(1);
         let mut held = false;
         let mut asked: Vec<Option<usize>> = vec![None; self.parts.len()];
+        // asked partitions whose last call failed: their node may be gone, so no wait
+        let mut failing = vec![false; self.parts.len()];
         for (i, ((slot, &n), &want)) in self.parts.iter_mut().zip(&shares).zip(&wants).enumerate() {
             let Some(part) = slot else { continue };
             let look = part.next_look_at();
@@ -341,20 +356,40 @@ impl DueClaimer {
             if ask {
                 let Some(part) = slot.take() else { continue };
                 asked[i] = Some(n);
+                failing[i] = part.failing();
                 tokio::spawn(claim_out(i, part, n, self.answers_tx.clone()));
             }
         }
         if asked.iter().all(Option::is_none) {
             return held;
         }
-        // the first answer, then the others about as long again, at most MAX_ROUND_WAIT
+        // the first answer, then the others about as long again, at most MAX_ROUND_WAIT;
+        // only for partitions asked now and not failing, and only until a partition not
+        // asked has work (its timer, a wake-up): a hanging node's claim never holds up the
+        // due tasks of the others
         let sent = Instant::now();
         let mut until = sent + MAX_ROUND_WAIT;
         let mut first = true;
-        while self.parts.iter().any(|s| s.is_none()) {
+        let watched: Vec<bool> = self
+            .parts
+            .iter()
+            .map(|s| s.as_ref().is_some_and(|p| p.next_look_at() > sent))
+            .collect();
+        let awaited = |parts: &[Option<PartitionClaimer>]| {
+            (0..parts.len()).any(|i| asked[i].is_some() && !failing[i] && parts[i].is_none())
+        };
+        while awaited(&self.parts) {
+            let others = self
+                .parts
+                .iter_mut()
+                .zip(&watched)
+                .filter(|(_, w)| **w)
+                .filter_map(|(s, _)| s.as_mut())
+                .map(PartitionClaimer::ready);
             let a = tokio::select! {
                 a = self.answers.recv() => a,
                 () = sleep_until(until) => None,
+                () = any_of(others) => None,
             };
             let Some(a) = a else { break };
             let i = a.0;

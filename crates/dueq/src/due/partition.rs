@@ -11,7 +11,6 @@ use tokio::time::{Instant, sleep_until};
 
 use super::MAX_POLL_MS;
 use super::clock::RedisClock;
-use super::metrics;
 use super::recovery::LeaseRecovery;
 use crate::client::{Claim, Queue, Throttle};
 use crate::error::{ErrorKind, Result};
@@ -46,6 +45,8 @@ pub(crate) struct PartitionClaimer {
     error_pause: Duration,
     /// Whether claims are tracked for lost-reply replay.
     replay: bool,
+    /// The id its leases name as holder.
+    worker: Option<Arc<str>>,
     /// The last claim saw due work waiting for a concurrency slot.
     waits_for_slot: bool,
     /// From when the next claim can hand out work, as far as the last claim's answer (and
@@ -83,6 +84,7 @@ impl PartitionClaimer {
         poll_ms: u64,
         notifications: bool,
         replay: bool,
+        worker: Option<Arc<str>>,
         clock: Arc<RedisClock>,
     ) -> Self {
         let poll = Duration::from_millis(poll_ms.clamp(1, MAX_POLL_MS));
@@ -103,6 +105,7 @@ impl PartitionClaimer {
             hold_until: Instant::now(),
             error_pause: FIRST_ERROR_PAUSE,
             replay,
+            worker,
             waits_for_slot: false,
             due_at: None,
             last_look: Instant::now(),
@@ -118,7 +121,8 @@ impl PartitionClaimer {
     /// recovering expired leases first when one is due. Returns at once; tasks of an earlier
     /// call whose reply was lost may come first and make the list longer than `max`.
     ///
-    /// Every task handed out is counted and its lateness recorded ([`metrics`]), with
+    /// Redis counts every task handed out and its lateness (the claim script,
+    /// [`QueueStats::lateness`](crate::QueueStats::lateness)). Each task comes with
     /// `started_at_ms` set to the Redis time of the hand-out (a consumer that starts the
     /// handler later adds the delay; the worker does).
     ///
@@ -169,7 +173,7 @@ impl PartitionClaimer {
         }
     }
 
-    /// One claim call with lost-reply tracking; plans the next look, records the metrics.
+    /// One claim call with lost-reply tracking; plans the next look.
     async fn claim_once(&mut self, max: usize) -> Result<Vec<ClaimedTask>> {
         let id = if self.replay {
             self.tracking.next_id()
@@ -177,11 +181,12 @@ impl PartitionClaimer {
             String::new()
         };
         let sent = Instant::now();
-        let ids = if self.replay {
+        let mut ids = if self.replay {
             self.tracking.ids(&id)
         } else {
             ClaimTracking::default()
         };
+        ids.holder = self.worker.as_deref().unwrap_or("");
         let result = self.queue.claim_tracked(max, self.lease_ms, ids).await;
         let claim = match result {
             Ok(c) => c,
@@ -208,10 +213,6 @@ impl PartitionClaimer {
             // Redis time at hand-out, from above: the claim's Redis time plus everything since
             // the claim was sent (the script's own time, the reply, decoding).
             t.started_at_ms = t.claimed_at_ms.saturating_add(since_sent);
-        }
-        metrics::handed_out(self.queue.client(), self.queue.name(), &tasks);
-        for name in &claim.missed_ticks {
-            metrics::schedule_ticks(self.queue.client(), self.queue.name(), name, 0, 1);
         }
         Ok(tasks)
     }
@@ -312,6 +313,11 @@ impl PartitionClaimer {
         }
         self.next_look = self.next_look.max(at);
         true
+    }
+
+    /// Whether the last call failed (the partition's node may be away).
+    pub(crate) fn failing(&self) -> bool {
+        self.error_pause > FIRST_ERROR_PAUSE
     }
 
     /// The instant the next [`claim`](Self::claim) can find work (see
@@ -422,6 +428,7 @@ impl Tracking {
     /// What call `id` sends: itself, the last call to forget, a few lost calls to resume.
     fn ids<'a>(&'a self, id: &'a str) -> ClaimTracking<'a> {
         ClaimTracking {
+            holder: "",
             id,
             forget: &self.last_claim,
             resume: &self.lost[..self.lost.len().min(MAX_RESUME_PER_CALL)],

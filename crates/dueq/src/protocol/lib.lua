@@ -470,15 +470,52 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
   return 1, due
 end
 
--- A lease is stored in the `leases` hash as "token deadline flags"; flags: 1 when the task has
--- a business key, + 2 when it has failed before (it has an error text), + 4 when it belongs
--- to a group, so an ack knows what to clean up without reading the record. Returns token,
--- deadline, keyed, failed, grouped.
+-- A lease is stored in the `leases` hash as "token deadline flags claimed_at [holder]"; flags:
+-- 1 when the task has a business key, + 2 when it has failed before (it has an error text),
+-- + 4 when it belongs to a group, so an ack knows what to clean up without reading the
+-- record; claimed_at (Redis ms) gives the run time at the ack; holder names the claiming
+-- worker, when it said. Returns token, deadline, keyed, failed, grouped, claimed_at (nil
+-- when unknown), holder (nil when none).
 local function lease_split(lv)
-  local token, deadline, flags = string.match(lv, '^(%S+) (%d+) ?(%d?)$')
+  local token, deadline, flags, at, holder =
+    string.match(lv, '^(%S+) (%d+) ?(%d?) ?(%d*) ?(%S*)$')
   if not token then return lv, 0, true, true, true end
   local f = tonumber(flags) or 7
-  return token, tonumber(deadline), f % 2 == 1, math.floor(f / 2) % 2 == 1, f >= 4
+  return token, tonumber(deadline), f % 2 == 1, math.floor(f / 2) % 2 == 1, f >= 4,
+    tonumber(at), holder ~= '' and holder or nil
+end
+
+-- The lease value `lv` with its deadline moved to `deadline` (an extension), the rest kept.
+local function lease_moved(lv, deadline)
+  local token, rest = string.match(lv, '^(%S+) %d+ ?(.*)$')
+  if not token then return lv end
+  -- a value without flags reads as every flag set (lease_split): kept so
+  if rest == '' then rest = '7' end
+  return token .. ' ' .. int(deadline) .. ' ' .. rest
+end
+
+-- Timings counted where work is handed out and finished (DESIGN 4.4), in the `stats` hash:
+-- lateness (claim time minus due time) at each claim, run time (ack or nack time minus claim
+-- time) at each finish. Each is a histogram: field "<name>:<i>" counts the values in bucket
+-- i (value <= bound i, above bound i - 1; i = #bounds + 1 is +Inf), "<name>_sum_ms" their
+-- sum. Bounds in ms, LATENESS_BOUNDS_MS and RUN_TIME_BOUNDS_MS in task.rs.
+local LATE_BOUNDS = {0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
+  60000, 300000, 900000, 3600000, 14400000, 86400000}
+local RUN_BOUNDS = {1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+  300000, 900000, 3600000}
+
+-- The bucket of `v` in `bounds` (most values are small: a scan from the first bound).
+local function bucket(bounds, v)
+  for i = 1, #bounds do
+    if v <= bounds[i] then return i end
+  end
+  return #bounds + 1
+end
+
+-- Adds the counts `counts` (bucket -> n) and `sum` to histogram `name` of `stats`.
+local function timings_add(stats, name, counts, sum)
+  for i, n in pairs(counts) do redis.call('HINCRBY', stats, name .. ':' .. i, n) end
+  redis.call('HINCRBY', stats, name .. '_sum_ms', int(sum))
 end
 
 -- Resolves ARGV "id"/"key" addressing to a task id (or nil).
@@ -690,4 +727,39 @@ local function sched_withdraw(T, G, O, name, S, N, fired, now)
   end
   if first then fired = int(math.max(tonumber(fired) - (n - k), 0)) end
   return first, S[k] or '-1', S[k - 1] or '-1', fired
+end
+
+-- Dead-letter queue. `D` names the keys dead, tasks, keys, errors, dead_keys, `D.G` the group
+-- keys and `D.O` the option keys (dead_retry.lua's layout).
+
+-- Retries dead task `id` (record `rec`, readable): scheduled at `due` with a fresh attempt
+-- count, back in its group or priority set, its key live again. Returns 'retried', or
+-- 'conflict' (nothing changed) when its business key is live on another task.
+local function dead_retry_one(D, id, rec, due, now)
+  local key = rec_key(rec)
+  local holder = key ~= '' and redis.call('HGET', D.keys, key)
+  if holder and holder ~= id then return 'conflict' end
+  redis.call('ZREM', D.dead, id)
+  dead_key_drop(D.dead_keys, rec, id)
+  redis.call('HSET', D.tasks, id, rec_update(rec, 0, due))
+  -- attempts count afresh, so the old error goes too (a claim only looks for errors of
+  -- tasks with attempts behind them)
+  redis.call('HDEL', D.errors, id)
+  local g = redis.call('HGET', D.G.groups, id)
+  if g then
+    gschedule(D.G, g, id, due, now, rec_prio(rec))
+  else
+    redis.call('ZADD', D.O.s[rec_prio(rec)], due, id)
+  end
+  if key ~= '' then redis.call('HSET', D.keys, key, id) end
+  return 'retried'
+end
+
+-- Deletes dead task `id` (record `rec`, or false) for good.
+local function dead_delete_one(D, id, rec)
+  redis.call('ZREM', D.dead, id)
+  dead_key_drop(D.dead_keys, rec, id)
+  redis.call('HDEL', D.tasks, id)
+  redis.call('HDEL', D.errors, id)
+  redis.call('HDEL', D.G.groups, id)
 end

@@ -506,6 +506,8 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
     let mut ackers = Vec::new();
     let mut keepers = Vec::new();
     let (keeper_stop_tx, keeper_stop_rx) = watch::channel(false);
+    // its claims name it in their leases: the dashboard shows who holds an active task
+    let holder: Option<Arc<str>> = worker.id().map(Arc::from);
     let firer = worker.schedules.map(|client| {
         let queues = worker.queues.iter().map(|(q, _)| q.clone()).collect();
         let mut stop = shared.stop.clone();
@@ -524,13 +526,16 @@ async fn run(worker: Worker, shared: Arc<Shared>) {
             waits_for_slot: AtomicBool::new(false),
             refill: Notify::new(),
         });
-        let due = rt
+        let mut due = rt
             .queue
             .due_claimer()
             .lease_ms(worker.lease_ms)
             .poll_ms(worker.poll_ms)
             .notifications(worker.notifications)
             .clock(shared.clock.clone());
+        if let Some(id) = &holder {
+            due = due.worker_id(id.clone());
+        }
         lanes.push((rt.clone(), due));
         ackers.push(tokio::spawn(acker::run(rt.clone(), shared.clone(), rx)));
         keepers.push(tokio::spawn(lease_keeper::run(

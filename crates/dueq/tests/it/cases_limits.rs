@@ -612,6 +612,15 @@ async fn c16_retention() {
     .await
     .unwrap();
     let k = q.keys().clone();
+    let stat_fields = |raw: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("HKEYS").arg(&k.stats).query(raw).unwrap()
+    };
+    let counters = |raw: &mut redis::Connection| {
+        stat_fields(raw)
+            .iter()
+            .filter(|f| !f.starts_with("lateness:") && !f.starts_with("run_time:"))
+            .count() as u64
+    };
     let footprint = |raw: &mut redis::Connection| {
         (
             dbsize(raw),
@@ -619,7 +628,9 @@ async fn c16_retention() {
             hlen(raw, &k.keys),
             hlen(raw, &k.leases),
             hlen(raw, &k.meta),
-            hlen(raw, &k.stats),
+            // counters; the timing histograms' bucket fields come as values land in them
+            // (bounded: one per bucket, checked below)
+            counters(raw),
             zcard(raw, &k.done),
             zcard(raw, &k.dead),
         )
@@ -704,6 +715,9 @@ async fn c16_retention() {
     assert_eq!(hlen(&mut raw, &k.keys), 0, "key index leaks");
     let end = footprint(&mut raw);
     assert_eq!(Some(end), after_10k, "storage grew with tasks run");
+    let buckets = stat_fields(&mut raw).len() as u64 - counters(&mut raw);
+    let most = (dueq::LATENESS_BOUNDS_MS.len() + dueq::RUN_TIME_BOUNDS_MS.len() + 2) as u64;
+    assert!(buckets <= most, "{buckets} histogram fields");
     assert!(end.0 <= 11, "dbsize {}", end.0);
 
     // the newest records are the ones kept

@@ -405,3 +405,77 @@ async fn a_dead_master_delays_only_its_partitions() {
     check_common(&q, "full coverage", &f, false).await;
     drop(cluster);
 }
+
+/// Partition 0's master dead for good (no replica): the other partitions keep taking
+/// enqueues and lookups by key after the client's cached partition count has aged past
+/// [`dueq::LAYOUT_TTL`] (it cannot read the count again from partition 0, and the count it
+/// read last still holds), and a client whose first seed is that master still connects and
+/// works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_partition_zero_stops_only_its_own_partitions() {
+    let mut cluster = RedisCluster::builder(3)
+        .arg("--cluster-require-full-coverage")
+        .arg("no")
+        .start();
+    let client = Client::connect(&cluster.cluster_url()).await.unwrap();
+    let q = client.queue(QUEUE).unwrap();
+    q.update_settings(&SettingsPatch::default().partitions(Some(PARTS)))
+        .await
+        .unwrap();
+    let owner = partition_masters(&cluster);
+    let victim = owner[0];
+    // a second client that lists the doomed master as its first seed (its wake-ups
+    // subscribe there first)
+    let mut ports = cluster.ports();
+    let first = ports.remove(victim);
+    ports.insert(0, first);
+    let seeds: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let other = Client::connect(&format!("redis+cluster://{}", seeds.join(",")))
+        .await
+        .unwrap();
+    let q2 = other.queue(QUEUE).unwrap();
+    for (i, q) in [&q, &q2].into_iter().enumerate() {
+        for p in 0..PARTS {
+            let key = keys_of(if i == 0 { "warm" } else { "warm2" }, p)
+                .next()
+                .unwrap();
+            q.enqueue(
+                TaskSpec::new(b"x".to_vec())
+                    .key(key.as_str())
+                    .delay_ms(3_600_000),
+            )
+            .await
+            .unwrap();
+        }
+    }
+
+    cluster.kill9(victim);
+    // the cached count is older than its TTL now: the next call would read it again
+    tokio::time::sleep(dueq::LAYOUT_TTL + Duration::from_millis(200)).await;
+
+    for (i, q) in [&q, &q2].into_iter().enumerate() {
+        for p in 0..PARTS {
+            let key = keys_of(if i == 0 { "after" } else { "after2" }, p)
+                .next()
+                .unwrap();
+            let spec = TaskSpec::new(b"x".to_vec())
+                .key(key.as_str())
+                .delay_ms(3_600_000);
+            if owner[usize::from(p)] == victim {
+                // each such call waits out the response timeout (the node may come back):
+                // once is enough
+                if i == 0 {
+                    let r = q.enqueue(spec).await;
+                    assert!(r.is_err(), "partition {p} is on the dead master: {r:?}");
+                }
+                continue;
+            }
+            let r = q.enqueue(spec).await;
+            r.unwrap_or_else(|e| {
+                panic!("client {i}: partition {p} on a live master refused an enqueue: {e}")
+            });
+            let found = q.get(&TaskRef::key(&key).unwrap()).await.unwrap();
+            assert!(found.is_some(), "client {i}: {key} not found");
+        }
+    }
+}

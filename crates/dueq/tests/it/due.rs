@@ -1,64 +1,104 @@
 //! The one claim path (`DueClaimer`): what it says about "no work", the long-poll, and the
-//! metrics it records for every task it hands out, whoever the consumer is.
+//! timings Redis counts for every task handed out, whoever the consumer is.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use dueq::{Outcome, TaskSpec, Worker};
 use dueq_testkit::wait_until_async;
-use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::time::Instant;
 
 use crate::support::{Ctx, DEADLINE};
 
-/// The value of the series `name{queue="<queue>"}` in Prometheus text.
-fn series(text: &str, name: &str, queue: &str) -> Option<f64> {
-    let prefix = format!("{name}{{queue=\"{queue}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.trim().parse().ok())
+/// The bucket index (0-based) of the first bound at or above `ms`.
+fn first_bucket_from(bounds: &[f64], ms: f64) -> usize {
+    bounds.iter().position(|&b| b >= ms).unwrap_or(bounds.len())
 }
 
+/// Lateness and run time are counted in Redis by the scripts that hand work out and finish
+/// it, whoever claims (here a Rust worker); an active task names the worker holding it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_records_lateness_and_hand_outs_through_the_metrics_facade() {
+async fn claims_lateness_and_run_time_are_counted_in_redis() {
     let ctx = Ctx::new().await;
-    let recorder = Arc::new(PrometheusBuilder::new().build_recorder());
-    let handle = recorder.handle();
-    let client = ctx.client.with_metrics_recorder(recorder);
-    let q = client.queue("m").unwrap();
+    let q = ctx.queue("m");
+    // due now; the worker starts 300 ms later, so each is at least 300 ms late
+    let mut ids = Vec::new();
     for i in 0..3u8 {
-        q.enqueue(TaskSpec::new(vec![i])).await.unwrap();
+        ids.push(q.enqueue(TaskSpec::new(vec![i])).await.unwrap().id);
     }
-    let worker = Worker::builder(client.clone())
-        .handle("m", |_| async { Outcome::Success })
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (held_tx, mut held_rx) = tokio::sync::mpsc::unbounded_channel();
+    let go = Arc::new(tokio::sync::Semaphore::new(0));
+    let release = go.clone();
+    let worker = Worker::builder(ctx.client.clone())
+        .concurrency(3)
+        .handle("m", move |t| {
+            let (held, go) = (held_tx.clone(), go.clone());
+            async move {
+                let _ = held.send(t.id.clone());
+                let _ = go.acquire().await.map(|p| p.forget());
+                // at least 60 ms of run time each
+                tokio::time::sleep(Duration::from_millis(60)).await;
+                if t.payload == [2] {
+                    Outcome::Fail { error: "no".into() }
+                } else {
+                    Outcome::Success
+                }
+            }
+        })
         .build()
         .unwrap()
         .start();
-    wait_until_async(DEADLINE, "three tasks succeeded", || {
+    let first = tokio::time::timeout(DEADLINE, held_rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let t = q.get(&dueq::TaskRef::Id(first)).await.unwrap().unwrap();
+    assert_eq!(
+        t.worker.as_deref(),
+        worker.id(),
+        "the active task names its worker"
+    );
+    assert!(t.claimed_at_ms.is_some_and(|c| c >= t.due_at_ms + 300));
+    let active = q.browse(dueq::TaskState::Active, None, 10).await.unwrap();
+    assert!(!active.tasks.is_empty());
+    assert!(
+        active
+            .tasks
+            .iter()
+            .all(|t| t.worker.as_deref() == worker.id() && t.claimed_at_ms.is_some())
+    );
+    release.add_permits(3);
+    wait_until_async(DEADLINE, "three attempts ended", || {
         let q = q.clone();
-        async move { q.stats().await.unwrap().succeeded_total == 3 }
+        async move {
+            let s = q.stats().await.unwrap();
+            s.succeeded_total == 2 && s.dead_total == 1
+        }
     })
     .await;
     worker.shutdown().await.unwrap();
-    let text = handle.render();
+
+    let s = q.stats().await.unwrap();
+    assert_eq!(s.claimed_total, 3);
+    assert_eq!(s.lateness.count(), 3);
+    assert!(s.lateness.sum_ms >= 900, "{:?}", s.lateness);
+    let late_from = first_bucket_from(dueq::LATENESS_BOUNDS_MS, 300.0);
     assert_eq!(
-        series(&text, "dueq_tasks_claimed_total", "m"),
-        Some(3.0),
-        "{text}"
+        s.lateness.counts[..late_from].iter().sum::<u64>(),
+        0,
+        "no task under 300 ms late: {:?}",
+        s.lateness
     );
+    // two acks and one nack (the Fail), each with its run time
+    assert_eq!(s.run_time.count(), 3, "{:?}", s.run_time);
+    assert!(s.run_time.sum_ms >= 180, "{:?}", s.run_time);
+    let run_from = first_bucket_from(dueq::RUN_TIME_BOUNDS_MS, 60.0);
     assert_eq!(
-        series(&text, "dueq_task_lateness_seconds_count", "m"),
-        Some(3.0),
-        "{text}"
-    );
-    // another client of the same connection, without the recorder, records elsewhere
-    let other = ctx.client.queue("m").unwrap();
-    other.enqueue(TaskSpec::new(b"x".to_vec())).await.unwrap();
-    let mut due = other.due_claimer();
-    assert_eq!(due.claim(10).await.unwrap().len(), 1);
-    assert_eq!(
-        series(&handle.render(), "dueq_tasks_claimed_total", "m"),
-        Some(3.0)
+        s.run_time.counts[..run_from].iter().sum::<u64>(),
+        0,
+        "no attempt under 60 ms: {:?}",
+        s.run_time
     );
 }
 

@@ -18,6 +18,7 @@ mod cases_redis;
 mod cases_schedules;
 mod cases_scheduling;
 mod chaos;
+mod cleanup;
 mod cluster;
 mod cluster_failover;
 mod dangerous;

@@ -9,7 +9,8 @@
 -- ARGV[3] claim id ('' = untracked): remember what this call hands out, so that a caller that
 --   never got the reply can ask for it again
 -- ARGV[4] claim id to forget ('' = none): an earlier call whose reply did arrive
--- ARGV[5] r, ARGV[6..5+r] claim ids whose replies were lost: their tasks still leased under
+-- ARGV[5] holder ('' = unnamed): the claiming worker's id, kept in each lease (lease_split)
+-- ARGV[6] r, ARGV[7..6+r] claim ids whose replies were lost: their tasks still leased under
 --   the same token are handed out again first (new deadline, same token)
 -- Returns: {now_ms, paused (0|1), next_due_ms (-1 = none), next_lease_deadline_ms (-1 = none),
 --   orphans (1 when a lease has no deadline entry), settings version, throttle ('' | 'rate' |
@@ -45,6 +46,8 @@ local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
 local claim_id, forget = ARGV[3], ARGV[4]
 local now = now_ms()
+-- what follows the flags in each lease value: the claim time and the holder
+local lease_tail = ' ' .. int(now) .. (ARGV[5] ~= '' and ' ' .. ARGV[5] or '')
 local cfg = redis.call('HMGET', meta, 'paused', 'concurrency', 'rate_max', 'rate_per_ms',
   'group_concurrency', 'group_rate_max', 'group_rate_per_ms', 'settings_v', 'thr_rate',
   'thr_concurrency', 'max_attempts', 'lease_ms', 'prio', 'exp', 'on_expire', 'gprio')
@@ -85,7 +88,7 @@ local function hand_out(id, token, rec, due, group)
   if not m then
     local deadline = now + lease_ms
     local ds = int(deadline)
-    m = {deadline, ds, token .. ' ' .. ds .. ' ' .. flags}
+    m = {deadline, ds, token .. ' ' .. ds .. ' ' .. flags .. lease_tail}
     by_token[lease_ms * 8 + flags] = m
   end
   za[nz + 1] = m[2]; za[nz + 2] = id
@@ -107,8 +110,8 @@ local function hand_out(id, token, rec, due, group)
 end
 
 if forget ~= '' then redis.call('HDEL', claims, forget) end
-for i = 1, tonumber(ARGV[5]) do
-  local lost = ARGV[5 + i]
+for i = 1, tonumber(ARGV[6]) do
+  local lost = ARGV[6 + i]
   local entry = redis.call('HGET', claims, lost)
   if entry then
     redis.call('HDEL', claims, lost)
@@ -130,6 +133,8 @@ end
 
 local token = nil
 local fresh, late_sum, late_max = 0, 0, 0
+-- lateness histogram counts of this call: bucket -> tasks
+local late_n = {}
 
 -- Drops task `id` (record `rec`, taken off its index) of a missed tick: counted as cancelled,
 -- in its schedule's skipped_total unless the schedule fires once for a missed span (`once`:
@@ -185,8 +190,11 @@ local function hand_out_all(ids, dues, n, group)
       local d = dues[j]
       hand_out(ids[j], token, recs[j], d, group)
       given = given + 1
-      late_sum = late_sum + (now - d)
-      if now - d > late_max then late_max = now - d end
+      local late = now - d
+      late_sum = late_sum + late
+      if late > late_max then late_max = late end
+      local b = bucket(LATE_BOUNDS, late)
+      late_n[b] = (late_n[b] or 0) + 1
     else
       if recs[j] then quarantine(K, ids[j], now) end
       if group ~= '' then redis.call('HDEL', G.groups, ids[j]) end
@@ -408,6 +416,8 @@ if max > 0 then
 end
 
 if fresh > 0 then
+  redis.call('HINCRBY', K.stats, 'claimed_total', fresh)
+  timings_add(K.stats, 'lateness', late_n, late_sum)
   -- the first claim of a minute also drops minutes older than the hour kept
   if hist_add(K.hist, now, 'c', fresh) == fresh then hist_trim(K.hist, now) end
   hist_add(K.hist, now, 'l', late_sum)

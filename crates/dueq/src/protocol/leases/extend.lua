@@ -11,15 +11,10 @@ for i = 1, n do
   local id, token, lease_ms = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local lv = redis.call('HGET', leases, id)
   local deadline = 0
-  local current, flags = '', ''
-  if lv then
-    current = lease_split(lv)
-    flags = string.match(lv, ' %d+ (%d)$') or '3'
-  end
-  if lv and current == token then
+  if lv and lease_split(lv) == token then
     deadline = now + lease_ms
     redis.call('ZADD', active, deadline, id)
-    redis.call('HSET', leases, id, token .. ' ' .. int(deadline) .. ' ' .. flags)
+    redis.call('HSET', leases, id, lease_moved(lv, deadline))
   end
   out[#out + 1] = deadline
 end

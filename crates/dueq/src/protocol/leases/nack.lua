@@ -16,12 +16,26 @@ local n = tonumber(ARGV[3 + m])
 local now = now_ms()
 local out = {now}
 local wake_up = at_concurrency(K.meta, active)
+-- run time histogram counts of this call (bucket -> tasks), for leases that say their claim time
+local run_n, run_sum, timed = {}, 0, false
 for i = 1, n do
   local b = 3 + m + (i - 1) * 5
   local id, token = ARGV[b + 1], ARGV[b + 2]
   local lv = redis.call('HGET', leases, id)
   local code, due = 0, 0
-  if lv and lease_split(lv) == token then
+  local current, at
+  if lv then
+    local t, _, _, _, _, a = lease_split(lv)
+    current, at = t, a
+  end
+  if current == token then
+    if at then
+      local run = math.max(now - at, 0)
+      local b = bucket(RUN_BOUNDS, run)
+      run_n[b] = (run_n[b] or 0) + 1
+      run_sum = run_sum + run
+      timed = true
+    end
     redis.call('ZREM', active, id)
     redis.call('HDEL', leases, id)
     local rec = redis.call('HGET', K.tasks, id)
@@ -36,5 +50,6 @@ for i = 1, n do
   out[#out + 1] = code
   out[#out + 1] = due
 end
+if timed then timings_add(K.stats, 'run_time', run_n, run_sum) end
 if wake_up or K.woke then redis.call('PUBLISH', channel, int(now)) end
 return out

@@ -4,11 +4,13 @@
 
 use super::call::{Args, MAX_BATCH, run};
 use super::conn::Conn;
-use super::keys::{MAX_PARTITIONS, QUEUES_KEY, QueueKeys, RECOVERY_KEY};
+use super::keys::{
+    MAX_PARTITIONS, QUEUES_KEY, QueueKeys, RECOVERY_KEY, SCHEDULES_KEY, WEBHOOKS_KEY,
+};
 use super::scripts;
 use crate::error::Result;
 use crate::settings::{QueueSettings, RateLimit, STORED_FIELDS};
-use crate::task::{MinuteStats, QueueStats};
+use crate::task::{LATENESS_BOUNDS_MS, MinuteStats, QueueStats, RUN_TIME_BOUNDS_MS, Timings};
 
 pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> {
     let mut keys: Vec<&str> = [
@@ -29,6 +31,8 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
         next_due_at_ms: r.opt_u64()?,
         paused: r.i64()? == 1,
         groups_waiting: r.u64()?,
+        lateness: Timings::new(LATENESS_BOUNDS_MS),
+        run_time: Timings::new(RUN_TIME_BOUNDS_MS),
         ..QueueStats::default()
     };
     let mut since = [None, None];
@@ -57,7 +61,22 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
             "cancelled_total" => s.cancelled_total = value,
             "expired_total" => s.expired_total = value,
             "lease_expired_total" => s.lease_expired_total = value,
-            _ => {}
+            "claimed_total" => s.claimed_total = value,
+            "lateness_sum_ms" => s.lateness.sum_ms = value,
+            "run_time_sum_ms" => s.run_time.sum_ms = value,
+            other => {
+                // histogram buckets: "lateness:<i>", "run_time:<i>" (lib.lua)
+                let bucket = |prefix: &str| {
+                    other
+                        .strip_prefix(prefix)
+                        .and_then(|i| i.parse::<usize>().ok())
+                };
+                if let Some(i) = bucket("lateness:") {
+                    s.lateness.add_bucket(i, value);
+                } else if let Some(i) = bucket("run_time:") {
+                    s.run_time.add_bucket(i, value);
+                }
+            }
         }
     }
     s.oldest_due_age_ms = s
@@ -333,4 +352,75 @@ pub(crate) async fn count_queues(conn: &mut Conn) -> Result<u64> {
         .arg(QUEUES_KEY)
         .query_async(conn)
         .await?)
+}
+
+/// Which tasks a purge drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PurgeState {
+    Scheduled,
+    Dead,
+    Succeeded,
+}
+
+/// Drops up to `max` tasks of `state` from partition `k`; (dropped, left).
+pub(crate) async fn purge(
+    conn: &mut Conn,
+    k: &QueueKeys,
+    state: PurgeState,
+    max: usize,
+) -> Result<(u64, u64)> {
+    let mut a = Args::default();
+    a.s(match state {
+        PurgeState::Scheduled => "scheduled",
+        PurgeState::Dead => "dead",
+        PurgeState::Succeeded => "succeeded",
+    })
+    .n(max.clamp(1, MAX_BATCH));
+    let mut keys = k.with_lane_keys(&[&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors]);
+    keys.extend([k.meta.as_str(), &k.dead_keys, &k.done, &k.stats]);
+    let mut r = run(conn, "purge", &scripts::PURGE, &keys, a.take()).await?;
+    r.u64()?;
+    Ok((r.u64()?, r.u64()?))
+}
+
+/// Deletes partition `k`'s keys (every state, settings, counters, schedules, webhook);
+/// without `force` only when no task is scheduled or active. Whether it deleted.
+pub(crate) async fn queue_delete(conn: &mut Conn, k: &QueueKeys, force: bool) -> Result<bool> {
+    let mut a = Args::default();
+    a.n(u8::from(force)).n(k.psched.len());
+    let mut keys: Vec<&str> = vec![&k.sched, &k.active, &k.gdue];
+    keys.extend(k.psched.iter().map(String::as_str));
+    for key in k.all() {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    let mut r = run(
+        conn,
+        "queue_delete",
+        &scripts::QUEUE_DELETE,
+        &keys,
+        a.take(),
+    )
+    .await?;
+    r.u64()?;
+    Ok(r.u64()? == 1)
+}
+
+/// Takes queue `name` off every registry (queues, schedules, webhooks, recovery index),
+/// after its keys are gone (one command each: on a cluster they live on different nodes).
+pub(crate) async fn unregister_queue(conn: &mut Conn, name: &str) -> Result<()> {
+    for set in [QUEUES_KEY, SCHEDULES_KEY, WEBHOOKS_KEY] {
+        redis::cmd("SREM")
+            .arg(set)
+            .arg(name)
+            .query_async::<()>(conn)
+            .await?;
+    }
+    redis::cmd("ZREM")
+        .arg(RECOVERY_KEY)
+        .arg(name)
+        .query_async::<()>(conn)
+        .await?;
+    Ok(())
 }

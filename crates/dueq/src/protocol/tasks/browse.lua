@@ -1,11 +1,12 @@
 -- browse: one page of scheduled tasks in due order, or of active tasks in lease-deadline order, after a cursor.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] tasks  KEYS[4] meta  KEYS[5] errors  KEYS[6] gdue
--- KEYS[7] groups  KEYS[8..17] option keys (see lib.lua)
+-- KEYS[7] groups  KEYS[8..17] option keys (see lib.lua)  KEYS[18] leases
 -- ARGV[1] state ('scheduled' | 'active'), ARGV[2] cursor score (-1 = from the start),
 -- ARGV[3] cursor id ('' = none), ARGV[4] limit (1..1000)
 -- Returns: {now_ms, the queue's max_attempts, the queue's lease_ms, n, then per task: id,
 --   score (due time, or lease deadline), record, group ('' = none), last error ('' = none),
---   expires_at_ms (-1 = none)}
+--   expires_at_ms (-1 = none), claimed_at_ms (-1 = unknown or not active), the holding worker
+--   ('' = unnamed or not active)}
 -- Order: (score, id) over every set holding such tasks (each priority's set and the groups'
 -- `gdue` for scheduled, `active` for active), so ungrouped and grouped tasks of all
 -- priorities come in one due-time order. Each set is read from the cursor on, at most `limit`
@@ -76,6 +77,7 @@ local recs = redis.call('HMGET', tasks, unpack(ids))
 local gs = redis.call('HMGET', groups, unpack(ids))
 local errs = redis.call('HMGET', errors, unpack(ids))
 local exps = state ~= 'active' and redis.call('ZMSCORE', O.expiry, unpack(ids))
+local lvs = state == 'active' and redis.call('HMGET', KEYS[18], unpack(ids))
 local m, o = 0, 4
 for i = 1, n do
   -- a task whose record is gone (deleted by hand) or unreadable is left out
@@ -87,7 +89,14 @@ for i = 1, n do
     out[o + 4] = gs[i] or ''
     out[o + 5] = errs[i] or ''
     out[o + 6] = exps and exps[i] and tonumber(exps[i]) or -1
-    o = o + 6
+    local at, holder
+    if lvs and lvs[i] then
+      local _, _, _, _, _, a, h = lease_split(lvs[i])
+      at, holder = a, h
+    end
+    out[o + 7] = at or -1
+    out[o + 8] = holder or ''
+    o = o + 8
   end
 end
 out[4] = m

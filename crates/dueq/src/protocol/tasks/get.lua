@@ -6,7 +6,8 @@
 --   newest dead one
 -- Returns: {now_ms} when unknown, else {now_ms, id, state, record, score, last error ('' = none),
 --   group ('' = none), the queue's max_attempts, the queue's lease_ms (for records that leave
---   them 0), expires_at_ms (-1 = none; only while scheduled)}: state 'scheduled' (score
+--   them 0), expires_at_ms (-1 = none; only while scheduled), then while active: claimed_at_ms
+--   (-1 = unknown), the holding worker ('' = unnamed)}: state 'scheduled' (score
 --   = due time) | 'active' (score = lease deadline) | 'dead' (score = when it died) |
 --   'succeeded' (score = when it finished; only with retention)
 local sched, active, leases, tasks, keys, dead, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -32,7 +33,15 @@ if s then
   return {now, id, 'scheduled', rec, tonumber(s), err, group, dm, dl, tonumber(e or '-1')}
 end
 s = redis.call('ZSCORE', active, id)
-if s or redis.call('HEXISTS', leases, id) == 1 then return {now, id, 'active', rec, tonumber(s or 0), err, group, dm, dl} end
+local lv = redis.call('HGET', leases, id)
+if s or lv then
+  local at, holder
+  if lv then
+    local _, _, _, _, _, a, h = lease_split(lv)
+    at, holder = a, h
+  end
+  return {now, id, 'active', rec, tonumber(s or 0), err, group, dm, dl, -1, at or -1, holder or ''}
+end
 s = redis.call('ZSCORE', dead, id)
 if s then return {now, id, 'dead', rec, tonumber(s), err, group, dm, dl} end
 s = redis.call('ZSCORE', done, id)

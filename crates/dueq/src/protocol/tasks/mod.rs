@@ -223,6 +223,8 @@ pub(super) fn task_from(
         group: None,
         priority: rec.priority,
         expires_at_ms: None,
+        claimed_at_ms: None,
+        worker: None,
         payload: rec.payload,
         last_error,
         created_at_ms: rec.created_at_ms,
@@ -256,6 +258,7 @@ pub(crate) async fn browse(
     .map(String::as_str)
     .to_vec();
     keys.extend(k.option_keys());
+    keys.push(&k.leases);
     let mut r = run(conn, "browse", &scripts::BROWSE, &keys, a.take()).await?;
     r.u64()?;
     let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
@@ -269,9 +272,13 @@ pub(crate) async fn browse(
         let group = r.opt_string()?;
         let last_error = r.opt_string()?;
         let expires_at_ms = r.opt_u64()?;
+        let claimed_at_ms = r.opt_u64()?;
+        let worker = r.opt_string()?;
         let mut t = task_from(id, state, rec, score, last_error);
         t.group = group;
         t.expires_at_ms = expires_at_ms;
+        t.claimed_at_ms = claimed_at_ms;
+        t.worker = worker;
         if t.max_attempts == 0 {
             t.max_attempts = default_max_attempts;
         }
@@ -319,6 +326,10 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     }
     if r.remaining() > 0 {
         task.expires_at_ms = r.opt_u64()?;
+    }
+    if r.remaining() > 0 {
+        task.claimed_at_ms = r.opt_u64()?;
+        task.worker = r.opt_string()?;
     }
     Ok(Some(task))
 }
