@@ -11,8 +11,9 @@ pub struct Cli {
     /// Redis URL: redis://host:port/db, rediss://..., redis+unix:///path.sock, a cluster seed
     /// list redis+cluster://h1:p1,h2:p2, or Sentinel redis+sentinel://s1:p1,s2:p2/MASTER_NAME
     /// (rediss+sentinel:// for TLS; ?sentinel_password=... for the sentinels). Without it,
-    /// `serve` and `replay` start their own redis-server; the other commands use
-    /// redis://127.0.0.1:6379.
+    /// `serve` and `replay` start their own redis-server; every other command uses the
+    /// redis-server of a `dueq serve` running on ./dueq-data (or on $DUEQ_DATA_DIR), found by
+    /// the redis.url file it keeps there while it runs, else redis://127.0.0.1:6379.
     #[arg(long, global = true, env = "DUEQ_REDIS_URL")]
     pub redis: Option<String>,
 
@@ -24,20 +25,42 @@ pub struct Cli {
           value_parser = clap::value_parser!(u8).range(0..=16))]
     pub replicas: u8,
 
-    /// Print JSON instead of text (one object per result).
+    /// Print JSON instead of text (one object per result; times and durations as integer
+    /// milliseconds).
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Format of the log lines on stderr: text, or json (one JSON object per line).
+    /// DUEQ_LOG sets the level (default warn; info for `dueq work`'s own lines).
+    #[arg(
+        long,
+        global = true,
+        env = "DUEQ_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
 
     /// The command.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (tracing's JSON format, fields at the top level).
+    Json,
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the HTTP API (DESIGN 4.2). Without --redis, starts and supervises its own
-    /// redis-server (AOF on) with its data in --data-dir. SIGINT/SIGTERM stop it gracefully.
+    /// redis-server (AOF on) with its data in --data-dir, which the other dueq commands run
+    /// from the same directory without --redis then use. SIGINT/SIGTERM stop it gracefully.
     Serve(ServeArgs),
     /// Enqueue one task.
     Enqueue(EnqueueArgs),
@@ -50,7 +73,7 @@ pub enum Command {
     /// Queue statistics (all queues when none is named).
     Stats(StatsArgs),
     /// Stop handing out tasks of a queue.
-    Pause(QueueArg),
+    Pause(PauseArgs),
     /// Hand out tasks of a paused queue again.
     Resume(QueueArg),
     /// The dead-letter queue.
@@ -73,7 +96,9 @@ pub enum Command {
     Workers(WorkersArgs),
     /// Run COMMAND for each task of QUEUE (or of each --queue, slots shared by weight):
     /// payload on stdin, exit 0 acknowledges, any other exit retries with backoff (then
-    /// dead-letters). SIGINT/SIGTERM hand running tasks back.
+    /// dead-letters). Logs a line at start, per failed attempt, per dead task and at stop;
+    /// the command's stderr passes through, each line prefixed "[QUEUE ID] ". SIGINT/SIGTERM
+    /// wait --shutdown-grace for running commands, then hand their tasks back.
     Work(WorkArgs),
     /// Replay the Olist order trace through a queue and check every task ran as it should.
     Replay(ReplayArgs),
@@ -117,6 +142,16 @@ pub struct ChaosArgs {
     /// new or empty directory and keep them (default: a temporary directory, removed).
     #[arg(long)]
     pub ledger_dir: Option<PathBuf>,
+    /// Run against a local Redis Cluster of 3 masters and 3 replicas (AOF on,
+    /// cluster-node-timeout 1000 ms) with the queue split into 6 partitions, and inject master
+    /// failovers instead of the single-server faults: kill -9 of a master (seeded), its
+    /// replica promoted, the node started again as a replica; with --replicas 1 (durable
+    /// writes) also the same kill with the node started again only at the next fault, so that
+    /// durable writes to the failed partitions answer not_replicated meanwhile. Adds to the
+    /// report the per-partition lateness of healthy and failed partitions during each fault
+    /// and checks that every duplicate is a task of a killed master's partition.
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 /// `dueq chaos-worker` (hidden): claims through `DueClaimer`, acks by hand, and appends each
@@ -132,6 +167,11 @@ pub struct ChaosWorkerArgs {
     /// Lease of each claim, ms.
     #[arg(long)]
     pub lease_ms: u64,
+    /// Partitions of the queue: above 1, the acks of a claim go out per partition at once,
+    /// without holding up the next claim, so that a failing partition's answers delay no
+    /// other partition's tasks.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u16,
 }
 
 /// `dueq relay`.
@@ -152,17 +192,20 @@ pub struct RelayArgs {
 /// needs `--postgres`).
 #[derive(Debug, Args)]
 pub struct OutboxArgs {
-    /// Time between two reconciler passes, ms (at least 1000).
-    #[arg(long, default_value_t = 300_000, requires = "postgres")]
+    /// Time between two reconciler passes (at least 1s).
+    #[arg(long = "reconcile-interval", alias = "reconcile-interval-ms", value_name = "DURATION",
+          default_value = "5m", value_parser = duration, requires = "postgres")]
     pub reconcile_interval_ms: u64,
-    /// The reconciler checks rows due before now plus this, ms.
-    #[arg(long, default_value_t = 3_600_000, requires = "postgres")]
+    /// The reconciler checks rows due before now plus this.
+    #[arg(long = "horizon", alias = "horizon-ms", value_name = "DURATION", default_value = "1h",
+          value_parser = duration, requires = "postgres")]
     pub horizon_ms: u64,
     /// Rows one reconciler pass looks at, at most (the next pass goes on).
     #[arg(long, default_value_t = 100_000, requires = "postgres")]
     pub max_rows_per_pass: usize,
-    /// Fallback poll when no NOTIFY arrives, ms.
-    #[arg(long, default_value_t = 1_000, requires = "postgres")]
+    /// Fallback poll when no NOTIFY arrives.
+    #[arg(long = "poll", alias = "poll-ms", value_name = "DURATION", default_value = "1s",
+          value_parser = duration, requires = "postgres")]
     pub poll_ms: u64,
     /// Rows per batch (1 to 1000).
     #[arg(long, default_value_t = 1_000, requires = "postgres")]
@@ -188,6 +231,17 @@ pub struct QueueArg {
     pub queue: String,
 }
 
+/// `dueq pause`.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// Queue name ([A-Za-z0-9_.-]{1,128}).
+    pub queue: String,
+    /// Pause a queue that has never been used, ahead of its first task (without it, an
+    /// unknown queue is an error: a typo must not pause nothing).
+    #[arg(long)]
+    pub create: bool,
+}
+
 /// A task named by id or by business key.
 #[derive(Debug, Args)]
 pub struct TargetArgs {
@@ -205,12 +259,14 @@ pub struct TargetArgs {
 #[derive(Debug, Args)]
 #[group(multiple = false)]
 pub struct DueArgs {
-    /// Due after this many milliseconds (Redis clock). For enqueue the default is now;
-    /// reschedule needs this or --due-at-ms.
-    #[arg(long)]
+    /// Due after this long (Redis clock): 30m, 7d, 1h30m, 250ms, 2s or plain milliseconds
+    /// (--delay-ms also works). For enqueue the default is now; reschedule needs this or
+    /// --at.
+    #[arg(long = "delay", alias = "delay-ms", value_name = "DURATION", value_parser = duration)]
     pub delay_ms: Option<u64>,
-    /// Due at this Unix epoch millisecond.
-    #[arg(long)]
+    /// Due at this time: RFC 3339 with an offset (2026-12-05T09:00:00+01:00, or ...Z) or
+    /// Unix epoch milliseconds (--due-at-ms also works).
+    #[arg(long = "at", alias = "due-at-ms", value_name = "TIME", value_parser = time)]
     pub due_at_ms: Option<u64>,
 }
 
@@ -235,24 +291,26 @@ pub struct EnqueueArgs {
     #[arg(long, conflicts_with = "debounce_max_ms")]
     pub replace: bool,
     /// Debounce: if the key is live, replace like --replace, but never move the due time
-    /// past the task's first enqueue + this many ms.
-    #[arg(long, requires = "key")]
+    /// past the task's first enqueue + this long.
+    #[arg(long = "debounce-max", alias = "debounce-max-ms", value_name = "DURATION",
+          value_parser = duration, requires = "key")]
     pub debounce_max_ms: Option<u64>,
     /// Priority 0 (served first, the default) to 9, among due tasks (within a --group, among
     /// the group's own).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
-    /// Expire the task if it has not started this many ms after the write (Redis clock).
-    #[arg(long, conflicts_with = "expires_at_ms")]
+    /// Expire the task if it has not started this long after the write (Redis clock).
+    #[arg(long = "ttl", alias = "ttl-ms", value_name = "DURATION", value_parser = duration,
+          conflicts_with = "expires_at_ms")]
     pub ttl_ms: Option<u64>,
-    /// Expire the task if it has not started by this Unix epoch ms.
-    #[arg(long)]
+    /// Expire the task if it has not started by this time (RFC 3339 or Unix epoch ms).
+    #[arg(long = "expires-at", alias = "expires-at-ms", value_name = "TIME", value_parser = time)]
     pub expires_at_ms: Option<u64>,
     /// Attempts before the dead-letter queue (default: the queue's setting, else 5).
     #[arg(long)]
     pub max_attempts: Option<u32>,
-    /// Lease of a claim, ms (default: the queue's setting, else 30000).
-    #[arg(long)]
+    /// Lease of a claim (default: the queue's setting, else 30s).
+    #[arg(long = "lease", alias = "lease-ms", value_name = "DURATION", value_parser = duration)]
     pub lease_ms: Option<u64>,
     /// Group (a tenant, a customer): per-group limits apply to it, and groups are served
     /// round-robin.
@@ -263,7 +321,9 @@ pub struct EnqueueArgs {
 /// `dueq settings ...`.
 #[derive(Debug, Subcommand)]
 pub enum SettingsCommand {
-    /// Print the queue's settings as JSON (`null`: the default).
+    /// Show the queue's settings in effect, defaults marked "(default)"; with --json the
+    /// stored settings (`null`: the default) plus "effective", every value in effect.
+    /// An unknown queue is an error.
     Get {
         /// Queue name.
         queue: String,
@@ -271,7 +331,7 @@ pub enum SettingsCommand {
     /// Change settings: a JSON object with the fields to change, as the HTTP PATCH body
     /// (`null` clears a field), e.g. '{"concurrency": 10, "rate_limit": {"max": 100,
     /// "per_ms": 1000}}', or '{"partitions": 6}' to spread an empty queue over a Redis
-    /// Cluster (docs/SCALING.md). Prints the settings after the change.
+    /// Cluster (docs/SCALING.md). Prints the settings after the change, as `get` does.
     Set {
         /// Queue name.
         queue: String,
@@ -348,8 +408,8 @@ pub struct ScheduleSetArgs {
     /// Cron pattern, 5 fields (minute first) or 6 (seconds first).
     #[arg(long)]
     pub cron: Option<String>,
-    /// Fixed interval, ms (fire times are multiples of it since the Unix epoch).
-    #[arg(long)]
+    /// Fixed interval, at least 1s (fire times are multiples of it since the Unix epoch).
+    #[arg(long = "every", alias = "every-ms", value_name = "DURATION", value_parser = duration)]
     pub every_ms: Option<u64>,
     /// IANA time zone of --cron (default UTC, never the host's TZ).
     #[arg(long)]
@@ -357,20 +417,22 @@ pub struct ScheduleSetArgs {
     /// Payload of every task (the bytes given; JSON is shown as JSON).
     #[arg(long, default_value = "null")]
     pub payload: String,
-    /// Missed ticks: skip (counted) or fire-once (one task for the missed span).
-    #[arg(long, value_parser = ["skip", "fire-once"], default_value = "skip")]
-    pub misfire: String,
-    /// How late a tick may still fire, ms.
-    #[arg(long, default_value_t = dueq::DEFAULT_MISFIRE_GRACE_MS)]
+    /// Missed ticks: skip (counted) or fire_once (one task for the missed span; fire-once
+    /// also works).
+    #[arg(long, value_enum, default_value = "skip")]
+    pub misfire: MisfireArg,
+    /// How late a tick may still fire.
+    #[arg(long = "misfire-grace", alias = "misfire-grace-ms", value_name = "DURATION",
+          default_value = MISFIRE_GRACE_DEFAULT, value_parser = duration)]
     pub misfire_grace_ms: u64,
     /// While the previous tick's task is live: allow or skip.
-    #[arg(long, value_parser = ["allow", "skip"], default_value = "allow")]
-    pub overlap: String,
+    #[arg(long, value_enum, default_value = "allow")]
+    pub overlap: OverlapArg,
     /// Attempts of each task.
     #[arg(long)]
     pub max_attempts: Option<u32>,
-    /// Lease of each task, ms.
-    #[arg(long)]
+    /// Lease of each task.
+    #[arg(long = "lease", alias = "lease-ms", value_name = "DURATION", value_parser = duration)]
     pub lease_ms: Option<u64>,
     /// Priority of each task, 0 (first, the default) to 9.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=9))]
@@ -378,6 +440,28 @@ pub struct ScheduleSetArgs {
     /// Group of each task.
     #[arg(long)]
     pub group: Option<String>,
+}
+
+/// `--misfire-grace` default: [`dueq::DEFAULT_MISFIRE_GRACE_MS`] (a test checks they agree).
+const MISFIRE_GRACE_DEFAULT: &str = "1s";
+
+/// `--misfire` of `dueq schedule set`, spelled as the HTTP API does (`fire_once`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MisfireArg {
+    /// Missed ticks are skipped (and counted).
+    Skip,
+    /// One task for the missed span.
+    #[value(name = "fire_once", alias = "fire-once")]
+    FireOnce,
+}
+
+/// `--overlap` of `dueq schedule set`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OverlapArg {
+    /// A tick fires even while the previous tick's task is live.
+    Allow,
+    /// A tick is skipped while the previous tick's task is live.
+    Skip,
 }
 
 /// `dueq schedule ...`.
@@ -432,8 +516,9 @@ pub enum WebhookCommand {
         /// Deliveries in flight per server (1..1000; default 10).
         #[arg(long)]
         concurrency: Option<u32>,
-        /// Time limit of one delivery, ms (1..300000; default 10000).
-        #[arg(long)]
+        /// Time limit of one delivery (1ms to 5m; default 10s).
+        #[arg(long = "timeout", alias = "timeout-ms", value_name = "DURATION",
+              value_parser = duration)]
         timeout_ms: Option<u64>,
         /// Signing secret, 16 to 256 visible ASCII characters (default: keep the current one,
         /// or generate one for a new webhook).
@@ -473,20 +558,37 @@ pub struct WorkArgs {
     /// Commands running at once, 1 to 10000.
     #[arg(long, default_value_t = 4, value_parser = parse_concurrency)]
     pub concurrency: usize,
-    /// Lease of each claim, ms (default: the task's own); renewed while the command runs.
-    #[arg(long)]
+    /// Lease of each claim (default: the task's own); renewed while the command runs.
+    #[arg(long = "lease", alias = "lease-ms", value_name = "DURATION", value_parser = duration)]
     pub lease_ms: Option<u64>,
-    /// Wait this long for running commands at shutdown before killing them and handing their
-    /// tasks back, ms.
-    #[arg(long, default_value_t = 0)]
+    /// On SIGINT/SIGTERM, wait this long for running commands to finish (their tasks are
+    /// acknowledged or retried as usual) before killing them (their whole process group) and
+    /// handing their tasks back; 0: kill and hand back at once. A second signal stops at
+    /// once (the tasks of commands still running come back when their leases run out).
+    #[arg(long = "shutdown-grace", alias = "shutdown-grace-ms", value_name = "DURATION",
+          default_value = "30s", value_parser = duration)]
     pub shutdown_grace_ms: u64,
-    /// Time between two heartbeats that keep this worker in `dueq workers`, ms (100 to
-    /// 60000); a killed worker leaves the list 3 intervals after its last beat.
-    #[arg(long, default_value_t = dueq::DEFAULT_HEARTBEAT_MS)]
+    /// Time between two heartbeats that keep this worker in `dueq workers` (100ms to 1m); a
+    /// killed worker leaves the list 3 intervals after its last beat.
+    #[arg(long = "heartbeat", alias = "heartbeat-ms", value_name = "DURATION",
+          default_value = HEARTBEAT_DEFAULT, value_parser = duration)]
     pub heartbeat_ms: u64,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `--heartbeat` default: [`dueq::DEFAULT_HEARTBEAT_MS`] (a test checks they agree).
+const HEARTBEAT_DEFAULT: &str = "5s";
+
+/// A duration flag (clap names the flag in the error).
+fn duration(s: &str) -> Result<u64, String> {
+    crate::human::parse_duration_ms(s)
+}
+
+/// A point-in-time flag: RFC 3339 or Unix epoch ms.
+fn time(s: &str) -> Result<u64, String> {
+    crate::human::parse_time_ms(s)
 }
 
 /// `--concurrency` of `dueq work`: 0 would run nothing.
@@ -587,8 +689,10 @@ pub struct ServeArgs {
     /// Address to listen on (port 0: any free port; the chosen address is printed).
     #[arg(long, env = "DUEQ_LISTEN", default_value = "127.0.0.1:7878")]
     pub listen: String,
-    /// Data directory of the embedded redis-server (only without --redis).
-    #[arg(long, default_value = "./dueq-data")]
+    /// Data directory of the embedded redis-server (only without --redis). While it runs,
+    /// the other dueq commands started in the directory holding ./dueq-data (or with the same
+    /// DUEQ_DATA_DIR) and without --redis use this Redis.
+    #[arg(long, env = "DUEQ_DATA_DIR", default_value = "./dueq-data")]
     pub data_dir: PathBuf,
     /// File of bearer tokens, one per line (# comments); DUEQ_TOKENS adds comma-separated
     /// ones. With no token the API is open.
@@ -601,17 +705,21 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = dueq::DEFAULT_PAYLOAD_LIMIT_BYTES)]
     pub payload_limit_bytes: usize,
     /// Time between two heartbeats that keep this server in `dueq workers` and
-    /// `GET /v1/workers`, ms (100 to 60000).
-    #[arg(long, default_value_t = dueq::DEFAULT_HEARTBEAT_MS)]
+    /// `GET /v1/workers` (100ms to 1m).
+    #[arg(long = "heartbeat", alias = "heartbeat-ms", value_name = "DURATION",
+          default_value = HEARTBEAT_DEFAULT, value_parser = duration)]
     pub heartbeat_ms: u64,
-    /// Time a client has to send a complete request head, ms: from the connection's accept,
+    /// Time a client has to send a complete request head: from the connection's accept,
     /// or from the first byte of a later request on a keep-alive connection. Past it the
     /// connection is closed (slow-header clients); 0: no limit.
-    #[arg(long, default_value_t = dueq_server::DEFAULT_HEADER_READ_TIMEOUT_MS)]
+    #[arg(long = "header-read-timeout", alias = "header-read-timeout-ms",
+          value_name = "DURATION", default_value = HEADER_READ_TIMEOUT_DEFAULT,
+          value_parser = duration)]
     pub header_read_timeout_ms: u64,
     /// Time a keep-alive connection may stay idle between two requests before it is
-    /// closed, ms; 0: no limit.
-    #[arg(long, default_value_t = dueq_server::DEFAULT_IDLE_TIMEOUT_MS)]
+    /// closed; 0: no limit.
+    #[arg(long = "idle-timeout", alias = "idle-timeout-ms", value_name = "DURATION",
+          default_value = IDLE_TIMEOUT_DEFAULT, value_parser = duration)]
     pub idle_timeout_ms: u64,
     /// Most HTTP connections open at once (1 to 1000000). At the cap no new connection is
     /// accepted: they wait in the kernel's listen backlog and are served as open ones close
@@ -630,9 +738,34 @@ pub struct ServeArgs {
     pub outbox: OutboxArgs,
 }
 
+/// `--header-read-timeout` default: [`dueq_server::DEFAULT_HEADER_READ_TIMEOUT_MS`].
+const HEADER_READ_TIMEOUT_DEFAULT: &str = "10s";
+/// `--idle-timeout` default: [`dueq_server::DEFAULT_IDLE_TIMEOUT_MS`].
+const IDLE_TIMEOUT_DEFAULT: &str = "1m";
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    /// The readable defaults in the help are the library's constants.
+    #[test]
+    fn readable_defaults_match_the_constants() {
+        use super::*;
+        let ms = |s| crate::human::parse_duration_ms(s);
+        assert_eq!(
+            ms(MISFIRE_GRACE_DEFAULT),
+            Ok(dueq::DEFAULT_MISFIRE_GRACE_MS)
+        );
+        assert_eq!(ms(HEARTBEAT_DEFAULT), Ok(dueq::DEFAULT_HEARTBEAT_MS));
+        assert_eq!(
+            ms(HEADER_READ_TIMEOUT_DEFAULT),
+            Ok(dueq_server::DEFAULT_HEADER_READ_TIMEOUT_MS)
+        );
+        assert_eq!(
+            ms(IDLE_TIMEOUT_DEFAULT),
+            Ok(dueq_server::DEFAULT_IDLE_TIMEOUT_MS)
+        );
+    }
 
     /// clap's own checks of every command (for example two flags of `serve` with one name,
     /// which otherwise panics only when the command runs).

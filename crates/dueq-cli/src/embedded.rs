@@ -12,6 +12,13 @@
 //! killed with SIGKILL (its child outlives it): it belongs to nobody, so it is shut down
 //! (`SHUTDOWN` flushes its AOF; the AOF is kept) before a fresh one starts. The supervisor
 //! only ever sends `SHUTDOWN` to the redis-server it started (checked by `process_id`).
+//!
+//! Found by the other commands: while its redis-server runs, a supervisor on a named data
+//! directory (`dueq serve`) keeps the server's URL and its own pid in [`URL_FILE`] there
+//! (removed at stop), and every command run without `--redis` looks for
+//! `$DUEQ_DATA_DIR/redis.url` or `./dueq-data/redis.url` ([`redis_url`]). A file left by a
+//! killed `dueq`, or naming a socket where nothing (or another Redis) answers, is ignored with
+//! a warning: the command uses `redis://127.0.0.1:6379` as it would without the file.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read as _, Write as _};
@@ -28,6 +35,15 @@ use tokio::time::Instant;
 
 /// Name of the lock file in the data directory.
 const LOCK_FILE: &str = "dueq.lock";
+/// Name of the file in the data directory with the URL of its running redis-server (first
+/// line) and the pid of the `dueq` supervising it (second line).
+pub const URL_FILE: &str = "redis.url";
+/// The data directory [`redis_url`] looks in: `$DUEQ_DATA_DIR`, else this one.
+pub const DEFAULT_DATA_DIR: &str = "./dueq-data";
+/// Environment variable naming the data directory of `dueq serve` (its `--data-dir`).
+pub const DATA_DIR_ENV: &str = "DUEQ_DATA_DIR";
+/// How long [`redis_url`] waits for the embedded redis-server to answer.
+const FIND_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a redis-server left behind may take to flush its AOF and exit.
 const ORPHAN_EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -324,6 +340,115 @@ async fn stop_child(url: &str, child: &mut Child) {
     }
 }
 
+/// [`URL_FILE`] of a running supervisor: written (whole, by a rename) once its redis-server
+/// is ready, removed when dropped.
+struct UrlFile(PathBuf);
+
+impl UrlFile {
+    fn write(dir: &Path, url: &str) -> Result<Self> {
+        let path = dir.join(URL_FILE);
+        let tmp = dir.join(format!("{URL_FILE}.tmp"));
+        std::fs::write(&tmp, format!("{url}\n{}\n", std::process::id()))
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for UrlFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// What [`find_running`] found in a data directory.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    /// No [`URL_FILE`]: no `dueq serve` runs on this directory.
+    Nothing,
+    /// The URL of the redis-server a running `dueq` supervises there.
+    Running(String),
+    /// A [`URL_FILE`] that must not be used, and why.
+    Stale(String),
+}
+
+/// The redis-server that a running `dueq serve` (or `replay --data-dir`) supervises in `dir`:
+/// its [`URL_FILE`] is there, the `dueq` that wrote it is alive (by `/proc`, where there is
+/// one), and the Redis answering on the URL keeps its data in `dir` (`CONFIG GET dir`), so a
+/// stale file never sends a command to a dead socket or to another server.
+pub async fn find_running(dir: &Path) -> Found {
+    let path = dir.join(URL_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Nothing,
+        Err(e) => return Found::Stale(format!("cannot read it ({e})")),
+    };
+    let mut lines = text.lines();
+    let url = lines.next().unwrap_or("").trim();
+    let pid = lines.next().and_then(|p| p.trim().parse::<u32>().ok());
+    let Some(socket) = url.strip_prefix("redis+unix://") else {
+        return Found::Stale("it holds no redis+unix:// URL".to_owned());
+    };
+    if let Some(pid) = pid
+        && process_alive(pid) == Some(false)
+    {
+        return Found::Stale(format!(
+            "it was left by a dueq (pid {pid}) that is no longer running"
+        ));
+    }
+    let answer = tokio::time::timeout(FIND_TIMEOUT, async {
+        let mut conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("dir")
+            .query_async::<Vec<String>>(&mut conn)
+            .await
+    })
+    .await;
+    let data_dir = match answer {
+        Ok(Ok(pair)) => pair.into_iter().nth(1).unwrap_or_default(),
+        Ok(Err(e)) => return Found::Stale(format!("nothing answers on {socket} ({e})")),
+        Err(_) => {
+            return Found::Stale(format!(
+                "nothing answers on {socket} within {} s",
+                FIND_TIMEOUT.as_secs()
+            ));
+        }
+    };
+    let ours = std::fs::canonicalize(dir).ok();
+    if ours.is_none() || ours != std::fs::canonicalize(&data_dir).ok() {
+        return Found::Stale(format!(
+            "the Redis answering on {socket} keeps its data in {data_dir}, not here"
+        ));
+    }
+    Found::Running(url.to_owned())
+}
+
+/// The Redis a command without `--redis` (and without `DUEQ_REDIS_URL`) uses: the embedded
+/// redis-server of a `dueq serve` running on `$DUEQ_DATA_DIR`, else on `./dueq-data`
+/// ([`find_running`]); otherwise (a stale file is named in a warning) `default`.
+pub async fn redis_url(default: &str) -> String {
+    let dir = std::env::var_os(DATA_DIR_ENV)
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from);
+    match find_running(&dir).await {
+        Found::Running(url) => {
+            tracing::info!(%url, dir = %dir.display(), "using the embedded Redis of the dueq serve on this data directory");
+            url
+        }
+        Found::Nothing => default.to_owned(),
+        Found::Stale(why) => {
+            tracing::warn!(
+                "ignoring {}: {why}; using {default}",
+                dir.join(URL_FILE).display()
+            );
+            default.to_owned()
+        }
+    }
+}
+
 impl EmbeddedRedis {
     /// Starts `redis-server` with its data in `data_dir` (created if missing), or in a fresh
     /// temporary directory removed at the end when `None`.
@@ -370,12 +495,25 @@ impl EmbeddedRedis {
             let _ = child.wait().await;
             return Err(e);
         }
+        // only a named directory is looked for by the other commands (a temporary one is not)
+        let url_file = match data_dir {
+            Some(_) => match UrlFile::write(&dir, &url) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    stop_child(&url, &mut child).await;
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
         let (stop, mut stop_rx) = watch::channel(false);
         let (kill, mut kill_rx) = mpsc::unbounded_channel::<()>();
         let (ready_tx, ready) = watch::channel(1u64);
         let url2 = url.clone();
         let supervisor = tokio::spawn(async move {
             let _lock = lock;
+            // removed (first) when this task ends: no command finds a server that is stopping
+            let url_file = url_file;
             // after each failed restart the pause doubles (with jitter) up to 5 s: a server
             // that cannot start (disk full, port taken) is retried, not respawned in a loop
             let mut pause = RESTART_PAUSE;
@@ -384,6 +522,7 @@ impl EmbeddedRedis {
             loop {
                 tokio::select! {
                     _ = stop_rx.changed() => {
+                        drop(url_file);
                         stop_child(&url2, &mut child).await;
                         return;
                     }
@@ -488,6 +627,38 @@ mod tests {
             s,
             socket_path(&PathBuf::from(format!("/tmp/{}", "y".repeat(120))))
         );
+    }
+
+    /// A URL file that must not be used: the others are covered by tests/it/serve.rs with a
+    /// real `dueq serve`.
+    #[tokio::test]
+    async fn a_stale_url_file_is_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(find_running(d.path()).await, Found::Nothing);
+        let file = d.path().join(URL_FILE);
+        let socket = d.path().join("redis.sock");
+        // a dueq that has exited
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id();
+        gone.wait().unwrap();
+        std::fs::write(
+            &file,
+            format!("redis+unix://{}\n{gone_pid}\n", socket.display()),
+        )
+        .unwrap();
+        match find_running(d.path()).await {
+            Found::Stale(why) => assert!(why.contains("no longer running"), "{why}"),
+            f => panic!("{f:?}"),
+        }
+        // a live dueq (this process), but nothing on the socket
+        let me = std::process::id();
+        std::fs::write(&file, format!("redis+unix://{}\n{me}\n", socket.display())).unwrap();
+        match find_running(d.path()).await {
+            Found::Stale(why) => assert!(why.contains("nothing answers"), "{why}"),
+            f => panic!("{f:?}"),
+        }
+        std::fs::write(&file, "redis://127.0.0.1:1\n").unwrap();
+        assert!(matches!(find_running(d.path()).await, Found::Stale(_)));
     }
 
     #[test]

@@ -20,6 +20,8 @@ mod chaos;
 mod cluster;
 mod cmd;
 mod embedded;
+mod human;
+mod logging;
 mod replay;
 
 use anyhow::Result;
@@ -45,8 +47,17 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The Redis to use: `--redis` / `DUEQ_REDIS_URL`, else the embedded Redis of a `dueq serve`
+/// running on `./dueq-data` (or `$DUEQ_DATA_DIR`), else [`DEFAULT_REDIS`].
+async fn redis_url(given: Option<&str>) -> String {
+    match given {
+        Some(u) => u.to_owned(),
+        None => embedded::redis_url(DEFAULT_REDIS).await,
+    }
+}
+
 async fn connect_with(url: Option<&str>, replicas: u8) -> Result<dueq::Client> {
-    let url = url.unwrap_or(DEFAULT_REDIS);
+    let url = &redis_url(url).await;
     dueq::Client::builder(url)
         .replicas(replicas)
         .connect()
@@ -69,13 +80,15 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Stats(a) => {
             cmd::stats::stats(&connect(redis).await?, a.queue.as_deref(), json).await
         }
-        Command::Pause(a) => cmd::stats::pause(&connect(redis).await?, &a.queue, true, json).await,
+        Command::Pause(a) => {
+            cmd::stats::pause(&connect(redis).await?, &a.queue, true, a.create, json).await
+        }
         Command::Resume(a) => {
-            cmd::stats::pause(&connect(redis).await?, &a.queue, false, json).await
+            cmd::stats::pause(&connect(redis).await?, &a.queue, false, false, json).await
         }
         Command::Dead(d) => cmd::dead::run(&connect(redis).await?, d, json).await,
         Command::Webhook(w) => cmd::webhook::run(&connect(redis).await?, w, json).await,
-        Command::Settings(s) => cmd::settings::run(&connect(redis).await?, s).await,
+        Command::Settings(s) => cmd::settings::run(&connect(redis).await?, s, json).await,
         Command::Schedule(s) => cmd::schedule::run(&connect(redis).await?, s, json).await,
         Command::Workers(a) => {
             cmd::workers::list(&connect(redis).await?, a.queue.as_deref(), json).await
@@ -83,14 +96,15 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Work(a) => {
             // bad queue arguments are refused before anything connects or starts
             let queues = cmd::work::queues(a)?;
-            cmd::work::run(connect(redis).await?, a, &queues, json).await
+            let url = redis_url(redis).await;
+            cmd::work::run(connect(Some(&url)).await?, &url, a, &queues, json).await
         }
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
         Command::Relay(a) => cmd::relay::run(connect(redis).await?, a, json).await,
         Command::Chaos(a) => cmd::chaos::run(redis, replicas, a, json).await,
         Command::ChaosWorker(a) => {
             let url = redis.ok_or_else(|| anyhow::anyhow!("chaos-worker needs --redis"))?;
-            chaos::worker::run(url, a).await
+            chaos::worker::run(url, replicas, a).await
         }
         Command::Bench(a) => {
             let workloads = if a.workload.is_empty() {
@@ -127,18 +141,13 @@ async fn main() {
     // (DUEQ_LOG=warn shows them)
     let default_log = match cli.command {
         Command::Chaos(_) | Command::ChaosWorker(_) => "error",
+        // its start, failed-attempt, dead-task and stop lines (DESIGN 4.3)
+        Command::Work(_) => "warn,dueq::cmd::work=info",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DUEQ_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log)),
-        )
-        .init();
+    logging::init(cli.log_format, default_log);
     if let Err(e) = run(cli).await {
-        eprintln!("error: {}", error_text(&e));
+        logging::status("ERROR", &format!("error: {}", error_text(&e)));
         std::process::exit(1);
     }
 }

@@ -78,6 +78,8 @@ impl FromStr for Workload {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        // W2_PRIO and IDLE_SCHEDULES too: one spelling printed, both accepted
+        let dashed = s.replace('_', "-");
         Workload::ALL
             .into_iter()
             .chain([
@@ -87,7 +89,7 @@ impl FromStr for Workload {
                 Workload::Outbox,
                 Workload::W9,
             ])
-            .find(|w| w.name().eq_ignore_ascii_case(s))
+            .find(|w| w.name().eq_ignore_ascii_case(&dashed))
             .ok_or_else(|| {
                 format!(
                     "unknown workload {s:?}: use W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W8, \

@@ -68,6 +68,22 @@ pub struct Check {
     pub unknown_pending: u64,
     /// Up to five keys per violation (`lost`, `duplicated`, `unexpected`, `early`).
     pub examples: BTreeMap<&'static str, Vec<String>>,
+    /// Every duplicated delivery, for a check that explains them (`--cluster`).
+    #[serde(skip)]
+    pub duplicates: Vec<Duplicate>,
+}
+
+/// A delivery ordered after a delivery of the same task whose ack answered `acked`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Duplicate {
+    /// The task's key.
+    pub key: String,
+    /// Redis time of the claim of the acked delivery, epoch ms.
+    pub acked_claimed_at_ms: u64,
+    /// When its first `acked` answer came (the worker's clock), epoch ms.
+    pub acked_at_ms: u64,
+    /// Redis time of the claim of the delivery after it, epoch ms.
+    pub claimed_at_ms: u64,
 }
 
 impl Check {
@@ -99,8 +115,8 @@ struct KeyLog<'a> {
     /// Id and due time of the confirmed enqueue.
     enqueued: Option<(&'a str, u64)>,
     deliveries: Vec<Delivery<'a>>,
-    /// Per token, the answers of its acks.
-    acks: HashMap<&'a str, Vec<AckAnswer>>,
+    /// Per token, the answers of its acks and when they came.
+    acks: HashMap<&'a str, Vec<(AckAnswer, u64)>>,
 }
 
 fn by_key(events: &[Event]) -> HashMap<&str, KeyLog<'_>> {
@@ -146,14 +162,18 @@ fn by_key(events: &[Event]) -> HashMap<&str, KeyLog<'_>> {
                 }
             }
             Event::Ack {
-                key, token, answer, ..
+                key,
+                token,
+                answer,
+                at_ms,
+                ..
             } => keys
                 .entry(key)
                 .or_default()
                 .acks
                 .entry(token)
                 .or_default()
-                .push(*answer),
+                .push((*answer, *at_ms)),
         }
     }
     keys
@@ -165,7 +185,12 @@ pub fn unfinished(events: &[Event]) -> Vec<String> {
     let mut v: Vec<String> = by_key(events)
         .into_iter()
         .filter(|(_, k)| {
-            k.enqueue.is_some() && !k.acks.values().flatten().any(|a| *a == AckAnswer::Acked)
+            k.enqueue.is_some()
+                && !k
+                    .acks
+                    .values()
+                    .flatten()
+                    .any(|(a, _)| *a == AckAnswer::Acked)
         })
         .map(|(key, _)| key.to_owned())
         .collect();
@@ -204,8 +229,11 @@ pub fn check(events: &[Event], finals: &HashMap<String, Final>) -> Check {
             c.unexpected += 1;
             c.example("unexpected", key);
         }
-        let answer_of =
-            |token: &str, want: AckAnswer| k.acks.get(token).is_some_and(|v| v.contains(&want));
+        let answer_of = |token: &str, want: AckAnswer| {
+            k.acks
+                .get(token)
+                .is_some_and(|v| v.iter().any(|(a, _)| *a == want))
+        };
         let first_acked = k
             .deliveries
             .iter()
@@ -218,6 +246,21 @@ pub fn check(events: &[Event], finals: &HashMap<String, Final>) -> Check {
                 if after > 0 {
                     c.duplicated += after;
                     c.example("duplicated", key);
+                    let acked = &k.deliveries[i];
+                    let acked_at_ms = k.acks[acked.token]
+                        .iter()
+                        .filter(|(a, _)| *a == AckAnswer::Acked)
+                        .map(|(_, at)| *at)
+                        .min()
+                        .unwrap_or(0);
+                    for d in &k.deliveries[i + 1..] {
+                        c.duplicates.push(Duplicate {
+                            key: key.to_owned(),
+                            acked_claimed_at_ms: acked.claimed_at_ms,
+                            acked_at_ms,
+                            claimed_at_ms: d.claimed_at_ms,
+                        });
+                    }
                 }
             }
             None => {
@@ -361,6 +404,15 @@ mod tests {
         let c = check(&ev, &HashMap::new());
         assert_eq!(c.duplicated, 1);
         assert_eq!(c.examples["duplicated"], vec!["a".to_owned()]);
+        assert_eq!(
+            c.duplicates,
+            [Duplicate {
+                key: "a".into(),
+                acked_claimed_at_ms: 100,
+                acked_at_ms: 0,
+                claimed_at_ms: 1_500
+            }]
+        );
         assert!(!c.ok());
     }
 

@@ -135,6 +135,83 @@ impl Schedule {
     }
 }
 
+/// One kind of fault of a `--cluster` run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ClusterKind {
+    /// `kill -9` of a master; once its replica is promoted, the killed node starts again
+    /// and rejoins as the new master's replica.
+    MasterKill,
+    /// The same kill, but the killed node starts again only at the next fault (or the end
+    /// of the run): meanwhile the promoted master has no replica, so durable writes
+    /// (`--replicas 1`) to its partitions fail `not_replicated`.
+    MasterKillNoReplica,
+}
+
+impl ClusterKind {
+    /// Every kind, in report order.
+    pub const ALL: [ClusterKind; 2] = [ClusterKind::MasterKill, ClusterKind::MasterKillNoReplica];
+
+    /// Its name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterKind::MasterKill => "master_kill",
+            ClusterKind::MasterKillNoReplica => "master_kill_no_replica",
+        }
+    }
+}
+
+/// The faults of a `--cluster` run: the kinds in use once each in a seeded order, then a kind
+/// at random each time, with pauses of a tenth of the run (0.5 to 5 s) down to a third of
+/// that between the end of one fault and the next kill.
+#[derive(Debug)]
+pub struct ClusterSchedule {
+    rng: Rng,
+    kinds: Vec<ClusterKind>,
+    cycle: Vec<ClusterKind>,
+    gap_min_ms: u64,
+    gap_max_ms: u64,
+}
+
+impl ClusterSchedule {
+    /// The schedule of a run of `duration_ms` with these kinds (at least one).
+    pub fn new(mut rng: Rng, duration_ms: u64, kinds: &[ClusterKind]) -> Self {
+        let mut cycle = kinds.to_vec();
+        for i in (1..cycle.len()).rev() {
+            let j = rng.range(0, i as u64) as usize;
+            cycle.swap(i, j);
+        }
+        cycle.reverse(); // popped from the end
+        let gap_max_ms = (duration_ms / 10).clamp(500, 5_000);
+        Self {
+            rng,
+            kinds: kinds.to_vec(),
+            cycle,
+            gap_min_ms: gap_max_ms / 3,
+            gap_max_ms,
+        }
+    }
+
+    /// Whether every kind has come once.
+    pub fn cycle_done(&self) -> bool {
+        self.cycle.is_empty()
+    }
+
+    /// The pause before the next fault, then the fault.
+    pub fn next(&mut self) -> (Duration, ClusterKind) {
+        let gap = Duration::from_millis(self.rng.range(self.gap_min_ms, self.gap_max_ms));
+        let kind = match self.cycle.pop() {
+            Some(k) => k,
+            None => self.kinds[self.rng.range(0, self.kinds.len() as u64 - 1) as usize],
+        };
+        (gap, kind)
+    }
+
+    /// A number in `lo..=hi` from the same generator (which master to kill).
+    pub fn pick(&mut self, lo: u64, hi: u64) -> u64 {
+        self.rng.range(lo, hi)
+    }
+}
+
 /// Longest wait for a Redis fault command's answer (`DEBUG SLEEP` takes 300 ms of it).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -197,5 +274,25 @@ mod tests {
         );
         let mut long = Schedule::new(Rng::new(1), 600_000);
         assert!((0..100).all(|_| (150..=600).contains(&(long.next().0.as_millis() as u64))));
+    }
+
+    #[test]
+    fn cluster_schedule_brings_every_kind_first_and_repeats_with_the_seed() {
+        let run = |seed| {
+            let mut s = ClusterSchedule::new(Rng::new(seed), 30_000, &ClusterKind::ALL);
+            (0..10).map(|_| s.next()).collect::<Vec<_>>()
+        };
+        let a = run(3);
+        assert_eq!(a, run(3));
+        let mut first: Vec<ClusterKind> = a[..2].iter().map(|(_, k)| *k).collect();
+        first.sort();
+        assert_eq!(first, ClusterKind::ALL);
+        // 30 s: pauses of 1 to 3 s
+        assert!(
+            a.iter()
+                .all(|(g, _)| (1_000..=3_000).contains(&(g.as_millis() as u64)))
+        );
+        let mut one = ClusterSchedule::new(Rng::new(3), 30_000, &[ClusterKind::MasterKill]);
+        assert!((0..10).all(|_| one.next().1 == ClusterKind::MasterKill));
     }
 }

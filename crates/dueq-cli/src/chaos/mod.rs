@@ -8,6 +8,11 @@
 //! ledger file ([`ledger`]). At the end faults and producer stop, the workers drain the
 //! queue (bounded), stop, and [`check`] reads the ledgers and Redis.
 //!
+//! With `--cluster` ([`cluster`]) the run is on a local Redis Cluster of 3 masters and 3
+//! replicas instead, the queue split into 6 partitions, and the faults are master failovers
+//! (the same producer, worker processes, ledgers and check, plus the per-partition figures
+//! of [`windows`]).
+//!
 //! Nothing outlives the run: the worker processes are killed on drop (an early return, a
 //! panic, Ctrl-C) and stop by themselves when their stdin closes (this process died); the
 //! redis-server is stopped on every return and killed on drop; the temporary directories are
@@ -15,19 +20,23 @@
 //! serve`).
 
 pub mod check;
+pub mod cluster;
 pub mod faults;
 pub mod ledger;
 mod procs;
+pub mod windows;
 pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use dueq::{Client, TaskRef, TaskSpec, TaskState};
 use serde::Serialize;
-use tokio::task::JoinHandle;
+use tokio::sync::Semaphore;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use self::check::{Check, Final};
@@ -66,6 +75,11 @@ pub struct Config {
     pub seed: u64,
     /// Where the ledgers go (kept); a temporary directory when `None`.
     pub ledger_dir: Option<PathBuf>,
+    /// On a local Redis Cluster with master failovers ([`cluster`]) instead of one
+    /// redis-server.
+    pub cluster: bool,
+    /// Durable writes of producer and workers (`--replicas`; `--cluster` only).
+    pub replicas: u8,
 }
 
 /// One kind of fault in the report.
@@ -75,11 +89,14 @@ pub struct FaultStats {
     pub injected: u64,
     /// Tries that failed (the command was refused or timed out).
     pub failed: u64,
-    /// From the fault's end to the next successful ack by any worker, ms: median.
+    /// From the fault's end to the next successful ack by any worker, ms: median. With
+    /// `--cluster`: from the kill to the first successful ack of a task of the killed
+    /// master's partitions claimed after the kill.
     pub recover_ms_p50: Option<u64>,
     /// The same, largest.
     pub recover_ms_max: Option<u64>,
-    /// Faults after which no ack came within 5 s (not in the figures above).
+    /// Faults after which no ack came within 5 s (with `--cluster`: before the next fault or
+    /// the end of the run; not in the figures above).
     pub not_recovered: u64,
     #[serde(skip)]
     recover_ms: Vec<u64>,
@@ -122,7 +139,12 @@ pub struct Report {
     /// Every ledger line of the example keys, so that a failure can be read without
     /// re-running.
     pub example_events: BTreeMap<String, Vec<Event>>,
-    /// Whether lost, duplicated, unexpected and early are all 0.
+    /// `--cluster`: the cluster, its faults and the per-partition figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<cluster::ClusterReport>,
+    /// Whether lost, duplicated, unexpected and early are all 0 (with `--cluster`:
+    /// duplicates are allowed when each is a task of a killed master's partition, claimed
+    /// and acked within a lease before the kill, `cluster.duplicated_unexplained` 0).
     pub ok: bool,
 }
 
@@ -143,6 +165,14 @@ struct Ledgers {
 }
 
 impl Ledgers {
+    fn new() -> Self {
+        Self {
+            reader: Reader::default(),
+            events: Vec::new(),
+            last_ack_ms: 0,
+        }
+    }
+
     /// Reads what was written since the last call; returns how many events came.
     fn poll(&mut self) -> Result<usize> {
         let before = self.events.len();
@@ -185,6 +215,9 @@ impl Ledgers {
 /// When redis-server or a worker cannot start, Redis stays away, a ledger cannot be read,
 /// or SIGINT/SIGTERM interrupts the run.
 pub async fn run(cfg: &Config) -> Result<Report> {
+    if cfg.cluster {
+        return cluster::run(cfg).await;
+    }
     let server = EmbeddedRedis::start_chaos().await?;
     let r = tokio::select! {
         r = drive(&server, cfg) => r,
@@ -194,11 +227,10 @@ pub async fn run(cfg: &Config) -> Result<Report> {
     r
 }
 
-async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
-    let t0 = Instant::now();
-    let url = server.url().to_owned();
-    // a temporary directory (removed at the end) unless the caller keeps the ledgers
-    let (dir, _temp) = match &cfg.ledger_dir {
+/// Where the ledgers go: `--ledger-dir` (new or empty, kept), or a temporary directory
+/// (removed when the second value drops).
+fn ledger_dir(cfg: &Config) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
+    Ok(match &cfg.ledger_dir {
         Some(d) => {
             std::fs::create_dir_all(d)
                 .with_context(|| format!("creating --ledger-dir {}", d.display()))?;
@@ -211,12 +243,15 @@ async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
             let t = tempfile::Builder::new().prefix("dueq-chaos-").tempdir()?;
             (t.path().to_path_buf(), Some(t))
         }
-    };
-    let mut ledgers = Ledgers {
-        reader: Reader::default(),
-        events: Vec::new(),
-        last_ack_ms: 0,
-    };
+    })
+}
+
+async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
+    let t0 = Instant::now();
+    let url = server.url().to_owned();
+    // a temporary directory (removed at the end) unless the caller keeps the ledgers
+    let (dir, _temp) = ledger_dir(cfg)?;
+    let mut ledgers = Ledgers::new();
     let producer_ledger = dir.join("producer.jsonl");
     ledgers.reader.add(producer_ledger.clone());
     let mut workers = Workers {
@@ -225,6 +260,8 @@ async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
         dir: dir.clone(),
         procs: Vec::new(),
         started: 0,
+        replicas: 0,
+        partitions: 1,
     };
     for _ in 0..cfg.workers {
         let w = workers.spawn(&mut ledgers.reader)?;
@@ -245,6 +282,7 @@ async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
         // its own stream, so the fault schedule does not depend on the producer's progress
         Rng::new(cfg.seed ^ 0x5eed_f00d_7a5c),
         started,
+        1,
     )));
 
     // the faults, until the window ends and every kind has come once
@@ -287,9 +325,55 @@ async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
     let mut producer = producer;
     let producer_ms = (&mut producer.0).await.context("the producer panicked")??;
 
+    let end = finish(&q, &mut ledgers, &mut workers).await?;
+    let c = end.check;
+    for s in stats.values_mut() {
+        s.summarize();
+    }
+    let example_events = examples(&c, &ledgers.events);
+    Ok(Report {
+        seed: cfg.seed,
+        duration_ms: cfg.duration_ms,
+        tasks: cfg.tasks,
+        workers: cfg.workers,
+        worker_processes: workers.started,
+        lease_ms: LEASE_MS,
+        ok: c.ok(),
+        check: c,
+        faults: stats,
+        faults_ms,
+        producer_ms,
+        drained: end.drained,
+        drain_ms: end.drain_ms,
+        elapsed_ms: t0.elapsed().as_millis() as u64,
+        torn_lines: ledgers.reader.torn_lines() + ledgers.reader.bad_lines,
+        example_events,
+        cluster: None,
+    })
+}
+
+impl FaultStats {
+    /// Fills the median and largest time to recover from the times collected.
+    fn summarize(&mut self) {
+        self.recover_ms.sort_unstable();
+        self.recover_ms_p50 = self.recover_ms.get(self.recover_ms.len() / 2).copied();
+        self.recover_ms_max = self.recover_ms.last().copied();
+    }
+}
+
+/// The end of a run, after faults and producer stopped.
+struct Finish {
+    check: Check,
+    drained: bool,
+    drain_ms: u64,
+}
+
+/// Drains the queue (bounded), lets the last ack answers reach the ledgers, stops the
+/// workers, reads the final state of every task the ledger does not show acked, and checks.
+async fn finish(q: &dueq::Queue, ledgers: &mut Ledgers, workers: &mut Workers) -> Result<Finish> {
     // drain: the queue empties (dead tasks stay), bounded
     let drain_started = Instant::now();
-    let drained = drain(&q).await;
+    let drained = drain(q).await;
     let drain_ms = drain_started.elapsed().as_millis() as u64;
     // the last ack answers reach the ledgers (bounded): no new line for 100 ms
     let settle = Instant::now() + Duration::from_secs(2);
@@ -306,43 +390,28 @@ async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
     // the final state of every task the ledger does not show acked
     let mut finals = HashMap::new();
     for key in check::unfinished(&ledgers.events) {
-        let f = final_state(&q, &key).await;
+        let f = final_state(q, &key).await;
         finals.insert(key, f);
     }
-    let c = check::check(&ledgers.events, &finals);
-    for s in stats.values_mut() {
-        s.recover_ms.sort_unstable();
-        s.recover_ms_p50 = s.recover_ms.get(s.recover_ms.len() / 2).copied();
-        s.recover_ms_max = s.recover_ms.last().copied();
-    }
+    Ok(Finish {
+        check: check::check(&ledgers.events, &finals),
+        drained,
+        drain_ms,
+    })
+}
+
+/// Every ledger line of the example keys of `c`.
+fn examples(c: &Check, events: &[Event]) -> BTreeMap<String, Vec<Event>> {
     let mut example_events: BTreeMap<String, Vec<Event>> = BTreeMap::new();
     for key in c.examples.values().flatten() {
-        let evs = ledgers
-            .events
+        let evs = events
             .iter()
             .filter(|e| event_key(e) == Some(key.as_str()))
             .cloned()
             .collect();
         example_events.insert(key.clone(), evs);
     }
-    Ok(Report {
-        seed: cfg.seed,
-        duration_ms: cfg.duration_ms,
-        tasks: cfg.tasks,
-        workers: cfg.workers,
-        worker_processes: workers.started,
-        lease_ms: LEASE_MS,
-        ok: c.ok(),
-        check: c,
-        faults: stats,
-        faults_ms,
-        producer_ms,
-        drained,
-        drain_ms,
-        elapsed_ms: t0.elapsed().as_millis() as u64,
-        torn_lines: ledgers.reader.torn_lines() + ledgers.reader.bad_lines,
-        example_events,
-    })
+    example_events
 }
 
 fn event_key(e: &Event) -> Option<&str> {
@@ -355,42 +424,62 @@ fn event_key(e: &Event) -> Option<&str> {
 }
 
 /// Enqueues `cfg.tasks` keyed tasks (`t0`, `t1`, ...; payload = key), due 0 to 999 ms after
-/// the enqueue, at an even pace over the window; records each answer. Returns how long it
-/// took, ms.
+/// the enqueue, at an even pace over the window, with at most `in_flight` enqueues waiting
+/// for their answer at a time (1: one after the other); records each answer. Returns how long
+/// it took, ms.
 async fn produce(
     q: dueq::Queue,
     ledger: PathBuf,
     cfg: Config,
     mut rng: Rng,
     started: Instant,
+    in_flight: usize,
 ) -> Result<u64> {
-    let mut w = Writer::create(&ledger)
-        .with_context(|| format!("opening the ledger {}", ledger.display()))?;
+    let w =
+        Arc::new(Mutex::new(Writer::create(&ledger).with_context(|| {
+            format!("opening the ledger {}", ledger.display())
+        })?));
+    let ledger = Arc::new(ledger);
+    let slots = Arc::new(Semaphore::new(in_flight.max(1)));
+    let mut calls: JoinSet<Result<()>> = JoinSet::new();
     for i in 0..cfg.tasks {
         let key = format!("t{i}");
         let spec = TaskSpec::new(key.clone().into_bytes())
             .key(key.clone())
             .delay_ms(rng.range(0, 999));
-        let (answer, id, due_at_ms, error) = match q.enqueue(spec).await {
-            Ok(e) => (
-                EnqueueAnswer::Confirmed,
-                Some(e.id.as_str().to_owned()),
-                Some(e.due_at_ms),
-                None,
-            ),
-            Err(e) => (EnqueueAnswer::Unknown, None, None, Some(e.to_string())),
-        };
-        w.write(&Event::Enqueue {
-            key,
-            answer,
-            id,
-            due_at_ms,
-            error,
-            at_ms: now_ms(),
-        })
-        .with_context(|| format!("writing the ledger {}", ledger.display()))?;
+        let slot = slots.clone().acquire_owned().await?;
+        while let Some(done) = calls.try_join_next() {
+            done.context("an enqueue task panicked")??;
+        }
+        let (q, w, ledger) = (q.clone(), w.clone(), ledger.clone());
+        calls.spawn(async move {
+            let _slot = slot;
+            let (answer, id, due_at_ms, error) = match q.enqueue(spec).await {
+                Ok(e) => (
+                    EnqueueAnswer::Confirmed,
+                    Some(e.id.as_str().to_owned()),
+                    Some(e.due_at_ms),
+                    None,
+                ),
+                Err(e) => (EnqueueAnswer::Unknown, None, None, Some(e.to_string())),
+            };
+            w.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .write(&Event::Enqueue {
+                    key,
+                    answer,
+                    id,
+                    due_at_ms,
+                    error,
+                    at_ms: now_ms(),
+                })
+                .with_context(|| format!("writing the ledger {}", ledger.display()))
+        });
         let due = started + Duration::from_millis(cfg.duration_ms * (i + 1) / cfg.tasks);
         tokio::time::sleep_until(due).await;
+    }
+    while let Some(done) = calls.join_next().await {
+        done.context("an enqueue task panicked")??;
     }
     Ok(started.elapsed().as_millis() as u64)
 }

@@ -31,6 +31,10 @@ pub struct Workers {
     pub procs: Vec<WorkerProc>,
     /// Processes started so far (the next ledger is `worker-{started + 1}.jsonl`).
     pub started: u32,
+    /// Durable writes (`--replicas`) of each worker's client.
+    pub replicas: u8,
+    /// Partitions of the queue (above 1: acks per partition, at once).
+    pub partitions: u16,
 }
 
 impl Workers {
@@ -42,6 +46,8 @@ impl Workers {
         let mut child = Command::new(&self.exe)
             .arg("--redis")
             .arg(&self.url)
+            .arg("--replicas")
+            .arg(self.replicas.to_string())
             .arg("chaos-worker")
             .arg("--ledger")
             .arg(&ledger)
@@ -49,6 +55,8 @@ impl Workers {
             .arg(QUEUE)
             .arg("--lease-ms")
             .arg(LEASE_MS.to_string())
+            .arg("--partitions")
+            .arg(self.partitions.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

@@ -4,8 +4,9 @@ use anyhow::Result;
 use dueq::{Client, DeadRetryOutcome, TaskId};
 use serde_json::json;
 
-use super::{print_json, task_json};
+use super::{known_queue, print_json, task_json};
 use crate::args::DeadCommand;
+use crate::human::when;
 
 fn ids(v: &[String]) -> Result<Vec<TaskId>> {
     Ok(v.iter().map(TaskId::new).collect::<Result<_, _>>()?)
@@ -19,7 +20,10 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
             offset,
             limit,
         } => {
-            let page = client.queue(queue)?.dead_list(*offset, *limit).await?;
+            let page = known_queue(client, queue)
+                .await?
+                .dead_list(*offset, *limit)
+                .await?;
             if json_out {
                 let tasks: Vec<_> = page
                     .tasks
@@ -35,11 +39,11 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 outln!("{} dead in {queue}", page.total);
                 for d in &page.tasks {
                     outln!(
-                        "{} key={} attempts={} died_at_ms={} error={}",
+                        "{} key={} attempts={} died {} error={}",
                         d.task.id,
                         d.task.key.as_deref().unwrap_or("-"),
                         d.task.attempt,
-                        d.died_at_ms,
+                        when(d.died_at_ms),
                         d.task.last_error.as_deref().unwrap_or("-")
                     );
                 }
@@ -47,7 +51,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
         }
         DeadCommand::Retry { queue, ids: v } => {
             let ids = ids(v)?;
-            let out = client.queue(queue)?.dead_retry(&ids).await?;
+            let out = known_queue(client, queue).await?.dead_retry(&ids).await?;
             let mut failed = 0;
             for (id, o) in ids.iter().zip(out) {
                 let s = match o {
@@ -68,7 +72,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
         }
         DeadCommand::Delete { queue, ids: v } => {
             let ids = ids(v)?;
-            let out = client.queue(queue)?.dead_delete(&ids).await?;
+            let out = known_queue(client, queue).await?.dead_delete(&ids).await?;
             let mut failed = 0;
             for (id, ok) in ids.iter().zip(out) {
                 let s = if ok { "deleted" } else { "not_found" };

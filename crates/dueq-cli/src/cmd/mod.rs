@@ -13,7 +13,7 @@ pub mod webhook;
 pub mod work;
 pub mod workers;
 
-use dueq::{Task, TaskRef};
+use dueq::{Client, Queue, Task, TaskRef};
 use serde_json::{Value, json};
 
 /// A payload as JSON: the value itself when the bytes are JSON, else the text (lossy UTF-8);
@@ -50,4 +50,21 @@ pub fn target(id: Option<&str>, key: Option<&str>) -> anyhow::Result<TaskRef> {
 /// Prints JSON on one line.
 pub fn print_json(v: &Value) {
     outln!("{v}");
+}
+
+/// The error of a read on a queue that is not in the registry (never had a task, setting,
+/// schedule or webhook): the message of the HTTP API's 404 (`GET /v1/queues/{queue}`).
+pub fn no_such_queue(name: &str) -> anyhow::Error {
+    anyhow::anyhow!("not_found: no queue {name:?}")
+}
+
+/// The queue `name` if it is known (in the registry), else [`no_such_queue`]: for the commands
+/// that only read or change what a queue has, so that a misspelt name is an error instead of
+/// an empty answer.
+pub async fn known_queue(client: &Client, name: &str) -> anyhow::Result<Queue> {
+    let q = client.queue(name)?;
+    if !client.has_queue(name).await? {
+        return Err(no_such_queue(name));
+    }
+    Ok(q)
 }

@@ -94,7 +94,10 @@ impl Outbox {
             match dueq_outbox::migrate(&self.pool).await {
                 Ok(applied) => {
                     if !applied.is_empty() {
-                        eprintln!("{who}: applied outbox migrations {applied:?}");
+                        crate::logging::status(
+                            "INFO",
+                            &format!("{who}: applied outbox migrations {applied:?}"),
+                        );
                     }
                     break;
                 }
@@ -110,9 +113,12 @@ impl Outbox {
                 }
             }
         }
-        eprintln!(
-            "{who}: outbox relay running (reconciler every {} ms)",
-            self.reconcile_interval_ms
+        crate::logging::status(
+            "INFO",
+            &format!(
+                "{who}: outbox relay running (reconciler every {})",
+                crate::human::duration(self.reconcile_interval_ms)
+            ),
         );
         let relay = Relay::new(self.pool, client, self.cfg);
         // run_until retries every failure itself; its error is reserved for settings
@@ -151,7 +157,10 @@ pub async fn run(client: dueq::Client, a: &RelayArgs, json_out: bool) -> Result<
         .await
         .context("migrating the outbox table (--postgres)")?;
     if !applied.is_empty() {
-        eprintln!("dueq relay: applied outbox migrations {applied:?}");
+        crate::logging::status(
+            "INFO",
+            &format!("dueq relay: applied outbox migrations {applied:?}"),
+        );
     }
     let r = Relay::new(outbox.pool, client, outbox.cfg)
         .reconcile()

@@ -4,8 +4,22 @@ use anyhow::{Result, bail};
 use dueq::{Client, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome};
 use serde_json::{Value, json};
 
-use super::{payload_json, print_json};
-use crate::args::ScheduleCommand;
+use super::{known_queue, payload_json, print_json};
+use crate::args::{MisfireArg, OverlapArg, ScheduleCommand};
+use crate::human::{duration, when, when_opt};
+
+/// The API's names of the enums.
+fn misfire_str(m: Misfire) -> &'static str {
+    if m == Misfire::FireOnce {
+        "fire_once"
+    } else {
+        "skip"
+    }
+}
+
+fn overlap_str(o: Overlap) -> &'static str {
+    if o == Overlap::Skip { "skip" } else { "allow" }
+}
 
 /// A schedule as the HTTP API shows it.
 fn schedule_json(queue: &str, s: &Schedule) -> Value {
@@ -17,9 +31,9 @@ fn schedule_json(queue: &str, s: &Schedule) -> Value {
         "every_ms": spec.every_ms,
         "tz": spec.tz,
         "payload": payload_json(&spec.payload),
-        "misfire": if spec.misfire == Misfire::FireOnce { "fire_once" } else { "skip" },
+        "misfire": misfire_str(spec.misfire),
         "misfire_grace_ms": spec.misfire_grace_ms,
-        "overlap": if spec.overlap == Overlap::Skip { "skip" } else { "allow" },
+        "overlap": overlap_str(spec.overlap),
         "max_attempts": spec.max_attempts,
         "lease_ms": spec.lease_ms,
         "priority": spec.priority,
@@ -33,39 +47,77 @@ fn schedule_json(queue: &str, s: &Schedule) -> Value {
     })
 }
 
-fn print_text(s: &Schedule) {
+/// How a schedule fires: `cron "0 30 2 * * *" tz=Europe/Berlin` or `every 1h`.
+fn timing(s: &Schedule) -> String {
     let spec = &s.spec;
-    let timing = match (&spec.cron, spec.every_ms) {
+    match (&spec.cron, spec.every_ms) {
         (Some(c), _) => format!("cron {c:?} tz={}", spec.tz.as_deref().unwrap_or("UTC")),
-        (None, Some(ms)) => format!("every_ms={ms}"),
+        (None, Some(ms)) => format!("every {}", duration(ms)),
         _ => String::new(),
-    };
-    let opt = |v: Option<u64>| v.map_or("-".to_owned(), |t| t.to_string());
+    }
+}
+
+/// One line per schedule (`dueq schedule list`).
+fn print_line(s: &Schedule) {
+    let spec = &s.spec;
     let task = match &spec.group {
         Some(g) => format!(" priority={} group={g}", spec.priority),
         None if spec.priority > 0 => format!(" priority={}", spec.priority),
         None => String::new(),
     };
     outln!(
-        "{} {timing}{task} next_fire_at_ms={} last_fire_at_ms={} fired={} skipped={}{}",
+        "{} {}{task}; next fire {}; last fire {}; fired {}, skipped {}{}",
         spec.name,
-        opt(s.next_fire_at_ms),
-        opt(s.last_fire_at_ms),
+        timing(s),
+        s.next_fire_at_ms
+            .map_or_else(|| "- (paused)".to_owned(), when),
+        when_opt(s.last_fire_at_ms),
         s.fired_total,
         s.skipped_total,
-        if s.paused { " paused" } else { "" }
+        if s.paused { "; paused" } else { "" }
     );
 }
 
+/// One schedule in full (`dueq schedule get`, `pause`, `resume`).
+fn print_full(s: &Schedule) {
+    let spec = &s.spec;
+    outln!("name:          {}", spec.name);
+    outln!("timing:        {}", timing(s));
+    outln!(
+        "misfire:       {} (grace {})",
+        misfire_str(spec.misfire),
+        duration(spec.misfire_grace_ms)
+    );
+    outln!("overlap:       {}", overlap_str(spec.overlap));
+    outln!("payload:       {}", String::from_utf8_lossy(&spec.payload));
+    outln!("priority:      {}", spec.priority);
+    outln!("group:         {}", spec.group.as_deref().unwrap_or("-"));
+    outln!("max_attempts:  {}", spec.max_attempts);
+    outln!("lease:         {}", duration(spec.lease_ms));
+    outln!("paused:        {}", if s.paused { "yes" } else { "no" });
+    outln!(
+        "next_fire_at:  {}",
+        s.next_fire_at_ms
+            .map_or_else(|| "- (paused)".to_owned(), when)
+    );
+    outln!("last_fire_at:  {}", when_opt(s.last_fire_at_ms));
+    outln!("fired:         {}", s.fired_total);
+    outln!("skipped:       {}", s.skipped_total);
+    let mut label = "upcoming:     ";
+    for t in &s.upcoming_ms {
+        outln!("{label} {}", when(*t));
+        label = "              ";
+    }
+}
+
 async fn show(client: &Client, queue: &str, name: &str, json_out: bool) -> Result<()> {
-    let Some(s) = client.queue(queue)?.schedule(name).await? else {
+    let Some(s) = known_queue(client, queue).await?.schedule(name).await? else {
         bail!("queue {queue} has no schedule {name}");
     };
     if json_out {
         print_json(&schedule_json(queue, &s));
     } else {
-        print_text(&s);
-        outln!("upcoming_ms: {:?}", s.upcoming_ms);
+        print_full(&s);
     }
     Ok(())
 }
@@ -77,15 +129,13 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
             let q = client.queue(&a.queue)?;
             let mut spec = ScheduleSpec::new(a.name.as_str(), a.payload.as_bytes().to_vec())
                 .misfire_grace_ms(a.misfire_grace_ms)
-                .misfire(if a.misfire == "fire-once" {
-                    Misfire::FireOnce
-                } else {
-                    Misfire::Skip
+                .misfire(match a.misfire {
+                    MisfireArg::FireOnce => Misfire::FireOnce,
+                    MisfireArg::Skip => Misfire::Skip,
                 })
-                .overlap(if a.overlap == "skip" {
-                    Overlap::Skip
-                } else {
-                    Overlap::Allow
+                .overlap(match a.overlap {
+                    OverlapArg::Skip => Overlap::Skip,
+                    OverlapArg::Allow => Overlap::Allow,
                 });
             spec.cron = a.cron.clone();
             spec.every_ms = a.every_ms;
@@ -110,26 +160,30 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
                 print_json(&json!({"outcome": outcome, "next_fire_at_ms": r.next_fire_at_ms}));
             } else {
                 outln!(
-                    "{outcome}; next fire at {}",
+                    "{outcome}; next fire {}",
                     r.next_fire_at_ms
-                        .map_or("- (paused)".to_owned(), |t| t.to_string())
+                        .map_or_else(|| "- (paused)".to_owned(), when)
                 );
             }
         }
         ScheduleCommand::Get { queue, name } => show(client, queue, name, json_out).await?,
         ScheduleCommand::List { queue } => {
-            let all = client.queue(queue)?.schedules().await?;
+            let all = known_queue(client, queue).await?.schedules().await?;
             if json_out {
                 let v: Vec<Value> = all.iter().map(|s| schedule_json(queue, s)).collect();
                 print_json(&json!({"schedules": v}));
             } else {
                 for s in &all {
-                    print_text(s);
+                    print_line(s);
                 }
             }
         }
         ScheduleCommand::Delete { queue, name } => {
-            if !client.queue(queue)?.delete_schedule(name).await? {
+            if !known_queue(client, queue)
+                .await?
+                .delete_schedule(name)
+                .await?
+            {
                 bail!("queue {queue} has no schedule {name}");
             }
             if json_out {
@@ -139,13 +193,23 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
             }
         }
         ScheduleCommand::Pause { queue, name } => {
-            if client.queue(queue)?.pause_schedule(name).await?.is_none() {
+            if known_queue(client, queue)
+                .await?
+                .pause_schedule(name)
+                .await?
+                .is_none()
+            {
                 bail!("queue {queue} has no schedule {name}");
             }
             show(client, queue, name, json_out).await?;
         }
         ScheduleCommand::Resume { queue, name } => {
-            if client.queue(queue)?.resume_schedule(name).await?.is_none() {
+            if known_queue(client, queue)
+                .await?
+                .resume_schedule(name)
+                .await?
+                .is_none()
+            {
                 bail!("queue {queue} has no schedule {name}");
             }
             show(client, queue, name, json_out).await?;

@@ -57,8 +57,23 @@ pub async fn run(redis: Option<&str>, replicas: u8, a: &ServeArgs) -> Result<()>
         Some(u) => (u.to_owned(), None),
         None => {
             let e = EmbeddedRedis::start(Some(&a.data_dir)).await?;
-            // the CLI (dueq webhook, dueq stats, ...) reaches this Redis with --redis URL
-            eprintln!("dueq serve: embedded Redis at {}", e.url());
+            // the other commands find it by the URL file it keeps in the data directory
+            let from = if std::env::var_os(crate::embedded::DATA_DIR_ENV).is_none()
+                && a.data_dir == std::path::Path::new(crate::embedded::DEFAULT_DATA_DIR)
+            {
+                "from this directory".to_owned()
+            } else {
+                let dir = a.data_dir.display();
+                format!("with {}={dir}", crate::embedded::DATA_DIR_ENV)
+            };
+            crate::logging::status(
+                "INFO",
+                &format!(
+                    "dueq serve: embedded Redis at {} (dueq commands run {from} without --redis \
+                     use it)",
+                    e.url()
+                ),
+            );
             (e.url().to_owned(), Some(e))
         }
     };
@@ -83,7 +98,10 @@ async fn serve(
     if !tokens.enabled() && !addr.ip().is_loopback() {
         tracing::warn!(%addr, "no tokens configured: the API is open to anyone who can reach it");
     }
-    eprintln!("dueq serve: bound http://{addr}; connecting to Redis (/readyz 503 until then)");
+    crate::logging::status(
+        "INFO",
+        &format!("dueq serve: bound http://{addr}; connecting to Redis (/readyz 503 until then)"),
+    );
     // Until the client is connected (a Redis still loading its data set makes that wait),
     // the same socket answers /healthz 200 and /readyz 503 instead of refusing connections.
     let socket = listener.into_std()?;
@@ -139,7 +157,7 @@ async fn serve(
             let _ = stopped.wait_for(|s| *s).await;
         }))
     });
-    eprintln!("dueq serve: listening on http://{addr}");
+    crate::logging::status("INFO", &format!("dueq serve: listening on http://{addr}"));
     let signal = {
         let stop = stop.clone();
         async move {
@@ -164,6 +182,6 @@ async fn serve(
         }
     }
     result?;
-    eprintln!("dueq serve: stopped");
+    crate::logging::status("INFO", "dueq serve: stopped");
     Ok(())
 }

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::{print_json, target, task_json};
 use crate::args::{DueArgs, EnqueueArgs, RescheduleArgs, TargetArgs};
+use crate::human::{when, when_opt};
 
 fn due(d: &DueArgs) -> Option<Due> {
     match (d.delay_ms, d.due_at_ms) {
@@ -71,7 +72,7 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
         print_json(&json!({"id": e.id.as_str(), "due_at_ms": e.due_at_ms,
             "created": e.created(), "outcome": outcome}));
     } else {
-        outln!("{outcome} {} due_at_ms={}", e.id, e.due_at_ms);
+        outln!("{outcome} {} due {}", e.id, when(e.due_at_ms));
     }
     if e.outcome == dueq::EnqueueOutcome::InProgress {
         anyhow::bail!("the key is live on a running task; not replaced");
@@ -91,19 +92,19 @@ pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> 
     if json_out {
         print_json(&task_json(&t));
     } else {
-        outln!("id:           {}", t.id);
-        outln!("key:          {}", t.key.as_deref().unwrap_or("-"));
-        outln!("group:        {}", t.group.as_deref().unwrap_or("-"));
-        outln!("state:        {}", t.state.as_str());
-        outln!("due_at_ms:    {}", t.due_at_ms);
-        outln!("attempt:      {}/{}", t.attempt, t.max_attempts);
-        outln!("last_error:   {}", t.last_error.as_deref().unwrap_or("-"));
-        outln!("created_at_ms: {}", t.created_at_ms);
-        outln!("priority:     {}", t.priority);
-        if let Some(e) = t.expires_at_ms {
-            outln!("expires_at_ms: {e}");
+        outln!("id:         {}", t.id);
+        outln!("key:        {}", t.key.as_deref().unwrap_or("-"));
+        outln!("group:      {}", t.group.as_deref().unwrap_or("-"));
+        outln!("state:      {}", t.state.as_str());
+        outln!("due_at:     {}", when(t.due_at_ms));
+        outln!("attempt:    {}/{}", t.attempt, t.max_attempts);
+        outln!("last_error: {}", t.last_error.as_deref().unwrap_or("-"));
+        outln!("created_at: {}", when(t.created_at_ms));
+        outln!("priority:   {}", t.priority);
+        if t.expires_at_ms.is_some() {
+            outln!("expires_at: {}", when_opt(t.expires_at_ms));
         }
-        outln!("payload:      {}", String::from_utf8_lossy(&t.payload));
+        outln!("payload:    {}", String::from_utf8_lossy(&t.payload));
     }
     Ok(())
 }
@@ -128,7 +129,7 @@ pub async fn cancel(client: &Client, a: &TargetArgs, json_out: bool) -> Result<(
 /// `dueq reschedule`.
 pub async fn reschedule(client: &Client, a: &RescheduleArgs, json_out: bool) -> Result<()> {
     let q = client.queue(&a.target.queue)?;
-    let d = due(&a.due).context("give --delay-ms or --due-at-ms")?;
+    let d = due(&a.due).context("give --delay or --at")?;
     let t = target(a.target.id.as_deref(), a.target.key.as_deref())?;
     let (outcome, due_at) = match q.reschedule(&t, d).await? {
         RescheduleOutcome::Rescheduled { due_at_ms } => ("rescheduled", Some(due_at_ms)),
@@ -139,7 +140,7 @@ pub async fn reschedule(client: &Client, a: &RescheduleArgs, json_out: bool) -> 
         print_json(&json!({"outcome": outcome, "due_at_ms": due_at}));
     } else {
         match due_at {
-            Some(d) => outln!("{outcome} due_at_ms={d}"),
+            Some(d) => outln!("{outcome}; due {}", when(d)),
             None => outln!("{outcome}"),
         }
     }

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::print_json;
 use crate::args::WebhookCommand;
+use crate::human::{duration, when};
 
 /// The URL to show: with its password as `***` unless the secret is shown too.
 fn shown_url(w: &Webhook, secret: bool) -> String {
@@ -32,12 +33,12 @@ fn webhook_json(w: &Webhook, secret: bool) -> Value {
 
 fn print_text(w: &Webhook, secret: bool) {
     outln!(
-        "{} -> {} concurrency={} timeout_ms={} updated_at_ms={}",
+        "{} -> {} concurrency={} timeout={} updated {}",
         w.queue,
         shown_url(w, secret),
         w.concurrency,
-        w.timeout_ms,
-        w.updated_at_ms
+        duration(w.timeout_ms),
+        when(w.updated_at_ms)
     );
     if secret {
         outln!("secret: {}", w.secret);

@@ -6,6 +6,7 @@ use dueq::{Client, WorkerInfo};
 use serde_json::json;
 
 use super::print_json;
+use crate::human::{relative, when_from};
 
 /// The same fields as `GET /v1/workers`.
 fn worker_json(w: &WorkerInfo) -> serde_json::Value {
@@ -24,17 +25,6 @@ fn worker_json(w: &WorkerInfo) -> serde_json::Value {
     })
 }
 
-/// How long ago `then_ms` was at `now_ms`, short (`3s`, `5m`, `2h`, `4d`).
-fn ago(now_ms: u64, then_ms: u64) -> String {
-    let s = now_ms.saturating_sub(then_ms) / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
-
 /// `dueq workers`: one line (or JSON object) per live worker, oldest first.
 pub async fn list(client: &Client, queue: Option<&str>, json_out: bool) -> Result<()> {
     let workers = match queue {
@@ -48,7 +38,7 @@ pub async fn list(client: &Client, queue: Option<&str>, json_out: bool) -> Resul
     // "now" for the ages: the newest heartbeat, so the Redis clock, not this machine's
     let now_ms = workers.iter().map(|w| w.last_seen_ms).max().unwrap_or(0);
     outln!(
-        "{:<40} {:<6} {:>8} {:>8} {:>11} {:>7} {:>9}  queues",
+        "{:<40} {:<6} {:>8} {:>8} {:>11} {:<38} {:<10} queues",
         "id",
         "kind",
         "pid",
@@ -59,14 +49,14 @@ pub async fn list(client: &Client, queue: Option<&str>, json_out: bool) -> Resul
     );
     for w in &workers {
         outln!(
-            "{:<40} {:<6} {:>8} {:>8} {:>11} {:>7} {:>9}  {}",
+            "{:<40} {:<6} {:>8} {:>8} {:>11} {:<38} {:<10} {}",
             w.id,
             w.kind.as_str(),
             w.pid,
             w.in_hand,
             w.concurrency,
-            ago(now_ms, w.started_at_ms),
-            ago(now_ms, w.last_seen_ms),
+            when_from(w.started_at_ms, now_ms),
+            relative(w.last_seen_ms, now_ms),
             w.queues.join(",")
         );
     }
@@ -74,18 +64,4 @@ pub async fn list(client: &Client, queue: Option<&str>, json_out: bool) -> Resul
         eprintln!("no live workers");
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ago;
-
-    #[test]
-    fn ages_are_short() {
-        assert_eq!(ago(10_000, 7_000), "3s");
-        assert_eq!(ago(400_000, 0), "6m");
-        assert_eq!(ago(7_300_000, 0), "2h");
-        assert_eq!(ago(90_000_000, 0), "1d");
-        assert_eq!(ago(0, 5), "0s");
-    }
 }

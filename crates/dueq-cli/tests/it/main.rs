@@ -6,6 +6,7 @@ mod bench;
 mod chaos;
 mod commands;
 mod flow;
+mod readable;
 mod relay;
 mod replay;
 mod schedules;

@@ -66,6 +66,7 @@ fn wait_exit(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
 fn serve_command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dueq"));
     cmd.env_remove("DUEQ_REDIS_URL")
+        .env_remove("DUEQ_DATA_DIR")
         .env_remove("DUEQ_TOKENS")
         .env_remove("DUEQ_LISTEN")
         .env_remove("DUEQ_LOG")
@@ -87,7 +88,19 @@ pub(crate) fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
 /// Starts `dueq serve` and returns once its stderr has a line with `marker` followed by the
 /// address (`"bound http://"`: the socket answers probes, the API not yet).
 pub(crate) fn serve_until(args: &[&str], env: &[(&str, &str)], marker: &'static str) -> Served {
-    let mut child = serve_command(args, env).spawn().unwrap();
+    watch(serve_command(args, env).spawn().unwrap(), marker)
+}
+
+/// `dueq serve --listen 127.0.0.1:0 ARGS` started in directory `dir` (its default data
+/// directory is then `dir/dueq-data`).
+pub(crate) fn serve_in(dir: &Path, args: &[&str]) -> Served {
+    let mut cmd = serve_command(args, &[]);
+    cmd.current_dir(dir);
+    watch(cmd.spawn().unwrap(), "listening on http://")
+}
+
+/// Collects the stderr of `child` (a `dueq serve`) and waits for its line with `marker`.
+fn watch(mut child: Child, marker: &'static str) -> Served {
     let stderr = child.stderr.take().unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -355,6 +368,11 @@ fn serve_stops_the_redis_server_a_killed_dueq_serve_left_behind() {
     // its redis-server outlives it, still holding the socket and the AOF
     assert!(orphan.running());
     assert_eq!(redis_pid(&socket), orphan.pid);
+    // a command without --redis does not follow the URL file the killed one left
+    let out = cli_in(dir.path(), &[("DUEQ_DATA_DIR", d)], &["stats", "orders"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no longer running"), "{err}");
+    assert!(!err.contains("redis+unix"), "{err}");
 
     let started = Instant::now();
     let mut second = serve(&["--data-dir", d], &[]);
@@ -576,4 +594,110 @@ fn serve_listens_and_is_not_ready_while_redis_loads_its_data_set() {
     dueq_testkit::wait_until(Duration::from_secs(20), "ready after loading", || {
         http(&s.addr, "GET", "/readyz", None, None).0 == 200
     });
+}
+
+/// `dueq ARGS` without `--redis` or `DUEQ_REDIS_URL`, run in `dir` with `env`.
+fn cli_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dueq"));
+    cmd.current_dir(dir)
+        .env_remove("DUEQ_REDIS_URL")
+        .env_remove("DUEQ_DATA_DIR")
+        .env_remove("DUEQ_LOG")
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// One Redis without flags (issue 30, item 1): in the directory of a `dueq serve` using its
+/// embedded Redis, `dueq enqueue` and `dueq stats` reach that Redis with no flag (and from
+/// elsewhere with `DUEQ_DATA_DIR`); once it stopped they fall back to the default, and its URL
+/// file, put back as if left behind, does not send them to the dead socket.
+#[test]
+fn the_cli_finds_the_embedded_redis_of_a_dueq_serve_in_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = serve_in(dir.path(), &[]);
+    let url_file = dir.path().join("dueq-data").join("redis.url");
+    let saved = std::fs::read_to_string(&url_file).unwrap();
+    assert!(saved.starts_with("redis+unix://"), "{saved}");
+    assert!(s.log().contains("from this directory"), "{}", s.log());
+
+    let out = cli_in(
+        dir.path(),
+        &[],
+        &[
+            "--json", "enqueue", "orders", "--key", "order:1", "--delay", "30m",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli_in(dir.path(), &[], &["--json", "stats", "orders"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["scheduled"], 1, "{stats}");
+    // the server sees the task: one Redis
+    let (status, body) = http(
+        &s.addr,
+        "GET",
+        "/v1/queues/orders/keys/order%3A1",
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    // from another directory, through the variable
+    let elsewhere = tempfile::tempdir().unwrap();
+    let data = dir.path().join("dueq-data");
+    let out = cli_in(
+        elsewhere.path(),
+        &[("DUEQ_DATA_DIR", data.to_str().unwrap())],
+        &["--json", "stats", "orders"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // and with neither, the default
+    let out = cli_in(elsewhere.path(), &[], &["--json", "stats", "orders"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("redis+unix"), "{err}");
+
+    sigterm_and_wait(&mut s);
+    assert!(!url_file.exists(), "the URL file outlived the server");
+    // stopped: the default, never the old socket (only read: a Redis may listen on 6379,
+    // without a queue "orders" or with one)
+    let out = cli_in(dir.path(), &[], &["--json", "stats", "orders"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("redis+unix"), "{err}");
+    if !out.status.success() {
+        assert!(
+            err.contains("connecting to redis://127.0.0.1:6379") || err.contains("no queue"),
+            "{err}"
+        );
+    }
+    // a URL file left behind: its dueq is gone and nothing answers on its socket
+    std::fs::write(&url_file, &saved).unwrap();
+    let out = cli_in(dir.path(), &[], &["--json", "stats", "orders"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ignoring") && err.contains("redis.url"),
+        "{err}"
+    );
+    assert!(err.contains("using redis://127.0.0.1:6379"), "{err}");
+    assert!(!err.contains("connecting to redis+unix"), "{err}");
+    // a live process's pid in it: still not followed, as nothing answers on the socket
+    let live = saved.lines().next().unwrap().to_owned() + &format!("\n{}\n", std::process::id());
+    std::fs::write(&url_file, live).unwrap();
+    let out = cli_in(dir.path(), &[], &["--json", "stats", "orders"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nothing answers"), "{err}");
+    assert!(!err.contains("connecting to redis+unix"), "{err}");
 }

@@ -1,7 +1,11 @@
-//! `dueq work QUEUE -- COMMAND`: commands run per task; exit codes ack or retry; SIGTERM hands
-//! running tasks back at once (case C10 at the process level).
+//! `dueq work QUEUE -- COMMAND`: commands run per task; exit codes ack or retry; SIGTERM waits
+//! `--shutdown-grace` for running commands, and with `--shutdown-grace 0` hands running tasks
+//! back at once (case C10 at the process level); what it logs, and its commands' stderr
+//! passed through.
 
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dueq_testkit::{RedisServer, wait_until};
@@ -9,13 +13,81 @@ use dueq_testkit::{RedisServer, wait_until};
 use crate::{dueq, dueq_json};
 
 fn spawn_worker(url: &str, queue: &str, command: &[&str]) -> Child {
+    spawn_worker_with(url, queue, &[], command)
+}
+
+/// `dueq work QUEUE ARGS -- COMMAND`; its stderr goes to the test's (shown on failure).
+fn spawn_worker_with(url: &str, queue: &str, args: &[&str], command: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_dueq"))
-        .args(["--redis", url, "work", queue, "--"])
+        .args(["--redis", url, "work", queue])
+        .args(args)
+        .arg("--")
         .args(command)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::inherit())
         .spawn()
         .unwrap()
+}
+
+/// A `dueq work` whose stderr lines are collected.
+struct Logged {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Logged {
+    fn spawn(url: &str, global: &[&str], queue: &str, command: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dueq"))
+            .env_remove("DUEQ_LOG")
+            .env_remove("DUEQ_LOG_FORMAT")
+            .args(["--redis", url])
+            .args(global)
+            .args(["work", queue, "--"])
+            .args(command)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    fn has(&self, needle: &str) -> bool {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(needle))
+    }
+
+    /// SIGTERM, waits for the exit (asserting success) and returns every stderr line.
+    fn stop(mut self) -> Vec<String> {
+        sigterm(&self.child);
+        assert!(self.child.wait().unwrap().success());
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn sigterm(child: &Child) {
@@ -106,7 +178,8 @@ fn c10_sigterm_hands_the_lease_back_at_once() {
     // a future task must never be held before it is due
     let (ok, _) = dueq_json(&url, &["enqueue", "jobs", "--delay-ms", "600000"]);
     assert!(ok);
-    let mut slow = spawn_worker(&url, "jobs", &["sleep", "30"]);
+    // C10 as such: no grace, the task is handed back at once (the default waits 30 s)
+    let mut slow = spawn_worker_with(&url, "jobs", &["--shutdown-grace", "0"], &["sleep", "30"]);
     wait_until(Duration::from_secs(10), "task active", || {
         stat(&url, "jobs", "active") == 1
     });
@@ -159,7 +232,12 @@ fn sigterm_stops_the_commands_children_too() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("child.pid");
     let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let mut w = spawn_worker(&url, "jobs", &["sh", "-c", &script]);
+    let mut w = spawn_worker_with(
+        &url,
+        "jobs",
+        &["--shutdown-grace", "0"],
+        &["sh", "-c", &script],
+    );
     wait_until(Duration::from_secs(10), "grandchild started", || {
         std::fs::read_to_string(&pidfile).is_ok_and(|s| s.trim().parse::<u32>().is_ok())
     });
@@ -284,7 +362,9 @@ fn a_command_whose_lease_is_lost_is_killed() {
     let pidfile = dir.path().join("child.pid");
     let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
     let mut w = Command::new(env!("CARGO_BIN_EXE_dueq"))
-        .args(["--redis", &url, "work", "jobs", "--lease-ms", "1000", "--"])
+        // no grace: the rerun of the recovered task is not waited for at the end
+        .args(["--redis", &url, "work", "jobs", "--lease-ms", "1000"])
+        .args(["--shutdown-grace", "0", "--"])
         .args(["sh", "-c", &script])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -419,4 +499,211 @@ fn bad_queue_arguments_are_refused_before_anything_starts() {
     let (ok, v) = dueq_json(&url, &["workers"]);
     assert!(ok);
     assert_eq!(v, serde_json::json!({"workers": []}));
+}
+
+/// The log of a real run with a failing command (issue 30, item 3): a start line naming the
+/// queue, concurrency and Redis; a line per failed attempt with attempt/max, exit status and
+/// the stderr tail; a dead-lettered line; the command's stderr passed through with a
+/// `[QUEUE ID]` prefix; a stop line.
+#[test]
+fn work_logs_start_failures_dead_tasks_and_stop_and_passes_stderr_through() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, s) = dueq_json(
+        &url,
+        &[
+            "settings",
+            "set",
+            "jobs",
+            r#"{"max_attempts": 2, "backoff": {"base_ms": 10, "factor": 1.0, "max_ms": 10}}"#,
+        ],
+    );
+    assert!(ok, "{s}");
+    let (ok, e) = dueq_json(&url, &["enqueue", "jobs", "--key", "order:7"]);
+    assert!(ok, "{e}");
+    let id = e["id"].as_str().unwrap().to_owned();
+    let w = Logged::spawn(
+        &url,
+        &[],
+        "jobs",
+        &["sh", "-c", "echo first >&2; echo card declined >&2; exit 3"],
+    );
+    wait_until(Duration::from_secs(20), "the task died", || {
+        stat(&url, "jobs", "dead") == 1
+    });
+    // the dead line follows the nack that the stats saw, by a moment at most
+    wait_until(Duration::from_secs(5), "the dead line", || {
+        w.has("dead-lettered")
+    });
+    let lines = w.stop();
+    let all = lines.join("\n");
+    let find = |needles: &[&str]| {
+        lines
+            .iter()
+            .find(|l| needles.iter().all(|n| l.contains(n)))
+            .unwrap_or_else(|| panic!("no line with {needles:?} in:\n{all}"))
+    };
+    let start = find(&["dueq work started"]);
+    assert!(
+        start.contains("queues=jobs=1") && start.contains("concurrency=4"),
+        "{start}"
+    );
+    assert!(start.contains(&format!("redis={url}")), "{start}");
+    assert!(start.contains("shutdown_grace=30s"), "{start}");
+    for attempt in ["attempt=1/2", "attempt=2/2"] {
+        let failed = find(&["attempt failed", attempt]);
+        assert!(
+            failed.contains(&id) && failed.contains("key=order:7"),
+            "{failed}"
+        );
+        assert!(failed.contains("exit status: 3"), "{failed}");
+        assert!(failed.contains("card declined"), "{failed}");
+    }
+    let dead = find(&["dead-lettered"]);
+    assert!(dead.contains(&id) && dead.contains("attempts=2"), "{dead}");
+    let prefix = format!("[jobs {id}] ");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with(&prefix) && l.ends_with("card declined"))
+            .count(),
+        2,
+        "{all}"
+    );
+    assert!(
+        lines.iter().any(|l| *l == format!("{prefix}first")),
+        "{all}"
+    );
+    let stop = find(&["dueq work stopped"]);
+    assert!(
+        stop.contains("finished=2") && stop.contains("dead=1") && stop.contains("handed_back=0"),
+        "{stop}"
+    );
+    // the error kept in the dead-letter queue is still the stderr tail
+    let (_, page) = dueq_json(&url, &["dead", "list", "jobs"]);
+    let err = page["tasks"][0]["last_error"].as_str().unwrap();
+    assert!(
+        err.contains("first") && err.contains("card declined"),
+        "{err}"
+    );
+}
+
+/// `--log-format json`: every stderr line is one JSON object, the command's stderr included
+/// (as events with its queue, id and line).
+#[test]
+fn work_logs_json_lines_with_log_format_json() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, e) = dueq_json(&url, &["enqueue", "jobs", "--max-attempts", "1"]);
+    assert!(ok, "{e}");
+    let id = e["id"].as_str().unwrap().to_owned();
+    let w = Logged::spawn(
+        &url,
+        &["--log-format", "json"],
+        "jobs",
+        &["sh", "-c", "echo oops >&2; exit 1"],
+    );
+    wait_until(Duration::from_secs(10), "the task died", || {
+        w.has("dead-lettered")
+    });
+    let lines = w.stop();
+    let events: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let msg = |m: &str| {
+        events
+            .iter()
+            .find(|v| v["message"].as_str().unwrap_or("").contains(m))
+    };
+    let start = msg("dueq work started").expect("a start event");
+    assert_eq!(start["level"], "INFO");
+    assert_eq!(start["queues"], "jobs=1");
+    let failed = msg("attempt failed").expect("a failed-attempt event");
+    assert_eq!(
+        (&failed["id"], &failed["attempt"]),
+        (&id.as_str().into(), &"1/1".into())
+    );
+    let line = events
+        .iter()
+        .find(|v| v["message"] == "stderr")
+        .expect("the command's stderr as an event");
+    assert_eq!(
+        (&line["queue"], &line["id"], &line["line"]),
+        (&"jobs".into(), &id.as_str().into(), &"oops".into())
+    );
+    assert!(msg("dueq work stopped").is_some());
+}
+
+/// SIGTERM waits (default grace 30 s) for a running command: it finishes, its task is
+/// acknowledged, not handed back.
+#[test]
+fn sigterm_waits_for_a_running_command_to_finish() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, _) = dueq_json(&url, &["enqueue", "jobs"]);
+    assert!(ok);
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let marker = dir.path().join("done");
+    let script = format!(
+        "touch {}; sleep 2; touch {}",
+        started.display(),
+        marker.display()
+    );
+    let w = Logged::spawn(&url, &[], "jobs", &["sh", "-c", &script]);
+    wait_until(Duration::from_secs(10), "the command started", || {
+        started.exists()
+    });
+    assert!(!marker.exists());
+    let lines = w.stop();
+    let all = lines.join("\n");
+    assert!(marker.exists(), "the command was not let finish:\n{all}");
+    assert_eq!(stat(&url, "jobs", "succeeded_total"), 1, "{all}");
+    assert_eq!(stat(&url, "jobs", "due") + stat(&url, "jobs", "active"), 0);
+    assert!(
+        all.contains("waiting up to 30s for running commands"),
+        "{all}"
+    );
+    assert!(all.contains("handed_back=0"), "{all}");
+}
+
+/// `--shutdown-grace 0` keeps the old behaviour: the running command is killed at once and
+/// its task handed back.
+#[test]
+fn shutdown_grace_0_kills_the_running_command_and_hands_its_task_back() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (ok, _) = dueq_json(&url, &["enqueue", "jobs"]);
+    assert!(ok);
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let marker = dir.path().join("done");
+    let script = format!(
+        "echo $$ > {}; sleep 2; touch {}",
+        pidfile.display(),
+        marker.display()
+    );
+    let mut w = spawn_worker_with(
+        &url,
+        "jobs",
+        &["--shutdown-grace", "0"],
+        &["sh", "-c", &script],
+    );
+    wait_until(Duration::from_secs(10), "the command started", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.trim().parse::<u32>().is_ok())
+    });
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    sigterm(&w);
+    assert!(w.wait().unwrap().success());
+    wait_until(Duration::from_secs(5), "the command is gone", || {
+        !Command::new("kill")
+            .args(["-0", &pid])
+            .status()
+            .unwrap()
+            .success()
+    });
+    assert!(!marker.exists(), "the command ran to its end");
+    assert_eq!(stat(&url, "jobs", "due"), 1, "the task was handed back");
+    assert_eq!(stat(&url, "jobs", "succeeded_total"), 0);
 }
