@@ -167,3 +167,45 @@ def test_long_poll_returns_when_a_task_is_enqueued(client: dueq.Client, queue: d
     queue.enqueue("wake", delay_ms=200)
     t.join(15)
     assert [x.payload for x in got] == ["wake"]
+
+
+def test_beat_list_and_remove_a_worker(client: dueq.Client) -> None:
+    import uuid
+
+    wid = "py-test:1:" + uuid.uuid4().hex[:8]
+    queue = "pyw-" + uuid.uuid4().hex[:12]
+    assert client.beat_worker(
+        wid, [queue], concurrency=4, in_hand=1, host="box", pid=1, version="9.9.9",
+        language="python", ttl_ms=60_000,
+    )  # fmt: skip
+    [w] = [x for x in client.workers() if x.id == wid]
+    assert (w.kind, w.host, w.pid, w.version, w.language) == ("worker", "box", 1, "9.9.9", "python")
+    assert (w.queues, w.concurrency, w.in_hand) == ([queue], 4, 1)
+    assert w.started_at_ms <= w.last_seen_ms < w.expires_at_ms
+    assert [x.id for x in client.workers(queue)] == [wid]
+    assert client.workers("pyw-none-" + uuid.uuid4().hex[:8]) == []
+    # the server itself is listed too, as a Rust process
+    assert any(x.kind == "server" and x.language == "rust" for x in client.workers())
+    assert client.beat_worker(wid, [queue], concurrency=4, in_hand=3)
+    [w] = client.workers(queue)
+    assert w.in_hand == 3
+    assert client.remove_worker(wid) is True
+    assert client.workers(queue) == []
+    assert client.remove_worker(wid) is False
+
+
+def test_a_bad_beat_names_the_field(client: dueq.Client) -> None:
+    with pytest.raises(DueqError) as e:
+        client.beat_worker("py-test:1:bad", ["q"], concurrency=1, ttl_ms=5)
+    assert (e.value.status, e.value.code) == (400, "invalid_input")
+    assert "ttl_ms" in e.value.message
+    with pytest.raises(DueqError) as e:
+        client.beat_worker("py-test:1:bad", ["bad name"], concurrency=1)
+    assert e.value.code == "invalid_input" and "queues" in e.value.message
+    with pytest.raises(DueqError) as e:
+        client.beat_worker("has space", ["q"], concurrency=1)
+    assert e.value.code == "invalid_input" and "id" in e.value.message
+    with pytest.raises(DueqError) as e:
+        client.workers("bad name")
+    assert e.value.code == "invalid_input"
+    assert all(w.id != "py-test:1:bad" for w in client.workers())

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -155,6 +158,9 @@ def test_sigterm_stops_gracefully(server, queue: dueq.Queue) -> None:
         assert p.stdout is not None
         line = p.stdout.readline()
         assert line.split() == ["started", e.id], line
+        client = queue.client
+        wait_until(lambda: [w for w in client.workers(queue.name) if w.pid == p.pid],
+                   what="the worker process listed")  # fmt: skip
         p.send_signal(signal.SIGTERM)
         out, _ = p.communicate(timeout=30)
     finally:
@@ -162,6 +168,8 @@ def test_sigterm_stops_gracefully(server, queue: dueq.Queue) -> None:
             p.kill()
     assert p.returncode == 0
     assert out.split() == ["stopped", "1"], out
+    # it left the live workers list on its way out
+    assert client.workers(queue.name) == []
     t = queue.get(e.id)
     assert t is not None and t.state == "scheduled" and t.attempt == 0
 
@@ -245,3 +253,138 @@ def test_prefetch_claims_ahead_but_runs_at_most_concurrency(queue: dueq.Queue) -
     assert 1 <= peak[0] <= 2, peak
     # more was claimed at once than there are threads (claims of up to 20)
     assert w.stats.claimed == 60 and w.stats.lease_lost == 0
+
+
+# --- the live workers list (heartbeat) -----------------------------------------------------
+
+
+def listed(client: dueq.Client, wid: str):
+    """The worker's entry in ``GET /v1/workers``, or ``None``."""
+    return next((w for w in client.workers() if w.id == wid), None)
+
+
+def in_hand_is(client: dueq.Client, wid: str, n: int):
+    return lambda: (lambda w: w if w is not None and w.in_hand == n else None)(listed(client, wid))
+
+
+def check_entry(w, queue: dueq.Queue, concurrency: int, heartbeat_ms: int) -> None:
+    assert (w.kind, w.language, w.queues, w.concurrency) == (
+        "worker", "python", [queue.name], concurrency,
+    )  # fmt: skip
+    assert (w.host, w.pid, w.version) == (socket.gethostname(), os.getpid(), dueq.__version__)
+    # listed for 3 beats after the last one
+    assert w.expires_at_ms - w.last_seen_ms == 3 * heartbeat_ms
+
+
+def test_worker_is_listed_while_it_runs_and_leaves_at_stop(queue: dueq.Queue) -> None:
+    client = queue.client
+    gate = threading.Event()
+    started = []
+
+    def handle(task):
+        started.append(task.id)
+        gate.wait(20)
+
+    w = Worker(client, queue, handle, concurrency=3, poll_ms=200, heartbeat_ms=100,
+               handle_signals=False)  # fmt: skip
+    assert re.fullmatch(r"[!-~]+:%d:[0-9a-f]{8}" % os.getpid(), w.id), w.id
+    assert listed(client, w.id) is None  # registered by run(), not before
+    t = in_thread(w)
+    try:
+        first = wait_until(lambda: listed(client, w.id), what="the worker listed")
+        check_entry(first, queue, 3, 100)
+        assert [x.id for x in client.workers(queue.name)] == [w.id]
+        queue.enqueue_batch([{"payload": i} for i in range(2)])
+        wait_until(lambda: len(started) == 2, what="2 handlers running")
+        wait_until(in_hand_is(client, w.id, 2), what="in_hand 2 at a beat")
+        gate.set()
+        wait_until(lambda: w.stats.acked == 2, what="2 acked")
+        wait_until(in_hand_is(client, w.id, 0), what="in_hand 0 at a beat")
+    finally:
+        gate.set()
+        w.stop()
+        t.join(30)
+    assert not t.is_alive()
+    # gone as soon as run() returned, not 3 beats later
+    assert listed(client, w.id) is None
+
+
+def test_async_worker_is_listed_while_it_runs_and_leaves_at_stop(queue: dueq.Queue) -> None:
+    client = queue.client
+    gate = threading.Event()
+    started = []
+
+    async def handle(task):
+        started.append(task.id)
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+
+    w = AsyncWorker(client, queue, handle, concurrency=5, poll_ms=200, heartbeat_ms=100,
+                    handle_signals=False)  # fmt: skip
+    out = []
+    t = threading.Thread(target=lambda: out.append(asyncio.run(w.run())), daemon=True)
+    t.start()
+    try:
+        first = wait_until(lambda: listed(client, w.id), what="the worker listed")
+        check_entry(first, queue, 5, 100)
+        queue.enqueue_batch([{"payload": i} for i in range(3)])
+        wait_until(lambda: len(started) == 3, what="3 handlers running")
+        wait_until(in_hand_is(client, w.id, 3), what="in_hand 3 at a beat")
+        gate.set()
+        wait_until(lambda: w.stats.acked == 3, what="3 acked")
+        wait_until(in_hand_is(client, w.id, 0), what="in_hand 0 at a beat")
+    finally:
+        gate.set()
+        w.stop()
+        t.join(30)
+    assert not t.is_alive() and out and out[0].acked == 3
+    assert listed(client, w.id) is None
+
+
+class FlakyBeats(dueq.Client):
+    """A client whose first ``fail`` heartbeats fail."""
+
+    def __init__(self, *args, fail: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fail = fail
+        self.beats = 0
+
+    def beat_worker(self, *args, **kwargs) -> bool:
+        self.beats += 1
+        if self.beats <= self.fail:
+            raise dueq.DueqError(503, "redis_unavailable", "injected")
+        return super().beat_worker(*args, **kwargs)
+
+
+def test_a_failed_beat_is_logged_and_retried(server, queue: dueq.Queue, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="dueq.worker")
+    flaky = FlakyBeats(server.url, token=server.token, timeout_s=20, fail=2)
+    q = flaky.queue(queue.name)
+    w = Worker(flaky, q, lambda task: None, poll_ms=200, heartbeat_ms=100, handle_signals=False)
+    t = in_thread(w)
+    try:
+        # the worker works meanwhile, and the third beat lists it
+        q.enqueue("x")
+        wait_until(lambda: w.stats.acked == 1, what="ack")
+        wait_until(lambda: listed(flaky, w.id), what="listed after 2 failed beats")
+    finally:
+        w.stop()
+        t.join(30)
+    assert not t.is_alive()
+    failed = [r for r in caplog.records if "heartbeat of worker" in r.getMessage()]
+    assert len(failed) == 2, [r.getMessage() for r in caplog.records]
+    assert w.id in failed[0].getMessage() and "injected" in failed[0].getMessage()
+    assert listed(flaky, w.id) is None
+
+
+def test_heartbeat_ms_is_checked(client: dueq.Client) -> None:
+    import pytest
+
+    for bad in (99, 60_001):
+        with pytest.raises(ValueError, match="heartbeat_ms"):
+            Worker(client, "q", lambda t: None, heartbeat_ms=bad)
+        with pytest.raises(ValueError, match="heartbeat_ms"):
+            AsyncWorker(client, "q", lambda t: None, heartbeat_ms=bad)  # type: ignore[arg-type,return-value]
+    assert Worker(client, "q", lambda t: None).heartbeat_ms == 5000
+    ids = {Worker(client, "q", lambda t: None).id for _ in range(3)}
+    assert len(ids) == 3

@@ -20,6 +20,8 @@ import type {
   Task,
   TaskRef,
   TaskSpec,
+  WorkerBeat,
+  WorkerInfo,
 } from "./types.js";
 
 /** Most items in one batch request (enqueue, acks, nacks, releases) and one claim. */
@@ -84,6 +86,33 @@ export class Client {
     const q = new URLSearchParams({ limit: String(limit) });
     if (after !== undefined) q.set("after", after);
     return (await this.call("GET", "/v1/queues?" + q.toString())) as QueuesPage;
+  }
+
+  /** Every live worker process and server (`GET /v1/workers`), in any language, sorted by
+   * start time, then id; with `queue`, only those that serve that queue. */
+  async workers(queue?: string): Promise<WorkerInfo[]> {
+    const q = queue === undefined ? "" : "?" + new URLSearchParams({ queue }).toString();
+    return (await this.call("GET", "/v1/workers" + q)).workers;
+  }
+
+  /**
+   * Registers worker `id` in the live workers list, or refreshes its entry (`PUT
+   * /v1/workers/{id}`; what `Worker` does every `heartbeatMs`). `id`: printable ASCII
+   * without spaces, 1 to 200 bytes. Resolves to whether it is listed (`false`: the registry
+   * holds 10 000 live entries). Rejects with `DueqError` `invalid_input` naming the bad field
+   * (nothing written).
+   */
+  async beatWorker(id: string, beat: WorkerBeat): Promise<boolean> {
+    return (await this.call("PUT", "/v1/workers/" + seg(id), beat)).registered === true;
+  }
+
+  /** Takes worker `id` off the live workers list at once (`DELETE /v1/workers/{id}`, a
+   * graceful stop); whether it was listed. */
+  async removeWorker(id: string): Promise<boolean> {
+    const r = await this.request("DELETE", "/v1/workers/" + seg(id));
+    if (r.status === 404 && errorCode(r.body) === "not_found") return false;
+    if (r.status !== 200) throw DueqError.fromResponse(r.status, r.body);
+    return true;
   }
 
   /** Sends one request; the status and parsed body. Throws only `connection_failed`. */

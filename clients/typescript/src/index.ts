@@ -8,6 +8,4 @@ export type { Fail, Handler, Retry, WorkerOptions, WorkerStats } from "./worker.
 export { SIGNATURE_HEADER, sign, signatureHeader, verifySignature, verifyWebhook } from "./webhook.js";
 export type { RawBody, RequestHeaders, Secret, VerifyOptions } from "./webhook.js";
 export type * from "./types.js";
-
-/** This client's version (the server's). */
-export const VERSION = "0.1.0";
+export { VERSION } from "./version.js";

@@ -144,3 +144,49 @@ export interface NackOptions {
 
 /** A claimed task or its `{ id, lease_token }`. */
 export type Lease = Pick<ClaimedTask, "id" | "lease_token">;
+
+/** One live worker process or server (`GET /v1/workers`), as its last heartbeat described it. */
+export interface WorkerInfo {
+  /** Id of its registration (`host:pid:random`). */
+  id: string;
+  /** `worker` (any worker, whatever its language) or `server` (`dueq serve`). */
+  kind: "worker" | "server";
+  host: string;
+  pid: number;
+  /** The dueq version (a client's worker: its client's version). */
+  version: string;
+  /** Queues it takes work from (a server: the queues it pushes to webhooks). */
+  queues: string[];
+  /** Most handlers it runs at once. */
+  concurrency: number;
+  /** Handlers running at its last heartbeat. */
+  in_hand: number;
+  /** First heartbeat. */
+  started_at_ms: number;
+  /** Last heartbeat. */
+  last_seen_ms: number;
+  /** When it leaves the list unless it beats again. */
+  expires_at_ms: number;
+  /** The language of its program: `rust` (dueq's own), `python`, `typescript`, ... */
+  language: string;
+}
+
+/** A heartbeat of a worker (`PUT /v1/workers/{id}`): what the live workers list shows of it. */
+export interface WorkerBeat {
+  /** Queues it takes work from (at most 1000 queue names). */
+  queues: string[];
+  /** Most handlers it runs at once. */
+  concurrency: number;
+  /** Handlers running now. */
+  in_hand: number;
+  /** Its host name (at most 256 bytes). */
+  host?: string;
+  /** Its process id. */
+  pid?: number;
+  /** Its client's version (at most 256 bytes). */
+  version?: string;
+  /** Its language, e.g. `typescript` (at most 256 bytes). */
+  language?: string;
+  /** How long it stays listed without another beat, ms, 100 to 180000. Default 15000. */
+  ttl_ms?: number;
+}

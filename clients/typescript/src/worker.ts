@@ -3,18 +3,28 @@
 // Duties: the claim loop long-polls for as many tasks as there are free slots (at most
 // `claimMax`; while tasks are in hand it waits for half a batch of free slots); each handler's answer is queued and the acker sends everything queued since
 // its last request in one `/acks` and one `/nacks` request; the lease keeper extends the
-// lease of a handler that has run for a third of `leaseMs`.
+// lease of a handler that has run for a third of `leaseMs`; the heartbeat registers the worker
+// in the server's live workers list (`GET /v1/workers`, `dueq workers`, the dashboard) when
+// `run()` starts and beats every `heartbeatMs` (default 5000) with its queue, concurrency,
+// the handlers running at that moment, host, pid, this client's version and `typescript`; the
+// entry expires 3 beats after the last one. A failed beat goes to `onError` and the next one
+// comes at the next interval: it never stops the worker.
 //
 // Shutdown order (`stop()`, or SIGTERM / SIGINT while `run()` runs with `handleSignals`):
 // 1. the long-poll in flight finishes (at most `pollMs`) and nothing more is claimed;
 // 2. running handlers get `graceMs` to finish; their answers are sent;
 // 3. the leases of handlers still running then are handed back (`/releases`: due again at
 //    once, the attempt not counted); what those handlers report later is dropped;
-// 4. the acker sends what is left; `run()` resolves with the counts.
+// 4. the acker sends what is left;
+// 5. the heartbeat stops (a beat in flight finishes) and the worker leaves the live workers
+//    list (`DELETE /v1/workers/{id}`, its last call); `run()` resolves with the counts.
 
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import type { Client, Queue } from "./client.js";
 import { DueqError } from "./errors.js";
 import type { ClaimedTask, NackOptions } from "./types.js";
+import { VERSION } from "./version.js";
 
 /** Fail this attempt and run the task again in `inMs` (default: the queue's backoff). */
 export interface Retry {
@@ -57,7 +67,10 @@ export interface WorkerOptions {
   graceMs?: number;
   /** Stop on SIGTERM and SIGINT while `run()` runs. Default true. */
   handleSignals?: boolean;
-  /** Called with failures of the worker itself (claims, acks); default `console.warn`. */
+  /** Time between two beats into the server's live workers list, ms, 100 to 60000; the
+   * entry expires 3 beats after the last one. Default 5000. */
+  heartbeatMs?: number;
+  /** Called with failures of the worker itself (claims, acks, heartbeats); default `console.warn`. */
   onError?: (e: unknown) => void;
 }
 
@@ -81,8 +94,27 @@ interface Running {
 
 const key = (t: ClaimedTask) => `${t.id}\u0000${t.lease_token}`;
 
+/** Missed beats after which a worker's entry expires. */
+const HEARTBEAT_MISSES = 3;
+
+function hostName(): string {
+  try {
+    return hostname() || "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
+/** `host:pid:` and 8 random hex digits (the host part: printable ASCII without spaces). */
+function newWorkerId(): string {
+  const host = hostName().replace(/[^!-~]/g, "-").slice(0, 150);
+  return `${host}:${process.pid}:${randomBytes(4).toString("hex")}`;
+}
+
 export class Worker {
   readonly queue: Queue;
+  /** This worker's id in the live workers list (`GET /v1/workers`): `host:pid:random`. */
+  readonly id: string = newWorkerId();
   readonly stats: WorkerStats = { claimed: 0, acked: 0, retried: 0, dead: 0, released: 0, lease_lost: 0 };
   readonly #handler: Handler;
   readonly #o: Required<Omit<WorkerOptions, "onError">> & Pick<WorkerOptions, "onError">;
@@ -94,6 +126,8 @@ export class Worker {
   #pending: Array<[ClaimedTask, Verdict]> = [];
   #slotFreed: (() => void) | null = null;
   #reported: (() => void) | null = null;
+  #beatStopping = false;
+  #wakeBeat: () => void = () => {};
 
   constructor(client: Client, queue: string | Queue, handler: Handler, options: WorkerOptions = {}) {
     this.queue = typeof queue === "string" ? client.queue(queue) : queue;
@@ -105,11 +139,13 @@ export class Worker {
       leaseMs: options.leaseMs ?? 30_000,
       graceMs: options.graceMs ?? 30_000,
       handleSignals: options.handleSignals ?? true,
+      heartbeatMs: options.heartbeatMs ?? 5000,
       onError: options.onError,
     };
     if (this.#o.concurrency < 1) throw new RangeError("concurrency must be at least 1");
     if (this.#o.claimMax < 1 || this.#o.claimMax > 1000) throw new RangeError("claimMax must be 1 to 1000");
     if (this.#o.pollMs < 0 || this.#o.pollMs > 60_000) throw new RangeError("pollMs must be 0 to 60000");
+    if (!(this.#o.heartbeatMs >= 100 && this.#o.heartbeatMs <= 60_000)) throw new RangeError("heartbeatMs must be 100 to 60000");
     this.#stopped = new Promise((resolve) => (this.#wakeStop = resolve));
   }
 
@@ -130,21 +166,74 @@ export class Worker {
       process.on("SIGTERM", onSignal);
       process.on("SIGINT", onSignal);
     }
+    this.#beatStopping = false;
+    const heartbeat = this.#heartbeatLoop();
     const acker = this.#ackLoop();
     const keeper = setInterval(() => void this.#extendDue(), Math.max(50, Math.min(this.#o.leaseMs / 6, 1000)));
     try {
       await this.#claimLoop();
     } finally {
-      await this.#shutdown();
-      clearInterval(keeper);
-      this.#reported?.();
-      await acker;
+      try {
+        await this.#shutdown();
+        clearInterval(keeper);
+        this.#reported?.();
+        await acker;
+      } finally {
+        // the last call: leave the live workers list
+        this.#beatStopping = true;
+        this.#wakeBeat();
+        await heartbeat;
+      }
       if (this.#o.handleSignals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
       }
     }
     return this.stats;
+  }
+
+  /** Beats until `#beatStopping`, then removes the entry (after any beat in flight). */
+  async #heartbeatLoop(): Promise<void> {
+    const client = this.queue.client;
+    let refused = false;
+    let beaten = false;
+    while (!this.#beatStopping) {
+      const next = Date.now() + this.#o.heartbeatMs;
+      beaten = true;
+      try {
+        const registered = await client.beatWorker(this.id, {
+          queues: [this.queue.name],
+          concurrency: this.#o.concurrency,
+          in_hand: this.#running.size,
+          host: hostName(),
+          pid: process.pid,
+          version: VERSION,
+          language: "typescript",
+          ttl_ms: this.#o.heartbeatMs * HEARTBEAT_MISSES,
+        });
+        if (!registered && !refused) {
+          this.#warn(new Error(`the workers registry is full (10000 live entries): worker ${this.id} is not listed; trying again at every beat`));
+        }
+        refused = !registered;
+      } catch (e) {
+        this.#warn(new Error(`heartbeat of worker ${this.id} failed; trying again at the next beat: ${(e as Error)?.message ?? String(e)}`, { cause: e }));
+      }
+      if (this.#beatStopping) break;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.max(0, next - Date.now()));
+        this.#wakeBeat = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#wakeBeat = () => {};
+    }
+    if (!beaten) return;
+    try {
+      await client.removeWorker(this.id);
+    } catch (e) {
+      this.#warn(new Error(`could not remove worker ${this.id} from the workers list; it expires by itself: ${(e as Error)?.message ?? String(e)}`, { cause: e }));
+    }
   }
 
   async #claimLoop(): Promise<void> {

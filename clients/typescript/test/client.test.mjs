@@ -112,3 +112,34 @@ test("the version is the workspace version", () => {
   assert.equal(pkg.version, v);
   assert.equal(VERSION, v);
 });
+
+test("beat, list and remove a worker", async () => {
+  const id = "ts-test:1:" + fresh().slice(3, 11);
+  const queue = fresh();
+  assert.equal(
+    await client.beatWorker(id, { queues: [queue], concurrency: 4, in_hand: 1, host: "box", pid: 1, version: "9.9.9", language: "typescript", ttl_ms: 60_000 }),
+    true,
+  );
+  const [w] = (await client.workers()).filter((x) => x.id === id);
+  assert.deepEqual([w.kind, w.host, w.pid, w.version, w.language], ["worker", "box", 1, "9.9.9", "typescript"]);
+  assert.deepEqual([w.queues, w.concurrency, w.in_hand], [[queue], 4, 1]);
+  assert.ok(w.started_at_ms <= w.last_seen_ms && w.last_seen_ms < w.expires_at_ms);
+  assert.deepEqual((await client.workers(queue)).map((x) => x.id), [id]);
+  assert.deepEqual(await client.workers(fresh()), []);
+  // the server itself is listed too, as a Rust process
+  assert.ok((await client.workers()).some((x) => x.kind === "server" && x.language === "rust"));
+  assert.equal(await client.beatWorker(id, { queues: [queue], concurrency: 4, in_hand: 3 }), true);
+  assert.equal((await client.workers(queue))[0].in_hand, 3);
+  assert.equal(await client.removeWorker(id), true);
+  assert.deepEqual(await client.workers(queue), []);
+  assert.equal(await client.removeWorker(id), false);
+});
+
+test("a bad beat names the field", async () => {
+  const bad = (field) => (e) => e instanceof DueqError && e.status === 400 && e.code === "invalid_input" && e.message.includes(field);
+  await assert.rejects(client.beatWorker("ts-test:1:bad", { queues: ["q"], concurrency: 1, in_hand: 0, ttl_ms: 5 }), bad("ttl_ms"));
+  await assert.rejects(client.beatWorker("ts-test:1:bad", { queues: ["bad name"], concurrency: 1, in_hand: 0 }), bad("queues"));
+  await assert.rejects(client.beatWorker("has space", { queues: ["q"], concurrency: 1, in_hand: 0 }), bad("id"));
+  await assert.rejects(client.workers("bad name"), (e) => e.code === "invalid_input");
+  assert.ok((await client.workers()).every((w) => w.id !== "ts-test:1:bad"));
+});

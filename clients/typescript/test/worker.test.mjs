@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { hostname } from "node:os";
 import { after, before, test } from "node:test";
-import { Client, Worker, fail, retry } from "../dist/index.js";
+import { Client, DueqError, VERSION, Worker, fail, retry } from "../dist/index.js";
 import { fresh, startServer, waitUntil } from "./server.mjs";
 
 let server, client;
@@ -85,12 +86,88 @@ test("SIGTERM stops gracefully and hands the lease back", async () => {
   try {
     await waitUntil(() => out.includes("started"), 15_000, "handler start");
     assert.equal(out.trim(), `started ${e.id}`);
+    await waitUntil(async () => (await client.workers(q.name)).some((w) => w.pid === p.pid), 10_000, "the worker process listed");
     p.kill("SIGTERM");
     assert.equal(await exited, 0);
   } finally {
     if (p.exitCode === null) p.kill("SIGKILL");
   }
   assert.match(out, /stopped 1\s*$/);
+  // it left the live workers list on its way out
+  assert.deepEqual(await client.workers(q.name), []);
   const t = await q.get(e.id);
   assert.deepEqual([t.state, t.attempt], ["scheduled", 0]);
+});
+
+// --- the live workers list (heartbeat) -----------------------------------------------------
+
+const listed = async (c, id) => (await c.workers()).find((w) => w.id === id) ?? null;
+const inHandIs = (c, id, n) => async () => (await listed(c, id))?.in_hand === n;
+
+test("a worker is listed while it runs, with its load, and leaves at stop", async () => {
+  const q = client.queue(fresh());
+  let open;
+  const gate = new Promise((r) => (open = r));
+  const started = [];
+  const w = new Worker(client, q, async (t) => {
+    started.push(t.id);
+    await gate;
+  }, { concurrency: 3, pollMs: 200, heartbeatMs: 100, handleSignals: false });
+  assert.match(w.id, new RegExp(`^[!-~]+:${process.pid}:[0-9a-f]{8}$`));
+  assert.equal(await listed(client, w.id), null); // registered by run(), not before
+  const run = w.run();
+  try {
+    const first = await waitUntil(() => listed(client, w.id), 10_000, "the worker listed");
+    assert.deepEqual([first.kind, first.language, first.queues, first.concurrency], ["worker", "typescript", [q.name], 3]);
+    assert.deepEqual([first.host, first.pid, first.version], [hostname(), process.pid, VERSION]);
+    assert.equal(first.expires_at_ms - first.last_seen_ms, 300); // listed for 3 beats after the last
+    assert.deepEqual((await client.workers(q.name)).map((x) => x.id), [w.id]);
+    await q.enqueueBatch([{ payload: 1 }, { payload: 2 }]);
+    await waitUntil(() => started.length === 2, 10_000, "2 handlers running");
+    await waitUntil(inHandIs(client, w.id, 2), 10_000, "in_hand 2 at a beat");
+    open();
+    await waitUntil(() => w.stats.acked === 2, 10_000, "2 acked");
+    await waitUntil(inHandIs(client, w.id, 0), 10_000, "in_hand 0 at a beat");
+  } finally {
+    open();
+    w.stop();
+    await run;
+  }
+  // gone as soon as run() resolved, not 3 beats later
+  assert.equal(await listed(client, w.id), null);
+});
+
+test("a failed beat is reported and retried at the next beat", async () => {
+  const flaky = new Client(server.url, { token: server.token });
+  let beats = 0;
+  const beat = flaky.beatWorker.bind(flaky);
+  flaky.beatWorker = async (...args) => {
+    if (++beats <= 2) throw new DueqError(503, "redis_unavailable", "injected");
+    return beat(...args);
+  };
+  const errors = [];
+  const q = flaky.queue(fresh());
+  const w = new Worker(flaky, q, async () => {}, { pollMs: 200, heartbeatMs: 100, handleSignals: false, onError: (e) => errors.push(e) });
+  const run = w.run();
+  try {
+    // the worker works meanwhile, and the third beat lists it
+    await q.enqueue("x");
+    await waitUntil(() => w.stats.acked === 1, 10_000, "ack");
+    await waitUntil(() => listed(client, w.id), 10_000, "listed after 2 failed beats");
+  } finally {
+    w.stop();
+    await run;
+  }
+  const failed = errors.filter((e) => String(e?.message).includes("heartbeat of worker"));
+  assert.equal(failed.length, 2, errors.map(String).join("; "));
+  assert.ok(failed[0].message.includes(w.id) && failed[0].cause instanceof DueqError);
+  assert.equal(await listed(client, w.id), null);
+});
+
+test("heartbeatMs is checked", () => {
+  for (const heartbeatMs of [99, 60_001, Number.NaN]) {
+    assert.throws(() => new Worker(client, "q", async () => {}, { heartbeatMs }), RangeError);
+  }
+  const ids = new Set([1, 2, 3].map(() => new Worker(client, "q", async () => {}).id));
+  assert.equal(ids.size, 3);
 });

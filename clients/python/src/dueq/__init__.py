@@ -7,6 +7,7 @@
 See the README for workers (:class:`Worker`, :class:`AsyncWorker`) and webhooks.
 """
 
+from ._version import __version__
 from .aio import AsyncWorker
 from .client import MAX_BATCH, Client, Queue
 from .errors import DueqError
@@ -27,12 +28,11 @@ from .models import (
     Rescheduled,
     Task,
     TaskSpec,
+    WorkerInfo,
 )
 from .outcome import Fail, Retry
 from .webhook import SIGNATURE_HEADER, sign, verify_signature
 from .worker import Worker, WorkerStats
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AckOutcome",
@@ -60,6 +60,7 @@ __all__ = [
     "Task",
     "TaskSpec",
     "Worker",
+    "WorkerInfo",
     "WorkerStats",
     "__version__",
     "sign",

@@ -8,7 +8,9 @@ keep-alive connection; the event loop never blocks on the network.
 Duties and shutdown order are those of :mod:`dueq.worker`: the claim in flight finishes
 (at most ``poll_ms``) and no more are made; claimed tasks not started are handed back
 (``/releases``); running handlers get ``grace_s`` to finish, then are cancelled and their
-leases handed back; the remaining answers are sent.
+leases handed back; the remaining answers are sent; last, the worker leaves the live
+workers list. Its heartbeat (:mod:`dueq._heartbeat`, every ``heartbeat_ms``) runs on a
+thread of its own, so a busy event loop never delays a beat.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import signal
 import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Union
 
+from ._heartbeat import DEFAULT_HEARTBEAT_MS, Heartbeat, new_worker_id, validate_heartbeat_ms
 from .client import Client, Queue
 from .errors import DueqError
 from .models import AckOutcome, ClaimedTask, NackOutcome, ReleaseOutcome
@@ -36,7 +39,9 @@ AsyncHandler = Callable[[ClaimedTask], Awaitable[Any]]
 class AsyncWorker:
     """Runs ``await handler(task)`` for the tasks of ``queue``, at most ``concurrency`` at
     once. Options as for :class:`dueq.Worker`; ``handle_signals`` installs SIGTERM and SIGINT
-    handlers on the running loop (Unix) for the time :meth:`run` runs."""
+    handlers on the running loop (Unix) for the time :meth:`run` runs. ``id`` is the worker's
+    id in the live workers list (``GET /v1/workers``), where it beats every ``heartbeat_ms``
+    (100 to 60000, default 5000)."""
 
     def __init__(
         self,
@@ -50,7 +55,9 @@ class AsyncWorker:
         lease_ms: int = 30000,
         grace_s: float = 30.0,
         handle_signals: bool = True,
+        heartbeat_ms: int = DEFAULT_HEARTBEAT_MS,
     ) -> None:
+        validate_heartbeat_ms(heartbeat_ms)
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not 1 <= claim_max <= 1000:
@@ -65,6 +72,9 @@ class AsyncWorker:
         self.lease_ms = lease_ms
         self.grace_s = grace_s
         self.handle_signals = handle_signals
+        self.heartbeat_ms = heartbeat_ms
+        self.id = new_worker_id()
+        """This worker's id in the live workers list."""
         self.stats = WorkerStats()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._stop: Optional[asyncio.Event] = None
@@ -105,15 +115,29 @@ class AsyncWorker:
                     installed.append(sig)
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass  # not the main thread, or not Unix: stop() only
+        # len() of a dict read from the heartbeat's thread: one atomic read
+        heartbeat = Heartbeat(
+            self.queue.client,
+            self.id,
+            [self.queue.name],
+            self.concurrency,
+            lambda: len(self._running),
+            self.heartbeat_ms,
+        )
+        heartbeat.start()
         acker = asyncio.ensure_future(self._ack_loop())
         keeper = asyncio.ensure_future(self._keep_loop())
         try:
             await self._claim_loop()
         finally:
-            await self._shutdown(acker, keeper)
-            for sig in installed:
-                self._loop.remove_signal_handler(sig)
-            self._pool.shutdown(wait=False)
+            try:
+                await self._shutdown(acker, keeper)
+            finally:
+                # the last call: leaves the live workers list (joined off the event loop)
+                await self._io(heartbeat.close)
+                for sig in installed:
+                    self._loop.remove_signal_handler(sig)
+                self._pool.shutdown(wait=False)
         return self.stats
 
     async def _claim_loop(self) -> None:

@@ -29,6 +29,7 @@ from .models import (
     Rescheduled,
     Task,
     TaskSpec,
+    WorkerInfo,
 )
 
 __all__ = ["Client", "Queue", "MAX_BATCH"]
@@ -99,6 +100,64 @@ class Client:
             total=body["total"],
             next=body.get("next"),
         )
+
+    # --- the live workers list ---------------------------------------------------------
+
+    def workers(self, queue: Optional[str] = None) -> List[WorkerInfo]:
+        """Every live worker process and server (``GET /v1/workers``), in any language,
+        sorted by start time, then id; with ``queue``, only those that serve that queue."""
+        path = "/v1/workers"
+        if queue is not None:
+            path += "?" + urllib.parse.urlencode({"queue": queue})
+        return [WorkerInfo.from_json(w) for w in self._call("GET", path)["workers"]]
+
+    def beat_worker(
+        self,
+        id: str,
+        queues: Sequence[str],
+        *,
+        concurrency: int,
+        in_hand: int = 0,
+        host: Optional[str] = None,
+        pid: Optional[int] = None,
+        version: Optional[str] = None,
+        language: Optional[str] = None,
+        ttl_ms: Optional[int] = None,
+    ) -> bool:
+        """Registers worker ``id`` in the live workers list, or refreshes its entry
+        (``PUT /v1/workers/{id}``; what :class:`dueq.Worker` does every ``heartbeat_ms``).
+        ``id``: printable ASCII without spaces, 1 to 200 bytes; ``queues``: at most 1000
+        queue names; ``in_hand``: handlers running now; ``ttl_ms``: how long the entry stays
+        listed without another beat, 100 to 180000 (default 15000). Whether it is listed
+        (``False``: the registry holds 10 000 live entries).
+
+        Raises :class:`DueqError` ``invalid_input`` naming the bad field (nothing written).
+        """
+        body: Dict[str, Any] = {
+            "queues": list(queues),
+            "concurrency": concurrency,
+            "in_hand": in_hand,
+        }
+        for name, v in (
+            ("host", host),
+            ("pid", pid),
+            ("version", version),
+            ("language", language),
+            ("ttl_ms", ttl_ms),
+        ):
+            if v is not None:
+                body[name] = v
+        return bool(self._call("PUT", "/v1/workers/" + _seg(id), body)["registered"])
+
+    def remove_worker(self, id: str) -> bool:
+        """Takes worker ``id`` off the live workers list at once (``DELETE
+        /v1/workers/{id}``, a graceful stop); whether it was listed."""
+        status, body = self._request("DELETE", "/v1/workers/" + _seg(id))
+        if status == 404 and _code(body) == "not_found":
+            return False
+        if status != 200:
+            raise DueqError.from_response(status, body)
+        return True
 
     def close(self) -> None:
         """Closes the calling thread's connection."""

@@ -23,6 +23,7 @@ __all__ = [
     "Rescheduled",
     "Task",
     "TaskSpec",
+    "WorkerInfo",
 ]
 
 
@@ -297,3 +298,57 @@ class QueuesPage:
     """Queues known in all (every page)."""
     next: Optional[str]
     """Pass as ``after`` for the next page; ``None`` when this page reached the end."""
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One live worker process or server (``GET /v1/workers``), as its last heartbeat
+    described it."""
+
+    id: str
+    """Id of its registration (``host:pid:random``)."""
+    kind: str
+    """``worker`` (any worker, whatever its language) or ``server`` (``dueq serve``)."""
+    host: str
+    pid: int
+    version: str
+    """The dueq version (a client worker: its client's version)."""
+    queues: List[str]
+    """Queues it takes work from (a server: the queues it pushes to webhooks)."""
+    concurrency: int
+    """Most handlers it runs at once."""
+    in_hand: int
+    """Handlers running at its last heartbeat."""
+    started_at_ms: int
+    """First heartbeat."""
+    last_seen_ms: int
+    """Last heartbeat."""
+    expires_at_ms: int
+    """When it leaves the list unless it beats again."""
+    language: str
+    """The language of its program: ``rust`` (dueq's own), ``python``, ``typescript``, ..."""
+    extra: Dict[str, Any] = field(default_factory=dict)
+    """Fields this client version does not know (newer servers)."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "WorkerInfo":
+        known = {
+            "id", "kind", "host", "pid", "version", "queues", "concurrency", "in_hand",
+            "started_at_ms", "last_seen_ms", "expires_at_ms", "language",
+        }  # fmt: skip
+        return cls(
+            id=d["id"],
+            kind=d["kind"],
+            host=d["host"],
+            pid=d["pid"],
+            version=d["version"],
+            queues=list(d["queues"]),
+            concurrency=d["concurrency"],
+            in_hand=d["in_hand"],
+            started_at_ms=d["started_at_ms"],
+            last_seen_ms=d["last_seen_ms"],
+            expires_at_ms=d["expires_at_ms"],
+            # servers older than the language field listed only Rust processes
+            language=d.get("language", "rust"),
+            extra={k: v for k, v in d.items() if k not in known},
+        )

@@ -11,7 +11,10 @@ Duties, one thread each (the handler pool has ``concurrency`` threads):
   everything reported since its last request, so batches grow with the load and a lone task
   is acknowledged at once;
 * lease keeper: extends the lease of a task whose handler has run for a third of
-  ``lease_ms``, so long handlers keep their tasks.
+  ``lease_ms``, so long handlers keep their tasks;
+* heartbeat (:mod:`dueq._heartbeat`): registers the worker in the server's live workers
+  list when :meth:`Worker.run` starts and beats every ``heartbeat_ms`` with the handlers
+  running at that moment.
 
 Shutdown order (:meth:`Worker.stop`, SIGTERM or SIGINT while :meth:`Worker.run` runs on the
 main thread):
@@ -22,7 +25,9 @@ main thread):
 3. running handlers get ``grace_s`` to finish; their outcomes are sent;
 4. the leases of handlers still running then are handed back the same way (the handler
    threads are daemons; what they report later is dropped);
-5. the acker sends what is left, the lease keeper stops, ``run`` returns the counts.
+5. the acker sends what is left, the lease keeper stops;
+6. the heartbeat stops and the worker leaves the live workers list (its last call); ``run``
+   returns the counts.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
+from ._heartbeat import DEFAULT_HEARTBEAT_MS, Heartbeat, new_worker_id, validate_heartbeat_ms
 from .client import Client, Queue
 from .errors import DueqError
 from .models import AckOutcome, ClaimedTask, NackOutcome, ReleaseOutcome
@@ -83,7 +89,10 @@ class Worker:
       run at a fraction of the per-task cost with ``prefetch`` of about ``claim_max``
       (threads then take the next task without being woken); slow handlers should keep 0,
       since prefetched tasks wait in this process while other workers may be idle;
-    * ``handle_signals``: :meth:`run` on the main thread stops on SIGTERM and SIGINT.
+    * ``handle_signals``: :meth:`run` on the main thread stops on SIGTERM and SIGINT;
+    * ``heartbeat_ms``: time between two beats into the server's live workers list (100 to
+      60000, default 5000); the entry expires three beats after the last one. ``id`` is the
+      worker's id there (``host:pid:random``).
     """
 
     def __init__(
@@ -99,7 +108,9 @@ class Worker:
         grace_s: float = 30.0,
         handle_signals: bool = True,
         prefetch: int = 0,
+        heartbeat_ms: int = DEFAULT_HEARTBEAT_MS,
     ) -> None:
+        validate_heartbeat_ms(heartbeat_ms)
         if prefetch < 0:
             raise ValueError("prefetch must be 0 or more")
         if concurrency < 1:
@@ -119,6 +130,9 @@ class Worker:
         self.grace_s = grace_s
         self.handle_signals = handle_signals
         self.prefetch = prefetch
+        self.heartbeat_ms = heartbeat_ms
+        self.id = new_worker_id()
+        """This worker's id in the live workers list (``GET /v1/workers``)."""
         # tasks in hand at most: running plus claimed ahead
         self._capacity = concurrency + prefetch
         self._low = max(1, min(claim_max, self._capacity) // 2)
@@ -147,15 +161,31 @@ class Worker:
         ]
         acker = threading.Thread(target=self._ack_loop, name="dueq-acker", daemon=True)
         keeper = threading.Thread(target=self._keep_loop, name="dueq-lease-keeper", daemon=True)
+        heartbeat = Heartbeat(
+            self.queue.client,
+            self.id,
+            [self.queue.name],
+            self.concurrency,
+            self._running_handlers,
+            self.heartbeat_ms,
+        )
+        heartbeat.start()
         for t in [*handlers, acker, keeper]:
             t.start()
         try:
             self._claim_loop()
         finally:
-            self._shutdown(handlers, acker, keeper)
-            for sig, previous in restore:
-                signal.signal(sig, previous)
+            try:
+                self._shutdown(handlers, acker, keeper)
+            finally:
+                heartbeat.close()  # the last call: leaves the live workers list
+                for sig, previous in restore:
+                    signal.signal(sig, previous)
         return self.stats
+
+    def _running_handlers(self) -> int:
+        with self._lock:
+            return sum(1 for h in self._held.values() if h.started)
 
     # --- claimer ---------------------------------------------------------------------------
 
