@@ -31,6 +31,10 @@ use crate::task::{MinuteStats, QueueStats, TaskRef};
 /// are not checked) go on with an old count.
 pub const LAYOUT_TTL: Duration = Duration::from_secs(5);
 
+/// Longest wait for partition 0 to answer a read of the count when one read before can
+/// serve instead (see [`Queue::layout`]).
+const STALE_READ_WAIT: Duration = Duration::from_millis(200);
+
 /// The partitions of one queue as a client last read them.
 #[derive(Debug)]
 pub(crate) struct Layout {
@@ -111,19 +115,25 @@ impl Queue {
         {
             return Ok(l);
         }
-        let (n, version) = match queues::partitions(&mut client.conn(), self.keys()).await {
-            Ok(read) => read,
-            // partition 0's node is away: the count changes only while the queue is empty,
-            // so the count read last still routes the other partitions' work, trusted for
-            // another TTL so that each call does not wait on the dead node first (an
-            // operation that must see the count of now, `layout_now`, fails instead)
-            Err(e) => match client.cached_layout_any(self.name()) {
-                Some(old) if ttl != Some(Duration::ZERO) => {
+        // with a count read before (and no need for the count of now, as `layout_now` has),
+        // partition 0's node may be away: the count changes only while the queue is empty,
+        // so the count read last still routes the other partitions' work. It is asked for
+        // STALE_READ_WAIT at most, and kept for another TTL when it does not answer, so a
+        // dead partition 0 holds the other partitions' calls up that long every TTL.
+        let old = client
+            .cached_layout_any(self.name())
+            .filter(|_| ttl != Some(Duration::ZERO));
+        let mut conn = client.conn();
+        let read = queues::partitions(&mut conn, self.keys());
+        let (n, version) = match old {
+            None => read.await?,
+            Some(old) => match tokio::time::timeout(STALE_READ_WAIT, read).await {
+                Ok(Ok(read)) => read,
+                _ => {
                     let kept = Arc::new(Layout::new(old.keys.clone(), old.version));
                     client.store_layout(self.name(), kept.clone());
                     return Ok(kept);
                 }
-                _ => return Err(e),
             },
         };
         let layout = Arc::new(match client.cached_layout_any(self.name()) {
