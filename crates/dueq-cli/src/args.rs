@@ -79,6 +79,13 @@ pub enum Command {
     /// The dead-letter queue.
     #[command(subcommand)]
     Dead(DeadCommand),
+    /// Drop every task of one state of a queue: scheduled (each counted as cancelled), dead,
+    /// or succeeded (those kept by retention). Running tasks are not touched. Works in
+    /// bounded steps until none is left, with progress on stderr for a large queue.
+    Purge(PurgeArgs),
+    /// A whole queue.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Push delivery: a URL that `dueq serve` POSTs each due task of a queue to (signed).
     #[command(subcommand)]
     Webhook(WebhookCommand),
@@ -91,8 +98,8 @@ pub enum Command {
     /// (fired by every running worker and server, each tick exactly once).
     #[command(subcommand)]
     Schedule(ScheduleCommand),
-    /// Live worker processes and servers (heartbeats): host, pid, queues, concurrency, tasks
-    /// in hand, started and last seen.
+    /// Live worker processes and servers (heartbeats): language, pid, queues, concurrency,
+    /// tasks in hand, started and last seen.
     Workers(WorkersArgs),
     /// Run COMMAND for each task of QUEUE (or of each --queue, slots shared by weight):
     /// payload on stdin, exit 0 acknowledges, any other exit retries with backoff (then
@@ -380,21 +387,138 @@ pub enum DeadCommand {
         #[arg(long, default_value_t = 20)]
         limit: u64,
     },
-    /// Schedule dead tasks again, due now.
+    /// Schedule dead tasks again, due now, attempts counted afresh: the tasks named by id,
+    /// or without ids every dead task the filters match (all filters given must match;
+    /// --all: every dead task). A bulk retry works through the dead-letter queue in bounded
+    /// steps, with progress on stderr for a large one, and prints the counts; a task whose
+    /// business key is live on another task is not retried (counted as a conflict).
     Retry {
         /// Queue name.
         queue: String,
-        /// Task ids.
-        #[arg(required = true)]
+        /// Task ids (none: a bulk retry by the filters).
         ids: Vec<String>,
+        /// Which dead tasks, without ids.
+        #[command(flatten)]
+        bulk: DeadBulkArgs,
+        /// Bulk retry: spread the due times evenly over this long from now (30s, 10m, ...),
+        /// so that retrying many tasks does not stampede the workers (default: all due now).
+        #[arg(long = "spread", alias = "spread-ms", value_name = "DURATION",
+              value_parser = duration, conflicts_with = "ids")]
+        spread_ms: Option<u64>,
     },
-    /// Delete dead tasks for good.
+    /// Delete dead tasks for good: the tasks named by id, or without ids every dead task the
+    /// filters match (all filters given must match; --all: every dead task), in bounded
+    /// steps as a bulk retry.
     Delete {
         /// Queue name.
         queue: String,
-        /// Task ids.
-        #[arg(required = true)]
+        /// Task ids (none: a bulk delete by the filters).
         ids: Vec<String>,
+        /// Which dead tasks, without ids.
+        #[command(flatten)]
+        bulk: DeadBulkArgs,
+    },
+}
+
+/// Which dead tasks a bulk `dueq dead retry|delete` acts on. A bulk run needs at least one
+/// filter, or --all.
+#[derive(Debug, Args)]
+#[group(id = "bulk", multiple = true, conflicts_with = "ids")]
+pub struct DeadBulkArgs {
+    /// Only tasks whose last error contains this text (case-sensitive).
+    #[arg(long, value_name = "TEXT")]
+    pub error_contains: Option<String>,
+    /// Only tasks that died at or after this time (RFC 3339 or Unix epoch ms).
+    #[arg(long = "died-after", alias = "died-after-ms", value_name = "TIME",
+          value_parser = time)]
+    pub died_after_ms: Option<u64>,
+    /// Only tasks that died before this time (default: when the run starts, so a task that
+    /// dies again during the run is not taken twice).
+    #[arg(long = "died-before", alias = "died-before-ms", value_name = "TIME",
+          value_parser = time)]
+    pub died_before_ms: Option<u64>,
+    /// Only tasks whose business key starts with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub key_prefix: Option<String>,
+    /// Only tasks of this group.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Every dead task of the queue (needed when no filter is given).
+    #[arg(long, conflicts_with_all = DEAD_FILTERS)]
+    pub all: bool,
+    /// Act on at most this many tasks (conflicts count too).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Only count the matching tasks; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long one step of the run works (tests use 0 for a step per Redis call).
+    #[arg(long = "step", value_name = "DURATION", default_value = STEP_DEFAULT,
+          value_parser = duration, hide = true)]
+    pub step_ms: u64,
+}
+
+/// `--step` default of the bulk commands: long enough that a step's overhead is nothing,
+/// short enough that the progress line moves.
+const STEP_DEFAULT: &str = "250ms";
+
+/// The filter flags of [`DeadBulkArgs`], as clap names them (their field names).
+pub const DEAD_FILTERS: [&str; 5] = [
+    "error_contains",
+    "died_after_ms",
+    "died_before_ms",
+    "key_prefix",
+    "group",
+];
+
+impl DeadBulkArgs {
+    /// Whether any filter is given (`--all` is not one).
+    pub fn has_filter(&self) -> bool {
+        self.error_contains.is_some()
+            || self.died_after_ms.is_some()
+            || self.died_before_ms.is_some()
+            || self.key_prefix.is_some()
+            || self.group.is_some()
+    }
+}
+
+/// `dueq purge`.
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// Queue name.
+    pub queue: String,
+    /// The state whose tasks go.
+    #[arg(long, value_enum)]
+    pub state: PurgeStateArg,
+    /// How long one step works (tests use 0 for a step per Redis call).
+    #[arg(long = "step", value_name = "DURATION", default_value = STEP_DEFAULT,
+          value_parser = duration, hide = true)]
+    pub step_ms: u64,
+}
+
+/// `--state` of `dueq purge`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PurgeStateArg {
+    /// Every task waiting for its due time or a retry (each counted as cancelled).
+    Scheduled,
+    /// Every dead task.
+    Dead,
+    /// Every succeeded task kept by retention.
+    Succeeded,
+}
+
+/// `dueq queue ...`.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Delete a queue: its tasks in every state, settings, counters, schedules and webhook.
+    /// Refused (not_empty, exit status 1) while any task is scheduled or running, unless
+    /// --force. Stop its producers first.
+    Delete {
+        /// Queue name.
+        queue: String,
+        /// Delete it even while tasks are scheduled or running (they are lost).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -501,6 +625,30 @@ pub enum ScheduleCommand {
         queue: String,
         /// Schedule name.
         name: String,
+    },
+    /// Run a schedule's task once now (paused or not), without moving its next fire time:
+    /// key schedule:NAME:manual:MS.
+    Trigger {
+        /// Queue name.
+        queue: String,
+        /// Schedule name.
+        name: String,
+    },
+    /// Enqueue one task, due now, per tick of a past range (at most 10 000 ticks), keyed as
+    /// the tick would have been: a tick whose task is still scheduled or running keeps it,
+    /// so running it twice adds nothing. A tick whose task already ran cannot be told from
+    /// one that never fired: backfill a range where the schedule did not run.
+    Backfill {
+        /// Queue name.
+        queue: String,
+        /// Schedule name.
+        name: String,
+        /// First tick time of the range, inclusive (RFC 3339 or Unix epoch ms).
+        #[arg(long = "from", alias = "from-ms", value_name = "TIME", value_parser = time)]
+        from_ms: u64,
+        /// End of the range, exclusive, at most now (RFC 3339 or Unix epoch ms).
+        #[arg(long = "to", alias = "to-ms", value_name = "TIME", value_parser = time)]
+        to_ms: u64,
     },
 }
 

@@ -87,6 +87,10 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::stats::pause(&connect(redis).await?, &a.queue, false, false, json).await
         }
         Command::Dead(d) => cmd::dead::run(&connect(redis).await?, d, json).await,
+        Command::Purge(a) => cmd::cleanup::purge(&connect(redis).await?, a, json).await,
+        Command::Queue(args::QueueCommand::Delete { queue, force }) => {
+            cmd::cleanup::delete_queue(&connect(redis).await?, queue, *force, json).await
+        }
         Command::Webhook(w) => cmd::webhook::run(&connect(redis).await?, w, json).await,
         Command::Settings(s) => cmd::settings::run(&connect(redis).await?, s, json).await,
         Command::Schedule(s) => cmd::schedule::run(&connect(redis).await?, s, json).await,

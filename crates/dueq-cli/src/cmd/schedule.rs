@@ -1,7 +1,8 @@
-//! `schedule set | get | list | delete | pause | resume`: a queue's recurring schedules.
+//! `schedule set | get | list | delete | pause | resume | trigger | backfill`: a queue's
+//! recurring schedules.
 
 use anyhow::{Result, bail};
-use dueq::{Client, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome};
+use dueq::{Client, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, TaskRef};
 use serde_json::{Value, json};
 
 use super::{known_queue, payload_json, print_json};
@@ -213,6 +214,49 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
                 bail!("queue {queue} has no schedule {name}");
             }
             show(client, queue, name, json_out).await?;
+        }
+        ScheduleCommand::Trigger { queue, name } => {
+            let q = known_queue(client, queue).await?;
+            let Some(e) = q.trigger_schedule(name).await? else {
+                bail!("queue {queue} has no schedule {name}");
+            };
+            // the key holds the Redis time of the trigger: read it back, as the HTTP route
+            // does (empty if the task already ran and is gone)
+            let key = q
+                .get(&TaskRef::Id(e.id.clone()))
+                .await?
+                .and_then(|t| t.key)
+                .unwrap_or_default();
+            if json_out {
+                print_json(&json!({"id": e.id.as_str(), "key": key, "due_at_ms": e.due_at_ms}));
+            } else {
+                outln!("enqueued {} key={key} due {}", e.id, when(e.due_at_ms));
+            }
+        }
+        ScheduleCommand::Backfill {
+            queue,
+            name,
+            from_ms,
+            to_ms,
+        } => {
+            let Some(r) = known_queue(client, queue)
+                .await?
+                .backfill_schedule(name, *from_ms, *to_ms)
+                .await?
+            else {
+                bail!("queue {queue} has no schedule {name}");
+            };
+            if json_out {
+                print_json(&json!({"ticks": r.ticks, "created": r.created,
+                    "existing": r.existing}));
+            } else {
+                outln!(
+                    "{} ticks in the range: {} enqueued (due now), {} already present",
+                    r.ticks,
+                    r.created,
+                    r.existing
+                );
+            }
         }
     }
     Ok(())

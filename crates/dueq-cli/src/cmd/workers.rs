@@ -22,6 +22,7 @@ fn worker_json(w: &WorkerInfo) -> serde_json::Value {
         "started_at_ms": w.started_at_ms,
         "last_seen_ms": w.last_seen_ms,
         "expires_at_ms": w.expires_at_ms,
+        "language": w.language,
     })
 }
 
@@ -38,9 +39,10 @@ pub async fn list(client: &Client, queue: Option<&str>, json_out: bool) -> Resul
     // "now" for the ages: the newest heartbeat, so the Redis clock, not this machine's
     let now_ms = workers.iter().map(|w| w.last_seen_ms).max().unwrap_or(0);
     outln!(
-        "{:<40} {:<6} {:>8} {:>8} {:>11} {:<38} {:<10} queues",
+        "{:<40} {:<6} {:<10} {:>8} {:>8} {:>11} {:<38} {:<10} queues",
         "id",
         "kind",
+        "language",
         "pid",
         "in_hand",
         "concurrency",
@@ -48,10 +50,17 @@ pub async fn list(client: &Client, queue: Option<&str>, json_out: bool) -> Resul
         "last_seen"
     );
     for w in &workers {
+        // an HTTP worker need not say its language
+        let language = if w.language.is_empty() {
+            "-"
+        } else {
+            &w.language
+        };
         outln!(
-            "{:<40} {:<6} {:>8} {:>8} {:>11} {:<38} {:<10} {}",
+            "{:<40} {:<6} {:<10} {:>8} {:>8} {:>11} {:<38} {:<10} {}",
             w.id,
             w.kind.as_str(),
+            language,
             w.pid,
             w.in_hand,
             w.concurrency,

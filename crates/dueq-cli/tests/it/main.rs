@@ -4,6 +4,7 @@
 
 mod bench;
 mod chaos;
+mod cleanup;
 mod commands;
 mod flow;
 mod readable;

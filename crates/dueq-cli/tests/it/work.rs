@@ -298,6 +298,7 @@ fn a_killed_worker_leaves_the_workers_list_within_its_heartbeat_expiry() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.starts_with("id "), "{text}");
     assert!(text.contains(&format!(" {} ", killed.id())), "{text}");
+    assert!(text.contains(" rust "), "the language column: {text}");
     assert!(text.contains("jobs"), "{text}");
 
     killed.kill().unwrap(); // SIGKILL
