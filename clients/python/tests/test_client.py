@@ -209,3 +209,25 @@ def test_a_bad_beat_names_the_field(client: dueq.Client) -> None:
         client.workers("bad name")
     assert e.value.code == "invalid_input"
     assert all(w.id != "py-test:1:bad" for w in client.workers())
+
+
+def test_claim_names_its_worker(queue: dueq.Queue) -> None:
+    """An active task shows the ``worker_id`` its claim named, and when it was claimed."""
+    a, b, c = (queue.enqueue(p) for p in ("a", "b", "c"))
+    [ta] = queue.claim(1, worker_id="py-test:1:cafe0001")
+    [tb] = queue.claim(1)
+    ga, gb, gc = queue.get(ta.id), queue.get(tb.id), queue.get(c.id)
+    assert ga is not None and gb is not None and gc is not None
+    assert (ta.id, tb.id) == (a.id, b.id)
+    assert (ga.state, ga.worker_id) == ("active", "py-test:1:cafe0001")
+    assert ga.claimed_at_ms is not None and ga.due_at_ms <= ga.claimed_at_ms
+    # unnamed claim: claimed, holder unknown; a scheduled task has neither
+    assert (gb.state, gb.worker_id) == ("active", None) and gb.claimed_at_ms is not None
+    assert (gc.state, gc.worker_id, gc.claimed_at_ms) == ("scheduled", None, None)
+    for bad in ("has space", "x" * 201):
+        with pytest.raises(DueqError) as err:
+            queue.claim(1, worker_id=bad)
+        assert err.value.code == "invalid_input" and "worker_id" in err.value.message
+    gc = queue.get(c.id)
+    assert gc is not None and gc.state == "scheduled"  # the refused claims took nothing
+    assert queue.ack_batch([ta, tb]) == [AckOutcome.ACKED, AckOutcome.ACKED]

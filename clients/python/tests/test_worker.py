@@ -12,7 +12,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 import dueq
 from dueq import AsyncWorker, Fail, Retry, Worker
@@ -388,3 +391,124 @@ def test_heartbeat_ms_is_checked(client: dueq.Client) -> None:
     assert Worker(client, "q", lambda t: None).heartbeat_ms == 5000
     ids = {Worker(client, "q", lambda t: None).id for _ in range(3)}
     assert len(ids) == 3
+
+
+# --- what the server shows and counts of a Python worker's work ----------------------------
+# Each claim names the worker (worker_id = worker.id), so an active task shows who holds it;
+# the server counts claims, lateness (claim - due) and run time (ack or nack - claim) in Redis,
+# so its /metrics counts the tasks a Python worker ran like a Rust worker's.
+
+KINDS = ["Worker", "AsyncWorker"]
+
+
+def worker_of(kind: str, queue: dueq.Queue, work, **options):
+    """A ``Worker`` or an ``AsyncWorker`` whose handler runs ``work(task)`` (blocking: on a
+    thread of the event loop's executor for the ``AsyncWorker``)."""
+    options = {"poll_ms": 200, "handle_signals": False, **options}
+    if kind == "Worker":
+        return Worker(queue.client, queue, work, **options)
+
+    async def handle(task):
+        await asyncio.get_running_loop().run_in_executor(None, work, task)
+
+    return AsyncWorker(queue.client, queue, handle, **options)
+
+
+class Running:
+    """Runs a worker of either kind on a thread of its own until :meth:`stop`."""
+
+    def __init__(self, w) -> None:
+        self.w = w
+        self.out: list = []
+        run = (lambda: asyncio.run(w.run())) if isinstance(w, AsyncWorker) else w.run
+        self.t = threading.Thread(target=lambda: self.out.append(run()), daemon=True)
+        self.t.start()
+
+    def stop(self) -> dueq.WorkerStats:
+        self.w.stop()
+        self.t.join(30)
+        assert not self.t.is_alive() and self.out, "the worker did not stop in 30 s"
+        return self.out[0]
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: -?\d+)?$")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def scrape(server) -> str:
+    req = urllib.request.Request(server.url + "/metrics",
+                                 headers={"Authorization": f"Bearer {server.token}"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=20) as r:
+        return r.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of the one sample of ``name`` whose labels are exactly ``labels``."""
+    found = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None or m.group(1) != name:
+            continue
+        if dict(_LABEL.findall(m.group(2) or "")) == labels:
+            found.append(float(m.group(3)))
+    assert len(found) == 1, f"{name}{labels}: {len(found)} samples in /metrics"
+    return found[0]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_metrics_count_a_python_workers_claims_lateness_and_run_time(
+    server, queue: dueq.Queue, kind: str
+) -> None:
+    n = 12
+    queue.enqueue_batch([{"payload": i} for i in range(n)])
+    w = worker_of(kind, queue, lambda task: time.sleep(0.02), concurrency=4, claim_max=5)
+    r = Running(w)
+    try:
+        wait_until(lambda: w.stats.acked == n, what=f"{n} acked")
+    finally:
+        stats = r.stop()
+    # the worker alone took each task once
+    assert (stats.claimed, stats.acked, stats.lease_lost, stats.released) == (n, n, 0, 0), stats
+    text = scrape(server)
+    q = queue.name
+    assert metric(text, "dueq_tasks_claimed_total", queue=q) == n
+    assert metric(text, "dueq_task_lateness_seconds_count", queue=q) == n
+    assert metric(text, "dueq_task_lateness_seconds_bucket", queue=q, le="+Inf") == n
+    assert metric(text, "dueq_task_duration_seconds_count", queue=q) == n
+    assert metric(text, "dueq_task_duration_seconds_bucket", queue=q, le="+Inf") == n
+    # each ran its handler's 20 ms between its claim and its ack
+    assert metric(text, "dueq_task_duration_seconds_sum", queue=q) >= n * 0.02
+    assert metric(text, "dueq_tasks_finished_total", queue=q, outcome="succeeded") == n
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_running_task_names_the_python_worker_holding_it(queue: dueq.Queue, kind: str) -> None:
+    e = queue.enqueue("held")
+    started, gate = threading.Event(), threading.Event()
+
+    def work(task) -> None:
+        started.set()
+        gate.wait(20)
+
+    w = worker_of(kind, queue, work)
+    r = Running(w)
+    try:
+        assert started.wait(10), "the handler did not start in 10 s"
+        t = queue.get(e.id)
+        assert t is not None and t.state == "active", t
+        assert t.worker_id == w.id
+        assert t.claimed_at_ms is not None and t.due_at_ms <= t.claimed_at_ms, t
+        gate.set()
+        wait_until(lambda: w.stats.acked == 1, what="acked")
+    finally:
+        gate.set()
+        stats = r.stop()
+    assert (stats.acked, stats.lease_lost) == (1, 0)
+    assert queue.get(e.id) is None
+
+
+def test_worker_ids_fit_a_claim(client: dueq.Client, monkeypatch) -> None:
+    # a claim's worker_id is at most 200 bytes, like a registry id
+    monkeypatch.setattr(socket, "gethostname", lambda: "h" * 300)
+    for w in (Worker(client, "q", lambda t: None), AsyncWorker(client, "q", lambda t: None)):
+        assert len(w.id.encode()) <= 200 and w.id.startswith("h" * 100 + ":"), w.id

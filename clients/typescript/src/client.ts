@@ -5,6 +5,7 @@ import { DueqError, errorCode } from "./errors.js";
 import type {
   AckOutcome,
   CancelOutcome,
+  ClaimOptions,
   ClaimedTask,
   DeadOutcome,
   DeadPage,
@@ -259,10 +260,16 @@ export class Queue {
 
   /**
    * Claims up to `max` (1 to 1000) due tasks, waiting up to `wait_ms` (0 to 60000) for the
-   * first one, each under a lease of `lease_ms` (default: the task's own).
+   * first one, each under a lease of `lease_ms` (default: the task's own). `worker_id` (the
+   * worker sends its `id`) is kept with each lease: while the task runs, `get` shows it.
    */
-  async claim(options: { max?: number; wait_ms?: number; lease_ms?: number } = {}): Promise<ClaimedTask[]> {
-    const body = { max: options.max ?? 1, wait_ms: options.wait_ms ?? 0, ...(options.lease_ms ? { lease_ms: options.lease_ms } : {}) };
+  async claim(options: ClaimOptions = {}): Promise<ClaimedTask[]> {
+    const body = {
+      max: options.max ?? 1,
+      wait_ms: options.wait_ms ?? 0,
+      ...(options.lease_ms ? { lease_ms: options.lease_ms } : {}),
+      ...(options.worker_id !== undefined ? { worker_id: options.worker_id } : {}),
+    };
     const r = await this.client.call("POST", `${this.#base}/claim`, body, [200], this.client.timeoutMs + body.wait_ms);
     return r.tasks;
   }

@@ -60,6 +60,10 @@ export interface Task {
   priority?: number;
   /** When it expires unless started (only while scheduled, if it has one). */
   expires_at_ms?: number | null;
+  /** When the running attempt was claimed (only while active). */
+  claimed_at_ms?: number | null;
+  /** The worker holding it, when its claim named one (only while active): a `Worker`'s `id`. */
+  worker_id?: string | null;
 }
 
 export interface DeadTask extends Task {
@@ -70,6 +74,19 @@ export interface DeadPage {
   total: number;
   /** Newest first. */
   tasks: DeadTask[];
+}
+
+/** Options of a claim (`POST /v1/queues/{queue}/claim`). */
+export interface ClaimOptions {
+  /** Most tasks, 1 to 1000. Default 1. */
+  max?: number;
+  /** Wait up to this long for the first due task, ms, 0 to 60000. Default 0. */
+  wait_ms?: number;
+  /** Lease of these tasks, ms (default: each task's own). */
+  lease_ms?: number;
+  /** The claiming worker's id (1 to 200 bytes of printable ASCII without spaces), kept with each lease: an
+   * active task shows it as `worker_id`. The `Worker` sends its `id`. */
+  worker_id?: string;
 }
 
 /** A task handed out by a claim: run it, then ack, nack or extend it. */

@@ -1,8 +1,9 @@
 // `Worker`: runs an async handler for every task of a queue, at most `concurrency` at once.
 //
 // Duties: the claim loop long-polls for as many tasks as there are free slots (at most
-// `claimMax`; while tasks are in hand it waits for half a batch of free slots); each handler's answer is queued and the acker sends everything queued since
-// its last request in one `/acks` and one `/nacks` request; the lease keeper extends the
+// `claimMax`; while tasks are in hand it waits for half a batch of free slots), naming the
+// worker (`worker_id`: its `id`); each handler's answer is queued and the acker sends
+// everything queued since its last request in one `/acks` and one `/nacks` request; the lease keeper extends the
 // lease of a handler that has run for a third of `leaseMs`; the heartbeat registers the worker
 // in the server's live workers list (`GET /v1/workers`, `dueq workers`, the dashboard) when
 // `run()` starts and beats every `heartbeatMs` (default 5000) with its queue, concurrency,
@@ -105,15 +106,17 @@ function hostName(): string {
   }
 }
 
-/** `host:pid:` and 8 random hex digits (the host part: printable ASCII without spaces). */
+/** `host:pid:` and 8 random hex digits (the host part: at most 100 printable ASCII characters
+ * without spaces, so that the id fits a claim's `worker_id`, at most 200 bytes). */
 function newWorkerId(): string {
-  const host = hostName().replace(/[^!-~]/g, "-").slice(0, 150);
+  const host = hostName().replace(/[^!-~]/g, "-").slice(0, 100);
   return `${host}:${process.pid}:${randomBytes(4).toString("hex")}`;
 }
 
 export class Worker {
   readonly queue: Queue;
-  /** This worker's id in the live workers list (`GET /v1/workers`): `host:pid:random`. */
+  /** This worker's id in the live workers list (`GET /v1/workers`): `host:pid:random`; also
+   * the `worker_id` of its claims, so a task it runs shows it. */
   readonly id: string = newWorkerId();
   readonly stats: WorkerStats = { claimed: 0, acked: 0, retried: 0, dead: 0, released: 0, lease_lost: 0 };
   readonly #handler: Handler;
@@ -248,7 +251,7 @@ export class Worker {
       }
       let tasks: ClaimedTask[];
       try {
-        tasks = await this.queue.claim({ max: Math.min(free, this.#o.claimMax), wait_ms: this.#o.pollMs, lease_ms: this.#o.leaseMs });
+        tasks = await this.queue.claim({ max: Math.min(free, this.#o.claimMax), wait_ms: this.#o.pollMs, lease_ms: this.#o.leaseMs, worker_id: this.id });
         backoff = 100;
       } catch (e) {
         this.#warn(e);

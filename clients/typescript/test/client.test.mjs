@@ -143,3 +143,22 @@ test("a bad beat names the field", async () => {
   await assert.rejects(client.workers("bad name"), (e) => e.code === "invalid_input");
   assert.ok((await client.workers()).every((w) => w.id !== "ts-test:1:bad"));
 });
+
+test("a claim names its worker: an active task shows worker_id and claimed_at_ms", async () => {
+  const q = client.queue(fresh());
+  const [a, b, c] = [await q.enqueue("a"), await q.enqueue("b"), await q.enqueue("c")];
+  const [ta] = await q.claim({ worker_id: "ts-test:1:cafe0001" });
+  const [tb] = await q.claim();
+  assert.deepEqual([ta.id, tb.id], [a.id, b.id]);
+  const [ga, gb, gc] = [await q.get(ta.id), await q.get(tb.id), await q.get(c.id)];
+  assert.deepEqual([ga.state, ga.worker_id], ["active", "ts-test:1:cafe0001"]);
+  assert.ok(typeof ga.claimed_at_ms === "number" && ga.due_at_ms <= ga.claimed_at_ms);
+  // unnamed claim: claimed, holder unknown; a scheduled task has neither
+  assert.deepEqual([gb.state, gb.worker_id, typeof gb.claimed_at_ms], ["active", null, "number"]);
+  assert.deepEqual([gc.state, gc.worker_id, gc.claimed_at_ms], ["scheduled", null, null]);
+  for (const worker_id of ["has space", "x".repeat(201)]) {
+    await assert.rejects(q.claim({ worker_id }), (e) => e instanceof DueqError && e.code === "invalid_input" && e.message.includes("worker_id"));
+  }
+  assert.equal((await q.get(c.id)).state, "scheduled"); // the refused claims took nothing
+  assert.deepEqual(await q.ackBatch([ta, tb]), ["acked", "acked"]);
+});

@@ -74,3 +74,25 @@ export async function waitUntil(cond, timeoutMs = 10_000, what = "condition") {
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** The server's `/metrics` text. */
+export async function scrape(server) {
+  const r = await fetch(server.url + "/metrics", { headers: { authorization: `Bearer ${server.token}` } });
+  if (!r.ok) throw new Error(`GET /metrics: ${r.status}`);
+  return r.text();
+}
+
+/** The value of the one sample of `name` in `text` (Prometheus text format) whose labels
+ * are exactly `labels`. */
+export function metric(text, name, labels) {
+  const found = [];
+  for (const line of text.split("\n")) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: -?\d+)?$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const got = Object.fromEntries([...(m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
+    const want = Object.entries(labels);
+    if (Object.keys(got).length === want.length && want.every(([k, v]) => got[k] === v)) found.push(Number(m[3]));
+  }
+  if (found.length !== 1) throw new Error(`${name}${JSON.stringify(labels)}: ${found.length} samples in /metrics`);
+  return found[0];
+}

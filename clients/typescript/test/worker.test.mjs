@@ -3,7 +3,7 @@ import { spawn } from "node:child_process";
 import { hostname } from "node:os";
 import { after, before, test } from "node:test";
 import { Client, DueqError, VERSION, Worker, fail, retry } from "../dist/index.js";
-import { fresh, startServer, waitUntil } from "./server.mjs";
+import { fresh, metric, scrape, startServer, waitUntil } from "./server.mjs";
 
 let server, client;
 before(async () => {
@@ -162,6 +162,65 @@ test("a failed beat is reported and retried at the next beat", async () => {
   assert.equal(failed.length, 2, errors.map(String).join("; "));
   assert.ok(failed[0].message.includes(w.id) && failed[0].cause instanceof DueqError);
   assert.equal(await listed(client, w.id), null);
+});
+
+// --- what the server shows and counts of a TypeScript worker's work ------------------------
+// Each claim names the worker (worker_id = worker.id), so an active task shows who holds it;
+// the server counts claims, lateness (claim - due) and run time (ack or nack - claim) in Redis,
+// so its /metrics counts the tasks a TypeScript worker ran like a Rust worker's.
+
+test("/metrics counts a TypeScript worker's claims, lateness and run time", async () => {
+  const n = 12;
+  const q = client.queue(fresh());
+  await q.enqueueBatch(Array.from({ length: n }, (_, i) => ({ payload: i })));
+  // 21 ms: a timer may fire a millisecond early
+  const w = new Worker(client, q, () => sleep(21), { concurrency: 4, claimMax: 5, pollMs: 200, handleSignals: false });
+  const run = w.run();
+  try {
+    await waitUntil(() => w.stats.acked === n, 10_000, `${n} acked`);
+  } finally {
+    w.stop();
+  }
+  const stats = await run;
+  // the worker alone took each task once
+  assert.deepEqual([stats.claimed, stats.acked, stats.lease_lost, stats.released], [n, n, 0, 0]);
+  const text = await scrape(server);
+  const queue = q.name;
+  assert.equal(metric(text, "dueq_tasks_claimed_total", { queue }), n);
+  assert.equal(metric(text, "dueq_task_lateness_seconds_count", { queue }), n);
+  assert.equal(metric(text, "dueq_task_lateness_seconds_bucket", { queue, le: "+Inf" }), n);
+  assert.equal(metric(text, "dueq_task_duration_seconds_count", { queue }), n);
+  assert.equal(metric(text, "dueq_task_duration_seconds_bucket", { queue, le: "+Inf" }), n);
+  // each ran its handler's 20 ms and more between its claim and its ack
+  assert.ok(metric(text, "dueq_task_duration_seconds_sum", { queue }) >= n * 0.02);
+  assert.equal(metric(text, "dueq_tasks_finished_total", { queue, outcome: "succeeded" }), n);
+});
+
+test("a running task names the TypeScript worker holding it", async () => {
+  const q = client.queue(fresh());
+  const e = await q.enqueue("held");
+  let open, started = false;
+  const gate = new Promise((r) => (open = r));
+  const w = new Worker(client, q, async () => {
+    started = true;
+    await gate;
+  }, { pollMs: 200, handleSignals: false });
+  const run = w.run();
+  try {
+    await waitUntil(() => started, 10_000, "the handler started");
+    const t = await q.get(e.id);
+    assert.equal(t.state, "active");
+    assert.equal(t.worker_id, w.id);
+    assert.ok(typeof t.claimed_at_ms === "number" && t.due_at_ms <= t.claimed_at_ms, JSON.stringify(t));
+    open();
+    await waitUntil(() => w.stats.acked === 1, 10_000, "acked");
+  } finally {
+    open();
+    w.stop();
+  }
+  const stats = await run;
+  assert.deepEqual([stats.acked, stats.lease_lost], [1, 0]);
+  assert.equal(await q.get(e.id), null);
 });
 
 test("heartbeatMs is checked", () => {

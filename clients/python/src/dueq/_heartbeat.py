@@ -61,8 +61,9 @@ def _host() -> str:
 
 def new_worker_id() -> str:
     """``host:pid:`` and 8 random hex digits: two workers of one process are two entries.
-    The host part keeps only printable ASCII without spaces (what the server accepts)."""
-    host = "".join(c if "!" <= c <= "~" else "-" for c in _host())[:150]
+    The host part keeps only printable ASCII without spaces (what the server accepts), at
+    most 100 of them, so that the id fits a claim's ``worker_id`` (at most 200 bytes)."""
+    host = "".join(c if "!" <= c <= "~" else "-" for c in _host())[:100]
     return f"{host}:{os.getpid()}:{secrets.token_hex(4)}"
 
 

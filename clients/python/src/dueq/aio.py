@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import signal
 import time
@@ -41,7 +42,7 @@ class AsyncWorker:
     once. Options as for :class:`dueq.Worker`; ``handle_signals`` installs SIGTERM and SIGINT
     handlers on the running loop (Unix) for the time :meth:`run` runs. ``id`` is the worker's
     id in the live workers list (``GET /v1/workers``), where it beats every ``heartbeat_ms``
-    (100 to 60000, default 5000)."""
+    (100 to 60000, default 5000), and the ``worker_id`` of its claims."""
 
     def __init__(
         self,
@@ -152,7 +153,10 @@ class AsyncWorker:
                 continue
             try:
                 tasks = await self._io(
-                    self.queue.claim, min(free, self.claim_max), self.poll_ms, self.lease_ms
+                    functools.partial(self.queue.claim, worker_id=self.id),
+                    min(free, self.claim_max),
+                    self.poll_ms,
+                    self.lease_ms,
                 )
                 backoff = 0.1
             except DueqError as e:

@@ -347,13 +347,24 @@ class Queue:
     # --- the pull protocol (what :class:`dueq.Worker` uses) -------------------------------
 
     def claim(
-        self, max: int = 1, wait_ms: int = 0, lease_ms: Optional[int] = None
+        self,
+        max: int = 1,
+        wait_ms: int = 0,
+        lease_ms: Optional[int] = None,
+        *,
+        worker_id: Optional[str] = None,
     ) -> List[ClaimedTask]:
         """Claims up to ``max`` (1 to 1000) due tasks, waiting up to ``wait_ms`` (0 to 60000)
-        for the first one; each under a lease of ``lease_ms`` (default: the task's own)."""
+        for the first one; each under a lease of ``lease_ms`` (default: the task's own).
+
+        ``worker_id`` (1 to 200 bytes of printable ASCII without spaces; the workers send their ``id``) is
+        kept with each lease: while the task runs, :meth:`get` shows it as
+        :attr:`Task.worker_id`."""
         body: Dict[str, Any] = {"max": max, "wait_ms": wait_ms}
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
+        if worker_id is not None:
+            body["worker_id"] = worker_id
         r = self.client._call(
             "POST",
             self._base + "/claim",

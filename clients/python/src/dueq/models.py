@@ -165,6 +165,11 @@ class Task:
     """0 (first) to 9."""
     expires_at_ms: Optional[int] = None
     """When it expires unless started (only while scheduled, if it has one)."""
+    claimed_at_ms: Optional[int] = None
+    """When the running attempt was claimed (only while active)."""
+    worker_id: Optional[str] = None
+    """The worker holding it, when its claim named one (only while active): a
+    :class:`dueq.Worker`'s :attr:`~dueq.Worker.id`."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Task":
@@ -181,6 +186,8 @@ class Task:
             group=d.get("group"),
             priority=d.get("priority", 0),
             expires_at_ms=d.get("expires_at_ms"),
+            claimed_at_ms=d.get("claimed_at_ms"),
+            worker_id=d.get("worker_id"),
         )
 
 

@@ -3,8 +3,9 @@
 Duties, one thread each (the handler pool has ``concurrency`` threads):
 
 * claimer (the thread that calls :meth:`Worker.run`): long-polls ``POST .../claim`` for up
-  to as many tasks as there are free handler slots, at most ``claim_max``; while tasks are
-  in hand it waits for half a batch of free slots, so claims stay batched under load;
+  to as many tasks as there are free handler slots, at most ``claim_max``, naming the worker
+  (``worker_id``: its :attr:`Worker.id`); while tasks are in hand it waits for half a batch
+  of free slots, so claims stay batched under load;
 * handlers: run the handler and turn its answer into an ack or a nack (see
   :mod:`dueq.outcome`);
 * acker: sends what the handlers reported in batches (``/acks``, ``/nacks``): it takes
@@ -92,7 +93,8 @@ class Worker:
     * ``handle_signals``: :meth:`run` on the main thread stops on SIGTERM and SIGINT;
     * ``heartbeat_ms``: time between two beats into the server's live workers list (100 to
       60000, default 5000); the entry expires three beats after the last one. ``id`` is the
-      worker's id there (``host:pid:random``).
+      worker's id there (``host:pid:random``); each claim sends it too, so a task this
+      worker runs shows it as :attr:`Task.worker_id <dueq.Task.worker_id>`.
     """
 
     def __init__(
@@ -207,7 +209,9 @@ class Worker:
             if self._stop.is_set():
                 break
             try:
-                tasks = self.queue.claim(min(free, self.claim_max), self.poll_ms, self.lease_ms)
+                tasks = self.queue.claim(
+                    min(free, self.claim_max), self.poll_ms, self.lease_ms, worker_id=self.id
+                )
                 backoff = 0.1
             except DueqError as e:
                 log.warning("dueq: claim on %s failed: %s", self.queue.name, e)

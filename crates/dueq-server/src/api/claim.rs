@@ -46,8 +46,8 @@ pub struct ClaimRequest {
     #[schema(minimum = 1000, maximum = 4294967295_u64)]
     pub lease_ms: Option<u64>,
     /// The claiming worker's id (as in `PUT /v1/workers/{id}`), kept with each lease so that
-    /// an active task shows who holds it; at most 128 bytes, no whitespace.
-    #[schema(max_length = 128)]
+    /// an active task shows who holds it; 1 to 200 bytes of printable ASCII without spaces.
+    #[schema(min_length = 1, max_length = 200)]
     pub worker_id: Option<String>,
 }
 

@@ -193,7 +193,7 @@ pub async fn purge(
 ) -> ApiResult<Json<PurgeResponse>> {
     let q = st.queue(&queue)?;
     if !st.client().has_queue(&queue).await? {
-        return Err(ApiError::not_found(format!("no such queue: {queue}")));
+        return Err(ApiError::not_found(format!("no queue {queue:?}")));
     }
     let state = match body.state {
         PurgeStateJson::Scheduled => Purge::Scheduled,
@@ -243,7 +243,7 @@ pub async fn delete_queue(
 ) -> ApiResult<(StatusCode, Json<DeleteQueueResponse>)> {
     let q = st.queue(&queue)?;
     if !st.client().has_queue(&queue).await? {
-        return Err(ApiError::not_found(format!("no such queue: {queue}")));
+        return Err(ApiError::not_found(format!("no queue {queue:?}")));
     }
     if !q.delete_queue(query.force.unwrap_or(false)).await? {
         return Err(ApiError::conflict(

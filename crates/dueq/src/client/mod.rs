@@ -29,7 +29,7 @@ pub use webhook::{
     MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
     MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
 };
-pub(crate) use workers::SelfInfo;
+pub(crate) use workers::{SelfInfo, check_worker_id};
 pub use workers::{
     DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES,
     MAX_WORKER_ID_BYTES, MAX_WORKER_TEXT_BYTES, MAX_WORKERS, MIN_HEARTBEAT_MS, WorkerBeat,

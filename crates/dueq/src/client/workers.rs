@@ -95,6 +95,19 @@ fn rust() -> String {
 
 /// Longest worker id an HTTP worker may give itself, bytes.
 pub const MAX_WORKER_ID_BYTES: usize = 200;
+/// A worker id (the registry's, and the one a claim keeps in its leases): 1 to
+/// [`MAX_WORKER_ID_BYTES`] bytes of printable ASCII without spaces. `field` names it in the
+/// error.
+pub(crate) fn check_worker_id(field: &str, id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_WORKER_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(Error::invalid(format!(
+            "{field}: 1 to {MAX_WORKER_ID_BYTES} bytes of printable ASCII without spaces"
+        )));
+    }
+    Ok(())
+}
+
 /// Longest host, version or language text of a [`WorkerBeat`], bytes.
 pub const MAX_WORKER_TEXT_BYTES: usize = 256;
 
@@ -143,12 +156,7 @@ impl WorkerBeat {
     }
 
     fn validate(&self) -> Result<()> {
-        let printable = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
-        if self.id.is_empty() || self.id.len() > MAX_WORKER_ID_BYTES || !printable(&self.id) {
-            return Err(Error::invalid(format!(
-                "id: 1 to {MAX_WORKER_ID_BYTES} bytes of printable ASCII without spaces"
-            )));
-        }
+        check_worker_id("id", &self.id)?;
         if self.queues.len() > MAX_LISTED_QUEUES {
             return Err(Error::invalid(format!(
                 "queues: at most {MAX_LISTED_QUEUES}"

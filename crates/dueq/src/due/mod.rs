@@ -173,7 +173,8 @@ impl DueClaimer {
     }
 
     /// The worker id its leases name as holder (shown with each active task, [`Task::worker`]):
-    /// at most 128 bytes, no whitespace, else [`claim`](Self::claim) fails with
+    /// 1 to [`MAX_WORKER_ID_BYTES`](crate::MAX_WORKER_ID_BYTES) bytes of printable ASCII
+    /// without spaces, as in the live workers list, else [`claim`](Self::claim) fails with
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind). Default: none.
     ///
     /// [`Task::worker`]: crate::Task::worker

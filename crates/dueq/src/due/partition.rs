@@ -186,7 +186,10 @@ impl PartitionClaimer {
         } else {
             ClaimTracking::default()
         };
-        ids.holder = self.worker.as_deref().unwrap_or("");
+        if let Some(w) = self.worker.as_deref() {
+            crate::client::check_worker_id("worker_id", w)?;
+            ids.holder = w;
+        }
         let result = self.queue.claim_tracked(max, self.lease_ms, ids).await;
         let claim = match result {
             Ok(c) => c,

@@ -6,7 +6,7 @@ use super::conn::Conn;
 use super::keys::QueueKeys;
 use super::record::Record;
 use super::scripts;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::task::{AckOutcome, ClaimedTask, LeaseToken, NackOutcome, TaskId};
 
 /// What a claim returns besides the tasks: the Redis clock and what to wait for next.
@@ -41,14 +41,12 @@ pub enum Throttle {
     Concurrency,
 }
 
-/// Longest worker id a claim keeps in its leases.
-pub(crate) const MAX_WORKER_ID_BYTES: usize = 128;
-
 /// What a claim records besides its leases (see `claim.lua`): the claiming worker, and the
 /// claim ids a caller uses to recover from lost replies.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ClaimTracking<'a> {
-    /// The claiming worker's id ('' = unnamed), kept in each lease.
+    /// The claiming worker's id ('' = unnamed; checked by the caller: no spaces), kept in
+    /// each lease.
     pub holder: &'a str,
     /// This call's id ('' = untracked).
     pub id: &'a str,
@@ -58,17 +56,6 @@ pub(crate) struct ClaimTracking<'a> {
     pub resume: &'a [String],
 }
 
-/// A worker id a lease can hold: at most [`MAX_WORKER_ID_BYTES`] bytes, no whitespace (the
-/// lease value is split on spaces).
-pub(crate) fn check_worker_id(id: &str) -> Result<()> {
-    if id.len() > MAX_WORKER_ID_BYTES || id.chars().any(char::is_whitespace) {
-        return Err(Error::invalid(format!(
-            "worker_id: at most {MAX_WORKER_ID_BYTES} bytes and no whitespace"
-        )));
-    }
-    Ok(())
-}
-
 pub(crate) async fn claim(
     conn: &mut Conn,
     k: &QueueKeys,
@@ -76,7 +63,6 @@ pub(crate) async fn claim(
     lease_override_ms: u64,
     tracking: ClaimTracking<'_>,
 ) -> Result<ClaimReply> {
-    check_worker_id(tracking.holder)?;
     let mut a = Args::default();
     a.n(max.min(MAX_BATCH))
         .n(lease_override_ms)
