@@ -56,6 +56,7 @@ mod task;
 #[cfg(all(feature = "test-clock", debug_assertions))]
 mod test_clock;
 mod worker;
+pub mod written;
 
 pub use backoff::Backoff;
 pub use client::Throttle;
@@ -63,8 +64,8 @@ pub use client::{BackfillReport, MAX_BACKFILL_TICKS};
 pub use client::{
     CancelReport, Claim, Client, ClientBuilder, DEFAULT_PAYLOAD_LIMIT_BYTES,
     DEFAULT_WAKE_CHANNELS_MAX, DeadBulk, DeadBulkReport, DeadFilter, DueHistogram, EvictionCheck,
-    LAYOUT_TTL, MAX_DEAD_OFFSET, MAX_ERROR_BYTES, MAX_FILTER_BYTES, Purge, PurgeReport, Queue,
-    READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
+    LAYOUT_TTL, MAX_DEAD_OFFSET, MAX_ERROR_BYTES, MAX_FILTER_BYTES, MAX_SPREAD_MS, Purge,
+    PurgeReport, Queue, READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
 };
 pub use client::{ConnectionHealth, DEFAULT_REPLICA_TIMEOUT_MS, MAX_REPLICAS};
 pub use client::{

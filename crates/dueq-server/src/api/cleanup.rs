@@ -44,7 +44,9 @@ pub struct DeadBulkRequest {
     /// Only count the matches; change nothing. Default false.
     pub dry_run: Option<bool>,
     /// Retry only: due times spread evenly over this many ms from now, so a retry of many
-    /// tasks does not stampede the workers. Default 0 (all due now).
+    /// tasks does not stampede the workers; at most 2592000000 (30 days). Default 0 (all due
+    /// now).
+    #[schema(maximum = 2592000000_u64)]
     pub spread_ms: Option<u64>,
     /// The `cursor` of the previous answer: go on where it stopped (send the same filters).
     pub cursor: Option<String>,

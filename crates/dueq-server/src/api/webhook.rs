@@ -50,6 +50,10 @@ pub struct WebhookResponse {
     pub timeout_ms: u64,
     /// When it was last set, Unix epoch ms (Redis clock).
     pub updated_at_ms: u64,
+    /// The error of the last failed delivery since then (`null`: none).
+    pub last_error: Option<String>,
+    /// When that delivery failed, Unix epoch ms (Redis clock).
+    pub last_error_at_ms: Option<u64>,
     /// The signing secret: only in the answer to `PUT` (keep it; `GET` never shows it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
@@ -71,6 +75,8 @@ impl WebhookResponse {
             concurrency: w.concurrency,
             timeout_ms: w.timeout_ms,
             updated_at_ms: w.updated_at_ms,
+            last_error_at_ms: w.last_error.as_ref().map(|(_, at)| *at),
+            last_error: w.last_error.map(|(e, _)| e),
             secret: with_secret.then_some(w.secret),
             secret_generated: None,
         }

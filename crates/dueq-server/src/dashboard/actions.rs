@@ -25,7 +25,8 @@ pub(super) struct BackForm {
     after: Option<String>,
 }
 
-fn form<T>(f: Result<Form<T>, FormRejection>) -> Result<T, PageError> {
+/// The form, or 400 naming what is wrong with it.
+pub(super) fn form<T>(f: Result<Form<T>, FormRejection>) -> Result<T, PageError> {
     f.map(|Form(t)| t)
         .map_err(|e| PageError::bad(format!("bad form: {}", e.body_text())))
 }

@@ -2,20 +2,29 @@
 //! `templates/`, escaped by default), live parts refreshed by htmx polling, charts as inline
 //! SVG. It is outside `/v1` and not in the OpenAPI document; all data comes from the `dueq`
 //! library (`Client::queues`, `Client::workers`, `Queue::stats`, `history`, `browse`,
-//! `due_histogram`, `get`, `dead_*`, `pause`, `resume`, `schedule_names`, `schedule`,
-//! `pause_schedule`, `resume_schedule`, `delete_schedule`).
+//! `due_histogram`, `get`, `cancel`, `reschedule`, `dead_*` (`dead_retry_where`,
+//! `dead_delete_where` included), `purge`, `webhook`, `pause`, `resume`, `schedule_names`,
+//! `schedule`, `pause_schedule`, `resume_schedule`, `delete_schedule`).
 //!
 //! Pages: `/?after=` (queues with counts, 100 a page by name, reading only the page's
-//! queues; pause/resume, task lookup), `/ui/queues/{queue}` (counts,
-//! throughput and lateness over the last hour), `/ui/queues/{queue}/dead` (the dead-letter
-//! queue, paged, with retry and delete), `/ui/task?queue=&by=id|key&value=` (one task),
+//! queues; pause/resume, task lookup), `/ui/queues/{queue}` (counts, throughput and
+//! lateness over the last hour, the webhook target and the newest delivery error, purge per
+//! state), `/ui/queues/{queue}/dead` (the dead-letter queue, paged, with retry and delete,
+//! and retry or delete in bulk by filter), `/ui/task?queue=&by=id|key&value=` (one task: run
+//! now and cancel while it is scheduled, the worker holding it while it is active),
 //! `/ui/workers` (live worker processes and servers, `Client::workers`),
 //! `/ui/queues/{queue}/schedules?after=` (recurring schedules, 100 a page by name, with
 //! pause, resume and delete),
 //! `/ui/queues/{queue}/scheduled?after=` (how many tasks fall due in each of the next 60
 //! minutes and 24 hours, then the scheduled tasks in due order, paged by cursor) and
-//! `/ui/queues/{queue}/active?after=` (tasks held by workers, by lease deadline).
-//! `/login` and `/logout` when tokens are configured.
+//! `/ui/queues/{queue}/active?after=` (tasks held by workers, by lease deadline, each with
+//! its worker and claim time). `/login` and `/logout` when tokens are configured.
+//!
+//! Actions are POST forms: pause and resume (`actions.rs`), a dead task's retry and delete,
+//! a schedule's pause, resume and delete (`schedules.rs`), a scheduled task's run now and
+//! cancel (`task_actions.rs`), bulk retry and delete of dead tasks (`dead.rs`), and purge
+//! (`purge.rs`). The destructive ones (cancel, bulk, purge) answer their first POST with a
+//! confirmation page (`confirm.rs`) and act only on the second.
 //!
 //! Security (details in `session.rs`): with tokens configured every page needs a login with
 //! one of them; the session is a random id in an `HttpOnly; SameSite=Strict` cookie, looked up
@@ -32,10 +41,15 @@
 
 mod actions;
 mod chart;
+mod confirm;
+mod dead;
+mod notice;
 mod overview;
 mod pages;
+mod purge;
 mod schedules;
 pub(crate) mod session;
+mod task_actions;
 mod tasks;
 mod view;
 mod workers;
@@ -86,7 +100,7 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .route("/ui/fragments/queues", get(overview::queues_fragment))
         .route("/ui/queues/{queue}", get(pages::queue))
         .route("/ui/queues/{queue}/live", get(pages::queue_live))
-        .route("/ui/queues/{queue}/dead", get(pages::dead))
+        .route("/ui/queues/{queue}/dead", get(dead::dead))
         .route("/ui/queues/{queue}/scheduled", get(tasks::scheduled))
         .route("/ui/queues/{queue}/active", get(tasks::active))
         .route("/ui/task", get(pages::task))
@@ -96,6 +110,16 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .route("/ui/queues/{queue}/resume", post(actions::resume))
         .route("/ui/queues/{queue}/dead/{id}/retry", post(actions::retry))
         .route("/ui/queues/{queue}/dead/{id}/delete", post(actions::delete))
+        .route("/ui/queues/{queue}/dead/bulk", post(dead::bulk))
+        .route("/ui/queues/{queue}/purge", post(purge::purge))
+        .route(
+            "/ui/queues/{queue}/tasks/{id}/cancel",
+            post(task_actions::cancel),
+        )
+        .route(
+            "/ui/queues/{queue}/tasks/{id}/run-now",
+            post(task_actions::run_now),
+        )
         .route("/ui/queues/{queue}/schedules", get(schedules::page))
         .route(
             "/ui/queues/{queue}/schedules/{name}/pause",
@@ -258,8 +282,8 @@ pub(super) struct Layout {
     pub logout: bool,
     /// Show the navigation (not on the login form).
     pub nav: bool,
-    /// A one-line notice (from a fixed list).
-    pub flash: Option<&'static str>,
+    /// A one-line notice (from a fixed list, see [`notice`]).
+    pub flash: Option<String>,
     /// Path of the htmx script.
     pub htmx: &'static str,
 }

@@ -7,9 +7,11 @@ use askama::Template;
 use axum::Extension;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
-use super::pages::{PageResult, QueueRow, notice, query};
+use super::notice::Notice;
+use super::pages::{PageResult, QueueRow, query};
 use super::session::Session;
 use super::{Dash, Layout, PageError, render};
 
@@ -33,18 +35,24 @@ struct QueuesPage {
 }
 
 /// The page of queues after `after` (checked: a queue name), reading only its queues.
-async fn rows(d: &Dash, after: Option<String>) -> Result<QueuesPage, PageError> {
-    let after = after.filter(|a| !a.is_empty());
-    if let Some(a) = &after {
-        dueq::validate_queue_name(a).map_err(|e| PageError::bad(format!("after: {e}")))?;
-    }
-    let (stats, total, next) =
-        crate::api::queues::stats_page(&d.app, after.as_deref(), QUEUES_PAGE).await?;
-    Ok(QueuesPage {
-        rows: stats.into_iter().map(QueueRow::from).collect(),
-        total,
-        after,
-        next,
+///
+/// Boxed: the future of `stats_page` (down to the cluster connection code) is so deeply
+/// nested that rustc's `Send` check of the handlers overflowed its recursion limit after a
+/// one-line change to a handler; the box ends the check here.
+fn rows(d: &Dash, after: Option<String>) -> BoxFuture<'_, Result<QueuesPage, PageError>> {
+    Box::pin(async move {
+        let after = after.filter(|a| !a.is_empty());
+        if let Some(a) = &after {
+            dueq::validate_queue_name(a).map_err(|e| PageError::bad(format!("after: {e}")))?;
+        }
+        let (stats, total, next) =
+            crate::api::queues::stats_page(&d.app, after.as_deref(), QUEUES_PAGE).await?;
+        Ok(QueuesPage {
+            rows: stats.into_iter().map(QueueRow::from).collect(),
+            total,
+            after,
+            next,
+        })
     })
 }
 
@@ -70,13 +78,17 @@ pub(super) async fn overview(
     Extension(s): Extension<Session>,
     q: Result<Query<OverviewQuery>, QueryRejection>,
 ) -> PageResult {
-    let n = query(q)?;
+    let OverviewQuery { after, done } = query(q)?;
     let mut layout = Layout::new(&d, &s, "Queues");
-    layout.flash = notice(n.done.as_deref());
+    layout.flash = Notice {
+        done,
+        ..Notice::default()
+    }
+    .text();
     Ok(render(&Overview {
         layout,
         csrf: s.csrf,
-        page: rows(&d, n.after).await?,
+        page: rows(&d, after).await?,
     }))
 }
 

@@ -9,34 +9,14 @@ use dueq::{QueueStats, Task, TaskRef};
 use serde::Deserialize;
 
 use super::chart::{self, Chart, Minute};
+use super::notice::Notice;
 use super::session::Session;
 use super::{Dash, Layout, PageError, render, view};
 
-/// Dead tasks per page.
-const DEAD_PAGE: u64 = 20;
 /// Payload bytes shown on the task page.
 const PAYLOAD_PREVIEW_BYTES: usize = 4096;
 
 pub(super) type PageResult = Result<Response, PageError>;
-
-/// `?done=...`: the notice after an action (a fixed list, so a link cannot put text here).
-#[derive(Debug, Deserialize)]
-pub(super) struct Notice {
-    done: Option<String>,
-}
-
-pub(super) fn notice(done: Option<&str>) -> Option<&'static str> {
-    Some(match done? {
-        "paused" => "Queue paused: no task of it is handed out until it is resumed.",
-        "resumed" => "Queue resumed.",
-        "retried" => "Dead task scheduled again, due now.",
-        "deleted" => "Dead task deleted.",
-        "schedule_paused" => "Schedule paused: no tick fires or counts until it is resumed.",
-        "schedule_resumed" => "Schedule resumed at its first tick from now.",
-        "schedule_deleted" => "Schedule deleted (tasks its ticks enqueued stay).",
-        _ => return None,
-    })
-}
 
 pub(super) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, PageError> {
     q.map(|Query(t)| t)
@@ -193,12 +173,49 @@ async fn live(d: &Dash, name: &str) -> Result<Live, PageError> {
     })
 }
 
+/// A queue's push delivery target, formatted for the queue page.
+#[derive(Debug)]
+struct WebhookView {
+    /// The URL, a password in it shown as `***`.
+    url: String,
+    concurrency: u32,
+    timeout: String,
+    updated: String,
+    updated_ago: String,
+    /// The last failed delivery's error (cut for the page) and when, since the webhook was
+    /// last set.
+    last_error: Option<(String, String, String)>,
+}
+
+async fn webhook_view(q: &dueq::Queue) -> Result<Option<WebhookView>, PageError> {
+    let Some(w) = q.webhook().await? else {
+        return Ok(None);
+    };
+    let now = view::local_now_ms();
+    let last_error = w.last_error.as_ref().map(|(e, at)| {
+        (
+            view::short(e, 600),
+            view::time(*at),
+            view::relative(*at, now),
+        )
+    });
+    Ok(Some(WebhookView {
+        url: w.redacted_url(),
+        concurrency: w.concurrency,
+        timeout: view::duration(w.timeout_ms),
+        updated: view::time(w.updated_at_ms),
+        updated_ago: view::relative(w.updated_at_ms, now),
+        last_error,
+    }))
+}
+
 #[derive(Template)]
 #[template(path = "queue.html")]
 struct QueuePage {
     layout: Layout,
     csrf: String,
     live: Live,
+    webhook: Option<WebhookView>,
 }
 
 #[derive(Template)]
@@ -208,7 +225,8 @@ struct QueueLive {
     live: Live,
 }
 
-/// `/ui/queues/{queue}`: counts, pause/resume and the last hour's charts (live).
+/// `/ui/queues/{queue}`: counts, pause/resume and the last hour's charts (live), the
+/// webhook, the purge buttons.
 pub(super) async fn queue(
     State(d): State<Dash>,
     Extension(s): Extension<Session>,
@@ -218,12 +236,14 @@ pub(super) async fn queue(
     let name = path(p)?;
     let n = query(q)?;
     let live = live(&d, &name).await?;
+    let webhook = webhook_view(&d.app.queue(&name)?).await?;
     let mut layout = Layout::new(&d, &s, format!("Queue {name}"));
-    layout.flash = notice(n.done.as_deref());
+    layout.flash = n.text();
     Ok(render(&QueuePage {
         layout,
         csrf: s.csrf,
         live,
+        webhook,
     }))
 }
 
@@ -240,86 +260,14 @@ pub(super) async fn queue_live(
     }))
 }
 
-/// `?offset=` of the dead-letter page, plus the notice.
-#[derive(Debug, Deserialize)]
-pub(super) struct DeadQuery {
-    offset: Option<u64>,
-    done: Option<String>,
-}
-
-/// One dead task, formatted.
-#[derive(Debug)]
-struct DeadRow {
-    id: String,
-    key: Option<String>,
-    attempts: String,
-    died: String,
-    died_ago: String,
-    error: String,
-    payload: String,
-}
-
-#[derive(Template)]
-#[template(path = "dead.html")]
-struct DeadPage {
-    layout: Layout,
-    csrf: String,
-    queue: String,
-    total: u64,
-    first: u64,
-    last: u64,
-    prev: Option<u64>,
-    next: Option<u64>,
-    rows: Vec<DeadRow>,
-}
-
-/// `/ui/queues/{queue}/dead?offset=`: the dead-letter queue, newest first, 20 a page.
-pub(super) async fn dead(
-    State(d): State<Dash>,
-    Extension(s): Extension<Session>,
-    p: Result<Path<String>, PathRejection>,
-    q: Result<Query<DeadQuery>, QueryRejection>,
-) -> PageResult {
-    let name = path(p)?;
-    let dq = query(q)?;
-    let offset = dq.offset.unwrap_or(0);
-    let page = d.app.queue(&name)?.dead_list(offset, DEAD_PAGE).await?;
-    let now = view::local_now_ms();
-    let rows: Vec<DeadRow> = page
-        .tasks
-        .into_iter()
-        .map(|t| DeadRow {
-            id: t.task.id.as_str().to_owned(),
-            key: t.task.key.clone(),
-            attempts: format!("{}/{}", t.task.attempt, t.task.max_attempts),
-            died: view::time(t.died_at_ms),
-            died_ago: view::relative(t.died_at_ms, now),
-            error: view::short(t.task.last_error.as_deref().unwrap_or(""), 160),
-            payload: view::short(&view::preview(&t.task.payload, 512).0, 80),
-        })
-        .collect();
-    let mut layout = Layout::new(&d, &s, format!("Dead tasks of {name}"));
-    layout.flash = notice(dq.done.as_deref());
-    let shown = rows.len() as u64;
-    Ok(render(&DeadPage {
-        layout,
-        csrf: s.csrf,
-        queue: name,
-        total: page.total,
-        first: if shown == 0 { 0 } else { offset + 1 },
-        last: offset + shown,
-        prev: (offset > 0).then(|| offset.saturating_sub(DEAD_PAGE)),
-        next: (offset + shown < page.total).then_some(offset + shown),
-        rows,
-    }))
-}
-
 /// `?queue=&by=id|key&value=`: which task to show.
 #[derive(Debug, Deserialize)]
 pub(super) struct Lookup {
     queue: Option<String>,
     by: Option<String>,
     value: Option<String>,
+    /// What an action just did (the notice).
+    done: Option<String>,
 }
 
 /// One task, formatted.
@@ -335,6 +283,10 @@ struct TaskView {
     created: String,
     state_at: Option<(&'static str, String)>,
     lease: String,
+    /// The worker holding it (active, when its claimer gave its id).
+    worker: Option<String>,
+    /// When the running attempt was claimed (active): the time and how long ago.
+    claimed: Option<(String, String)>,
     last_error: Option<String>,
     payload: String,
     payload_len: usize,
@@ -353,16 +305,21 @@ impl From<Task> for TaskView {
             };
             Some((label, view::time(at)))
         });
+        let now = view::local_now_ms();
         Self {
             id: t.id.as_str().to_owned(),
             state: t.state.as_str(),
             attempt: t.attempt,
             max_attempts: t.max_attempts,
             due: view::time(t.due_at_ms),
-            due_rel: view::relative(t.due_at_ms, view::local_now_ms()),
+            due_rel: view::relative(t.due_at_ms, now),
             created: view::time(t.created_at_ms),
             state_at,
             lease: view::duration(t.lease_ms),
+            worker: t.worker,
+            claimed: t
+                .claimed_at_ms
+                .map(|at| (view::time(at), view::relative(at, now))),
             payload_len: t.payload.len(),
             payload,
             payload_more,
@@ -382,7 +339,8 @@ struct TaskPage {
 }
 
 /// `/ui/task?queue=&by=id|key&value=`: one task's state, attempts, times, last error and
-/// payload; retry and delete when it is dead.
+/// payload; run now and cancel when it is scheduled, the worker holding it when it is active,
+/// retry and delete when it is dead.
 pub(super) async fn task(
     State(d): State<Dash>,
     Extension(s): Extension<Session>,
@@ -413,8 +371,14 @@ pub(super) async fn task(
             "no task {what} in queue {queue:?} (finished tasks are kept only when the queue retains them)"
         )));
     };
+    let mut layout = Layout::new(&d, &s, format!("Task {}", t.id));
+    layout.flash = Notice {
+        done: l.done,
+        ..Notice::default()
+    }
+    .text();
     Ok(render(&TaskPage {
-        layout: Layout::new(&d, &s, format!("Task {}", t.id)),
+        layout,
         csrf: s.csrf,
         queue: queue.to_owned(),
         t: t.into(),

@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use dueq::{Misfire, Overlap, Schedule};
 use serde::Deserialize;
 
-use super::pages::{notice, path, query};
+use super::notice::Notice;
+use super::pages::{path, query};
 use super::session::Session;
 use super::{Dash, Layout, PageError, render, view};
 
@@ -116,7 +117,11 @@ pub(super) async fn page(
         crate::api::schedules::schedules_page(&q, after.as_deref(), PAGE).await?;
     let now = view::local_now_ms();
     let mut layout = Layout::new(&d, &s, format!("Schedules of {name}"));
-    layout.flash = notice(sq.done.as_deref());
+    layout.flash = Notice {
+        done: sq.done,
+        ..Notice::default()
+    }
+    .text();
     Ok(render(&SchedulesPage {
         layout,
         csrf: s.csrf,

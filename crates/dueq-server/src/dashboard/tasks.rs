@@ -3,6 +3,9 @@
 //! and 24 hours: what is coming) and `/ui/queues/{queue}/active` (tasks held by workers, in
 //! lease-deadline order). Both are paged by the `after` cursor of [`dueq::Queue::browse`]
 //! (forward only, with a link back to the first page); each row links to the task page.
+//! A scheduled row has "Run now" and "Cancel" buttons (`task_actions.rs`); an active row
+//! names the worker holding the task (linked to its row on the workers page) and when it
+//! claimed it.
 
 use askama::Template;
 use axum::Extension;
@@ -13,6 +16,7 @@ use dueq::{Task, TaskState};
 use serde::Deserialize;
 
 use super::chart::{self, Chart};
+use super::notice::Notice;
 use super::pages::{path, query};
 use super::session::Session;
 use super::{Dash, Layout, PageError, render, view};
@@ -26,6 +30,8 @@ const PAYLOAD_CHARS: usize = 80;
 #[derive(Debug, Deserialize)]
 pub(super) struct PageQuery {
     after: Option<String>,
+    /// What an action just did (the notice).
+    done: Option<String>,
 }
 
 /// One live task, formatted.
@@ -42,12 +48,21 @@ struct Row {
     /// When the lease runs out (active tasks).
     lease_end: String,
     lease_rel: String,
+    /// The worker holding it (active, when its claimer gave its id).
+    worker: Option<String>,
+    /// When the running attempt was claimed (active), and how long ago.
+    claimed: String,
+    claimed_rel: String,
     payload: String,
 }
 
 impl Row {
     fn new(t: Task, now_ms: u64) -> Self {
         let lease_end = t.state_at_ms.unwrap_or(0);
+        let (claimed, claimed_rel) = match t.claimed_at_ms {
+            Some(at) => (view::time(at), view::relative(at, now_ms)),
+            None => (String::new(), "–".to_owned()),
+        };
         Self {
             id: t.id.as_str().to_owned(),
             group: t.group,
@@ -57,6 +72,9 @@ impl Row {
             due_rel: view::relative(t.due_at_ms, now_ms),
             lease_end: view::time(lease_end),
             lease_rel: view::relative(lease_end, now_ms),
+            worker: t.worker,
+            claimed,
+            claimed_rel,
             payload: view::short(
                 &view::preview(&t.payload, 4 * PAYLOAD_CHARS).0,
                 PAYLOAD_CHARS,
@@ -70,6 +88,7 @@ impl Row {
 #[template(path = "tasks.html")]
 struct TasksPage {
     layout: Layout,
+    csrf: String,
     queue: String,
     /// `scheduled` or `active`: which page this is.
     state: &'static str,
@@ -77,6 +96,8 @@ struct TasksPage {
     charts: Vec<Chart>,
     /// Whether this is a later page (`after` given).
     later_page: bool,
+    /// This page's cursor ("" on the first), for the buttons to come back to.
+    after: String,
     next: Option<String>,
     rows: Vec<Row>,
 }
@@ -85,11 +106,11 @@ async fn page(
     d: Dash,
     s: Session,
     name: String,
-    after: Option<String>,
+    pq: PageQuery,
     state: TaskState,
 ) -> Result<Response, PageError> {
     let q = d.app.queue(&name)?;
-    let after = after.filter(|a| !a.is_empty());
+    let after = pq.after.filter(|a| !a.is_empty());
     let (charts, now_ms) = if state == TaskState::Scheduled {
         let h = q.due_histogram().await?;
         (vec![chart::due_minutes(&h), chart::due_hours(&h)], h.now_ms)
@@ -101,12 +122,20 @@ async fn page(
         TaskState::Active => (format!("Active tasks of {name}"), "active"),
         _ => (format!("Scheduled tasks of {name}"), "scheduled"),
     };
+    let mut layout = Layout::new(&d, &s, title);
+    layout.flash = Notice {
+        done: pq.done,
+        ..Notice::default()
+    }
+    .text();
     Ok(render(&TasksPage {
-        layout: Layout::new(&d, &s, title),
+        layout,
+        csrf: s.csrf,
         queue: name,
         state: label,
         charts,
         later_page: after.is_some(),
+        after: after.unwrap_or_default(),
         next: p.next,
         rows: p.tasks.into_iter().map(|t| Row::new(t, now_ms)).collect(),
     }))
@@ -120,7 +149,7 @@ pub(super) async fn scheduled(
     p: Result<Path<String>, PathRejection>,
     q: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
-    page(d, s, path(p)?, query(q)?.after, TaskState::Scheduled).await
+    page(d, s, path(p)?, query(q)?, TaskState::Scheduled).await
 }
 
 /// `/ui/queues/{queue}/active?after=`: tasks held by workers, by lease deadline, 50 a page.
@@ -130,5 +159,5 @@ pub(super) async fn active(
     p: Result<Path<String>, PathRejection>,
     q: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
-    page(d, s, path(p)?, query(q)?.after, TaskState::Active).await
+    page(d, s, path(p)?, query(q)?, TaskState::Active).await
 }

@@ -84,6 +84,55 @@ pub(super) fn short(text: &str, max: usize) -> String {
     }
 }
 
+/// `1 task` / `3 tasks`.
+pub(super) fn tasks(n: u64) -> String {
+    if n == 1 {
+        "1 task".to_owned()
+    } else {
+        format!("{n} tasks")
+    }
+}
+
+/// Every byte outside the unreserved set (`A-Z a-z 0-9 - . _ ~`) as `%XX`, for a value put
+/// into a URL this code builds (a redirect's query).
+pub(super) fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+pub(super) use dueq::written::parse_duration_ms;
+
+/// Reads a point in time as epoch ms: as the CLI does ([`dueq::written::parse_time_ms`]), or a
+/// date-time without an offset, taken as UTC like every time the dashboard shows
+/// (`2026-05-01 12:00`, `2026-05-01T12:00:30`, `2026-05-01 12:00:30 UTC`).
+///
+/// # Errors
+/// A message naming the text when it is none of these or before 1970.
+pub(super) fn parse_time_ms(text: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("{text:?} is not a time: use 2026-05-01 12:00 (UTC), an RFC 3339 time or epoch ms")
+    };
+    if let Ok(ms) = dueq::written::parse_time_ms(text) {
+        return Ok(ms);
+    }
+    // a date-time without an offset, as the dashboard shows them: UTC
+    let s = text.trim();
+    let civil = s.strip_suffix("UTC").unwrap_or(s).trim_end();
+    let ts = civil
+        .parse::<jiff::civil::DateTime>()
+        .ok()
+        .and_then(|dt| jiff::tz::Offset::UTC.to_timestamp(dt).ok())
+        .ok_or_else(bad)?;
+    u64::try_from(ts.as_millisecond()).map_err(|_| bad())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +160,23 @@ mod tests {
         assert_eq!(preview(&[0xff, b'a'], 10), ("\u{fffd}a".into(), 0));
         assert_eq!(short("abcdef", 3), "abc…");
         assert_eq!(short("abc", 3), "abc");
+    }
+    #[test]
+    fn parses_times_shown_in_utc() {
+        assert_eq!(parse_time_ms("0"), Ok(0));
+        assert_eq!(parse_time_ms("1970-01-01 00:01"), Ok(60_000));
+        assert_eq!(parse_time_ms("1970-01-01T00:01:30"), Ok(90_000));
+        assert_eq!(parse_time_ms("1970-01-01 00:00:02 UTC"), Ok(2_000));
+        assert_eq!(parse_time_ms("1970-01-01T01:00:00+01:00"), Ok(0));
+        assert_eq!(
+            parse_time_ms(&time(1_777_000_000_123)),
+            Ok(1_777_000_000_000)
+        );
+        for bad in ["", "yesterday", "1969-12-31 23:59", "2026-13-01 00:00"] {
+            assert!(parse_time_ms(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(url_encode("a b/ä"), "a%20b%2F%C3%A4");
+        assert_eq!(tasks(1), "1 task");
+        assert_eq!(tasks(0), "0 tasks");
     }
 }

@@ -1,5 +1,7 @@
 //! The dashboard's workers page (`/ui/workers`): every live worker process and server from
-//! [`dueq::Client::workers`], refreshed by htmx polling like the queues table.
+//! [`dueq::Client::workers`] with its language, refreshed by htmx polling like the queues
+//! table. Each row has the id `worker-{id}`, so the active tasks page links a task to the row
+//! of the worker holding it.
 
 use askama::Template;
 use axum::Extension;
@@ -18,6 +20,8 @@ pub(super) struct WorkerRow {
     pub host: String,
     pub pid: u32,
     pub version: String,
+    /// The language of its program (`rust`, `python`, `typescript`, ...).
+    pub language: String,
     pub queues: Vec<String>,
     pub concurrency: u64,
     pub in_hand: u64,
@@ -37,6 +41,7 @@ impl WorkerRow {
             host: w.host,
             pid: w.pid,
             version: w.version,
+            language: w.language,
             queues: w.queues,
             concurrency: w.concurrency,
             in_hand: w.in_hand,

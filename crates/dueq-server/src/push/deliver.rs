@@ -82,16 +82,21 @@ fn chain(e: &dyn std::error::Error) -> String {
 pub(crate) struct Deliverer {
     pub http: reqwest::Client,
     pub webhook: Webhook,
+    /// The queue, where a failed delivery's error is noted for people to see.
+    pub queue: dueq::Queue,
 }
 
 impl Deliverer {
-    /// Runs one delivery.
+    /// Runs one delivery; a failure's error is also noted on the webhook.
     pub(crate) async fn deliver(&self, task: ClaimedTask) -> Outcome {
         let queue = &self.webhook.queue;
         let id = task.id.clone();
         let outcome = self.post(task).await;
         if let Outcome::Retry { error, .. } = &outcome {
             tracing::debug!(queue = %queue, id = %id, error = %error, "webhook delivery failed");
+            if let Err(e) = self.queue.note_webhook_error(error).await {
+                tracing::debug!(queue = %queue, error = %e, "could not note the delivery error");
+            }
         }
         outcome
     }

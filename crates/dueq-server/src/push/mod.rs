@@ -243,6 +243,7 @@ fn start(
     let concurrency = webhook.concurrency as usize;
     let d = Arc::new(Deliverer {
         http: http.clone(),
+        queue: state.client().queue(&queue)?,
         webhook,
     });
     let worker = Worker::builder(state.client().clone())

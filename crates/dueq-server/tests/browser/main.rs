@@ -3,9 +3,12 @@
 //! configured and its own `redis-server` (dueq-testkit). It logs in, watches a queue's count
 //! change after an enqueue (htmx polling), retries a dead task, pauses a queue, watches a
 //! worker join and leave the workers page, pauses a schedule, opens the scheduled tasks page
-//! (the falling-due charts and a task row), and saves screenshots for CI to keep:
-//! `target/dashboard.png` (the overview), and beside it `dashboard-queue.png` (a queue with
-//! its charts), `-login`, `-dead`, `-task`, `-workers`, `-schedules` and `-scheduled`.
+//! (the falling-due charts and a task row), runs that task now, retries dead tasks in bulk
+//! (the dry run's count, then the confirmed run), purges a queue's dead tasks, follows an
+//! active task to the worker holding it (its row and language on the workers page), and
+//! saves screenshots for CI to keep: `target/dashboard.png` (the overview), and beside it
+//! `dashboard-queue.png` (a queue with its charts), `-login`, `-dead`, `-task`, `-workers`,
+//! `-schedules`, `-scheduled`, `-bulk` (a bulk retry's confirmation) and `-active`.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them); without them
 //! the test fails and says so.
@@ -17,6 +20,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dueq::{Client, Queue, RateLimit, SettingsPatch, TaskId, TaskRef, TaskSpec, TaskState};
@@ -469,6 +473,184 @@ async fn dashboard_in_chromium() {
         .await
         .unwrap();
     wait_text(&b, "#task-state", "scheduled").await;
+
+    // 8. run it now from its page: due now by the Redis clock, back on the page with a notice
+    b.find(Locator::Id("run-now"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(
+        &b,
+        &format!("/ui/task?queue=orders&by=id&value={}&done=run_now", soon.id),
+    )
+    .await;
+    wait_text(&b, "#flash", "Task due now: the next free worker takes it.").await;
+    let t = orders
+        .get(&TaskRef::id(soon.id.as_str()).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.state, TaskState::Scheduled);
+    assert!(t.due_at_ms < soon.due_at_ms - 9 * 60_000, "moved to now");
+    assert!(orders.stats().await.unwrap().due >= 1);
+
+    // 9. bulk retry: the filter form, the dry run's count, then the confirmed run
+    let payments = client.queue("payments").unwrap();
+    let mut gateway = Vec::new();
+    for i in 0..3 {
+        gateway.push(
+            kill(
+                &payments,
+                &format!("pay:{i}"),
+                "gateway <timeout> after 30 s",
+            )
+            .await,
+        );
+    }
+    let declined = kill(&payments, "pay:9", "card declined").await;
+    b.goto(&format!("{base}/ui/queues/payments/dead"))
+        .await
+        .unwrap();
+    b.find(Locator::Id("bulk-error"))
+        .await
+        .unwrap()
+        .send_keys("gateway <timeout>")
+        .await
+        .unwrap();
+    b.find(Locator::Id("bulk-retry"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&b, "#confirm-count", "3 tasks match").await;
+    assert_eq!(
+        payments.stats().await.unwrap().dead,
+        4,
+        "the dry run changes nothing"
+    );
+    shot("dashboard-bulk.png").await;
+    b.find(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(
+        &b,
+        "/ui/queues/payments/dead?done=bulk_retried&n=3&refused=0",
+    )
+    .await;
+    wait_text(&b, "#flash", "Retried 3 tasks from the dead-letter queue.").await;
+    assert!(
+        text(&b, &format!(r#"tr[data-id="{declined}"]"#))
+            .await
+            .contains("card declined")
+    );
+    for id in &gateway {
+        let t = payments
+            .get(&TaskRef::id(id.as_str()).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((t.state, t.attempt), (TaskState::Scheduled, 0));
+    }
+
+    // 10. purge the queue's dead tasks from its page: the count, then the purge
+    b.goto(&format!("{base}/ui/queues/payments")).await.unwrap();
+    b.find(Locator::Css("#purge button.purge-dead"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&b, "#confirm-count", "1 dead task").await;
+    b.find(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&b, "/ui/queues/payments?done=purged_dead&n=1").await;
+    wait_text(
+        &b,
+        "#flash",
+        "Purged the dead-letter queue: 1 task deleted.",
+    )
+    .await;
+    wait_text(
+        &b,
+        r#"tr[data-queue="payments"] td[data-count="dead"]"#,
+        "0",
+    )
+    .await;
+    let st = payments.stats().await.unwrap();
+    assert_eq!((st.dead, st.scheduled), (0, 3));
+
+    // 11. an active task names the worker holding it; the link leads to that worker's row
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = release.clone();
+    let worker = dueq::Worker::builder(client.clone())
+        .heartbeat_ms(200)
+        .handle("payments", move |_t| {
+            let held = held.clone();
+            async move {
+                let _ = held.acquire().await;
+                dueq::Outcome::Success
+            }
+        })
+        .build()
+        .unwrap();
+    let wid = worker.id().unwrap().to_owned();
+    let handle = worker.start();
+    b.goto(&format!("{base}/ui/queues/payments/active"))
+        .await
+        .unwrap();
+    let arow = format!(r#"tr[data-id="{}"]"#, gateway[0]);
+    let what = format!("{arow} names worker {wid}");
+    wait_until_async(DEADLINE, &what, || async {
+        b.refresh().await.unwrap();
+        text(&b, &format!("{arow} td.worker")).await == wid
+    })
+    .await;
+    let claimed = text(&b, &format!("{arow} td.claimed")).await;
+    assert!(claimed == "now" || claimed.ends_with(" ago"), "{claimed}");
+    shot("dashboard-active.png").await;
+    b.find(Locator::Css(&format!("{arow} td.worker a")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&b, "/ui/workers").await;
+    let target = format!("worker-{wid}");
+    wait_until_async(
+        DEADLINE,
+        "the worker's row is the link's target",
+        || async {
+            let id = b
+                .execute(
+                    "var t = document.querySelector('tr:target'); return t ? t.id : null;",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            id == json!(target)
+        },
+    )
+    .await;
+    assert_eq!(
+        text(&b, &format!(r#"tr[data-worker="{wid}"] td.language"#)).await,
+        "rust"
+    );
+    release.add_permits(100);
+    wait_until_async(DEADLINE, "the held tasks finish", || async {
+        payments.stats().await.unwrap().active == 0
+    })
+    .await;
+    handle.shutdown().await.unwrap();
 
     // logging out ends the session
     b.find(Locator::Css("header button"))

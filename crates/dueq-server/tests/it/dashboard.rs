@@ -1,6 +1,9 @@
 //! The dashboard over HTTP (no browser): login when tokens are configured, the CSRF and
 //! origin checks of every POST (refused ones change nothing), pause/resume, the dead-letter
-//! page's retry and delete, and the task page. The browser test is `tests/browser`.
+//! page's retry and delete, and the task page. The actions of issue 30 (run now, cancel,
+//! bulk dead-letter retry and delete, purge, the webhook card, workers of active tasks) are
+//! in `dashboard_actions.rs`, a submodule that shares the `Browser` below. The browser test
+//! is `tests/browser`.
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -8,6 +11,11 @@ use dueq_server::Tokens;
 use serde_json::json;
 
 use crate::support::{Ctx, Res, enc, send};
+
+// a child module, so that it shares `Browser` and the helpers here (`tests/it/main.rs`
+// lists the test files; this keeps the new one beside its siblings without touching it)
+#[path = "dashboard_actions.rs"]
+mod actions;
 
 const HOST: &str = "dash.test:7878";
 const ORIGIN: &str = "http://dash.test:7878";

@@ -130,9 +130,13 @@ pub struct DeadBulk {
     /// Only count the matches; change nothing.
     pub dry_run: bool,
     /// A retry only: each task is due at a time spread evenly over this many ms from now
-    /// (by a hash of its id), so that a retry of 50 000 does not stampede the workers.
+    /// (by a hash of its id), so that a retry of 50 000 does not stampede the workers. At
+    /// most [`MAX_SPREAD_MS`].
     pub spread_ms: u64,
 }
+
+/// Longest spread of a bulk retry: 30 days.
+pub const MAX_SPREAD_MS: u64 = 30 * 86_400_000;
 
 impl DeadBulk {
     /// A run over the dead tasks `filter` matches.
@@ -306,6 +310,11 @@ impl Queue {
         budget: Duration,
     ) -> Result<DeadBulkReport> {
         run.filter.validate()?;
+        if run.spread_ms > MAX_SPREAD_MS {
+            return Err(Error::invalid(format!(
+                "spread_ms must be at most {MAX_SPREAD_MS} (30 days)"
+            )));
+        }
         let before = run
             .filter
             .died_before_ms

@@ -18,7 +18,9 @@ use std::time::Duration;
 
 pub use browse::{DueHistogram, TaskPage};
 pub use cleanup::{Purge, PurgeReport};
-pub use dead::{DeadBulk, DeadBulkReport, DeadFilter, MAX_DEAD_OFFSET, MAX_FILTER_BYTES};
+pub use dead::{
+    DeadBulk, DeadBulkReport, DeadFilter, MAX_DEAD_OFFSET, MAX_FILTER_BYTES, MAX_SPREAD_MS,
+};
 pub use partitions::LAYOUT_TTL;
 pub(crate) use partitions::Layout;
 pub(crate) use queue::cut_error;
@@ -29,12 +31,12 @@ pub use webhook::{
     MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS, MAX_WEBHOOK_URL_BYTES,
     MIN_WEBHOOK_SECRET_BYTES, Webhook, WebhookConfig, WebhookSet,
 };
-pub(crate) use workers::{SelfInfo, check_worker_id};
 pub use workers::{
     DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES,
     MAX_WORKER_ID_BYTES, MAX_WORKER_TEXT_BYTES, MAX_WORKERS, MIN_HEARTBEAT_MS, WorkerBeat,
     WorkerInfo, WorkerKind,
 };
+pub(crate) use workers::{SelfInfo, check_worker_id};
 
 use crate::due::wake::WakeHub;
 use crate::error::{Error, Result};

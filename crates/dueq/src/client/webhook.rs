@@ -154,6 +154,8 @@ pub struct Webhook {
     pub timeout_ms: u64,
     /// When it was last set, Unix epoch ms (Redis clock).
     pub updated_at_ms: u64,
+    /// The error of the last failed delivery since then, and when (epoch ms, Redis clock).
+    pub last_error: Option<(String, u64)>,
 }
 
 impl Webhook {
@@ -173,6 +175,7 @@ impl fmt::Debug for Webhook {
             .field("concurrency", &self.concurrency)
             .field("timeout_ms", &self.timeout_ms)
             .field("updated_at_ms", &self.updated_at_ms)
+            .field("last_error", &self.last_error)
             .finish()
     }
 }
@@ -234,6 +237,7 @@ impl Queue {
                 concurrency: config.concurrency,
                 timeout_ms: config.timeout_ms,
                 updated_at_ms: r.now_ms,
+                last_error: None,
             },
         })
     }
@@ -252,7 +256,20 @@ impl Queue {
             concurrency: s.concurrency,
             timeout_ms: s.timeout_ms,
             updated_at_ms: s.updated_at_ms,
+            last_error: s.last_error,
         }))
+    }
+
+    /// Notes the error of a failed push delivery on the queue's webhook, shown by
+    /// [`webhook`](Self::webhook) until the next failure or until the webhook is set again
+    /// (cut to [`MAX_ERROR_BYTES`](crate::MAX_ERROR_BYTES)). Nothing when the queue has no
+    /// webhook.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
+    pub async fn note_webhook_error(&self, error: &str) -> Result<()> {
+        let cut = super::queue::cut_error(error);
+        webhook::failed(&mut self.client().conn(), self.keys(), cut).await
     }
 
     /// Removes the queue's push delivery target; `true` when there was one. Servers stop
@@ -334,6 +351,7 @@ mod tests {
             concurrency: 1,
             timeout_ms: 1,
             updated_at_ms: 0,
+            last_error: None,
         };
         assert!(!format!("{w:?}").contains("supersecret"));
     }

@@ -141,6 +141,7 @@ scripts! {
     SETTINGS_SET => "queues/settings_set.lua", 11, ADDS;
     WEBHOOK_SET => "webhook/webhook_set.lua", 1, ADDS;
     WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1, DRAINS;
+    WEBHOOK_FAILED => "webhook/webhook_failed.lua", 1, DRAINS;
     SCHEDULE_SET => "schedules/schedule_set.lua", 29, ADDS;
     SCHEDULE_DELETE => "schedules/schedule_delete.lua", 29, DRAINS;
     SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 28, ADDS;

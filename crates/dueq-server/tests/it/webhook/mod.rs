@@ -101,6 +101,10 @@ async fn non_2xx_retries_with_backoff_then_dead_letters() {
     let t = s.wait_state("push_fail", &id, "dead").await;
     let err = t["last_error"].as_str().unwrap();
     assert!(err.contains("500") && err.contains("boom"), "{err}");
+    // the webhook shows its last failed delivery
+    let w = s.ctx.get("/v1/queues/push_fail/webhook").await.body;
+    assert_eq!(w["last_error"].as_str(), Some(err), "{w}");
+    assert!(w["last_error_at_ms"].as_u64().is_some(), "{w}");
     let attempts: Vec<_> = recv
         .hits()
         .iter()

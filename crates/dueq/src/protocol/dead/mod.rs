@@ -105,7 +105,9 @@ pub(crate) async fn dead_delete(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BulkAction {
     /// Due now, or spread evenly over `spread_ms` from now.
-    Retry { spread_ms: u64 },
+    Retry {
+        spread_ms: u64,
+    },
     Delete,
     Count,
 }
@@ -158,16 +160,16 @@ pub(crate) async fn dead_bulk(
     };
     let mut a = Args::default();
     a.s(name)
-    .s(&k.wake)
-    .n(at.at)
-    .n(at.skip)
-    .n(at.before)
-    .n(scan.clamp(1, MAX_BATCH))
-    .n(limit)
-    .s(filter.error_contains)
-    .s(filter.key_prefix)
-    .s(filter.group)
-    .n(spread_ms);
+        .s(&k.wake)
+        .n(at.at)
+        .n(at.skip)
+        .n(at.before)
+        .n(scan.clamp(1, MAX_BATCH))
+        .n(limit)
+        .s(filter.error_contains)
+        .s(filter.key_prefix)
+        .s(filter.group)
+        .n(spread_ms);
     let mut keys = k.with_lane_keys(&[&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors]);
     keys.push(&k.meta);
     keys.push(&k.dead_keys);

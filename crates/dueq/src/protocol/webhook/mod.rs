@@ -22,6 +22,8 @@ pub(crate) struct Stored {
     pub concurrency: u32,
     pub timeout_ms: u64,
     pub updated_at_ms: u64,
+    /// The last failed delivery's error and when (since the webhook was last set).
+    pub last_error: Option<(String, u64)>,
 }
 
 /// What `webhook_set` did.
@@ -110,7 +112,12 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys) -> Result<Option<Stored>
         v.parse::<u64>()
             .map_err(|_| Error::protocol(format!("{}: {name} {v:?} is not a number", k.webhook)))
     };
+    let last_error = match (h.remove("last_error"), h.remove("last_error_at_ms")) {
+        (Some(text), Some(at)) => Some((text, num("last_error_at_ms", &at)?)),
+        _ => None,
+    };
     Ok(Some(Stored {
+        last_error,
         url,
         secret,
         concurrency: u32::try_from(num("concurrency", &concurrency)?)
@@ -118,6 +125,21 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys) -> Result<Option<Stored>
         timeout_ms: num("timeout_ms", &timeout_ms)?,
         updated_at_ms: num("updated_at_ms", &updated_at_ms)?,
     }))
+}
+
+/// Notes a failed delivery's error on the webhook (when the queue still has one).
+pub(crate) async fn failed(conn: &mut Conn, k: &QueueKeys, error: &str) -> Result<()> {
+    let mut a = Args::default();
+    a.s(error);
+    run(
+        conn,
+        "webhook_failed",
+        &scripts::WEBHOOK_FAILED,
+        &[&k.webhook],
+        a.take(),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Names in `dueq:webhooks`, sorted: every queue with a webhook, and queues that had one.

@@ -14,6 +14,8 @@ if secret == '' then
 end
 redis.call('HSET', webhook, 'url', ARGV[1], 'secret', secret, 'concurrency', ARGV[4],
   'timeout_ms', ARGV[5], 'updated_at_ms', int(now))
+-- the last delivery error was the old target's
+redis.call('HDEL', webhook, 'last_error', 'last_error_at_ms')
 local existed = 0
 if old then existed = 1 end
 return {now, secret, existed}
