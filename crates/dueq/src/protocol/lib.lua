@@ -497,19 +497,22 @@ end
 -- Timings counted where work is handed out and finished (DESIGN 4.4), in the `stats` hash:
 -- lateness (claim time minus due time) at each claim, run time (ack or nack time minus claim
 -- time) at each finish. Each is a histogram: field "<name>:<i>" counts the values in bucket
--- i (value <= bound i, above bound i - 1; i = #bounds + 1 is +Inf), "<name>_sum_ms" their
--- sum. Bounds in ms, LATENESS_BOUNDS_MS and RUN_TIME_BOUNDS_MS in task.rs.
+-- i (value <= bound i, above bound i - 1; the last bound is +Inf), "<name>_sum_ms" their
+-- sum. Bounds in ms, LATENESS_BOUNDS_MS and RUN_TIME_BOUNDS_MS in task.rs; each list ends in
+-- infinity (1 / 0), the +Inf bucket, so a scan always stops inside it.
 local LATE_BOUNDS = {0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
-  60000, 300000, 900000, 3600000, 14400000, 86400000}
+  60000, 300000, 900000, 3600000, 14400000, 86400000, 1 / 0}
 local RUN_BOUNDS = {1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
-  300000, 900000, 3600000}
+  300000, 900000, 3600000, 1 / 0}
 
--- The bucket of `v` in `bounds` (most values are small: a scan from the first bound).
-local function bucket(bounds, v)
-  for i = 1, #bounds do
-    if v <= bounds[i] then return i end
-  end
-  return #bounds + 1
+-- The bucket of `v` in `bounds`, looked for from bucket `near` (the previous value's: the
+-- tasks of one call come in due order, so their values are close): a step or two, not a
+-- scan from the first bound.
+local function bucket(bounds, v, near)
+  local i = near or 1
+  while v > bounds[i] do i = i + 1 end
+  while i > 1 and v <= bounds[i - 1] do i = i - 1 end
+  return i
 end
 
 -- Adds the counts `counts` (bucket -> n) and `sum` to histogram `name` of `stats`.

@@ -25,8 +25,7 @@ local split = {}
 local seen, okids, keyed, failed, grouped = {}, {}, {}, {}, {}
 -- explicit lengths: `#t` is a search in Lua 5.1, too slow in a per-task loop
 local nok, nkeyed, nfailed, ngrouped = 0, 0, 0, 0
--- run time histogram counts of this call (bucket -> tasks), for leases that say their claim time
-local run_n, run_sum, timed = {}, 0, false
+
 for i = 1, n do
   local id, lv = ids[i], lvs[i]
   local ok = 0
@@ -35,7 +34,8 @@ for i = 1, n do
     if not s then
       local token, _, k, f, g, at = lease_split(lv)
       local run = at and math.max(now - at, 0)
-      s = {token, k, f, g, run and bucket(RUN_BOUNDS, run), run}
+      -- [7]: tasks acked under this lease value, for the run time histogram
+      s = {token, k, f, g, run and bucket(RUN_BOUNDS, run), run, 0}
       split[lv] = s
     end
     if s[1] == ARGV[2 * i + 2] then
@@ -56,11 +56,7 @@ for i = 1, n do
         ngrouped = ngrouped + 1
         grouped[ngrouped] = id
       end
-      if s[5] then
-        run_n[s[5]] = (run_n[s[5]] or 0) + 1
-        run_sum = run_sum + s[6]
-        timed = true
-      end
+      s[7] = s[7] + 1
     end
   end
   out[i + 1] = ok
@@ -116,6 +112,15 @@ if nok > 0 then
     if redis.call('EXISTS', done) == 1 then trim(done, tasks, errors, 0, G.groups) end
   end
   redis.call('HINCRBY', stats, 'succeeded_total', #okids)
+  -- run times: one per lease value (the tasks of one claim share it)
+  local run_n, run_sum, timed = {}, 0, false
+  for _, v in pairs(split) do
+    if v[5] and v[7] > 0 then
+      run_n[v[5]] = (run_n[v[5]] or 0) + v[7]
+      run_sum = run_sum + v[6] * v[7]
+      timed = true
+    end
+  end
   if timed then timings_add(stats, 'run_time', run_n, run_sum) end
   hist_add(hist, now, 's', #okids)
 end

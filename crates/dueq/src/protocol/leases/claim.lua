@@ -133,8 +133,9 @@ end
 
 local token = nil
 local fresh, late_sum, late_max = 0, 0, 0
--- lateness histogram counts of this call: bucket -> tasks
-local late_n = {}
+-- lateness histogram counts of this call (bucket -> tasks), the last task's bucket, and how
+-- many tasks in a row fell in it (not yet in late_n)
+local late_n, late_b, late_run = {}, 1, 0
 
 -- Drops task `id` (record `rec`, taken off its index) of a missed tick: counted as cancelled,
 -- in its schedule's skipped_total unless the schedule fires once for a missed span (`once`:
@@ -193,8 +194,12 @@ local function hand_out_all(ids, dues, n, group)
       local late = now - d
       late_sum = late_sum + late
       if late > late_max then late_max = late end
-      local b = bucket(LATE_BOUNDS, late)
-      late_n[b] = (late_n[b] or 0) + 1
+      -- tasks come in due order: count a run of one bucket, and write it when it ends
+      if late > LATE_BOUNDS[late_b] or (late_b > 1 and late <= LATE_BOUNDS[late_b - 1]) then
+        if late_run > 0 then late_n[late_b] = (late_n[late_b] or 0) + late_run end
+        late_b, late_run = bucket(LATE_BOUNDS, late, late_b), 0
+      end
+      late_run = late_run + 1
     else
       if recs[j] then quarantine(K, ids[j], now) end
       if group ~= '' then redis.call('HDEL', G.groups, ids[j]) end
@@ -416,6 +421,7 @@ if max > 0 then
 end
 
 if fresh > 0 then
+  if late_run > 0 then late_n[late_b] = (late_n[late_b] or 0) + late_run end
   redis.call('HINCRBY', K.stats, 'claimed_total', fresh)
   timings_add(K.stats, 'lateness', late_n, late_sum)
   -- the first claim of a minute also drops minutes older than the hour kept
