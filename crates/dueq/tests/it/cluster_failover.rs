@@ -487,3 +487,84 @@ async fn a_dead_partition_zero_stops_only_its_own_partitions() {
         }
     }
 }
+
+/// Sends `sig` (`-STOP`, `-CONT`) to process `pid`.
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// A master stopped (SIGSTOP) past its replica's promotion answers, once it runs again, the
+/// claim it took before it heard that it was replaced: those tasks stay in the new master's
+/// queue and are handed out there too. The claim must fail (its outcome is unknown, and
+/// what it leased is lost with the old master's data), so each task is handed out once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_master_resumed_after_its_failover_hands_nothing_out_twice() {
+    let mut cluster = RedisCluster::builder(3)
+        .replicas_per_master(1)
+        .node_timeout_ms(1000)
+        .start();
+    // the claim sent to the stopped master must still be waiting when it runs again
+    let client = Client::builder(&cluster.cluster_url())
+        .response_timeout_ms(30_000)
+        .connect()
+        .await
+        .unwrap();
+    let q = client.queue("stopped").unwrap();
+    for i in 0..20 {
+        q.enqueue(TaskSpec::new(b"x".to_vec()).key(format!("k{i}").as_str()))
+            .await
+            .unwrap();
+    }
+    let keys = QueueKeys::partition("stopped", 0, 1).unwrap();
+    let victim = cluster.master_of_slot(slot_of(&keys.sched));
+    let pid = cluster.nodes()[victim].pid();
+
+    signal(pid, "-STOP");
+    let waiting = {
+        let q = q.clone();
+        tokio::spawn(async move { q.claim(20, Some(60_000)).await })
+    };
+    let promoted = tokio::task::spawn_blocking(move || {
+        let new = cluster.wait_for_promotion(victim, Duration::from_secs(30));
+        (cluster, new)
+    });
+    let (cluster, _new) = promoted.await.unwrap();
+    signal(pid, "-CONT");
+    let first = waiting.await.unwrap();
+
+    let mut handed: Vec<String> = match &first {
+        Ok(c) => c.tasks.iter().map(|t| t.id.to_string()).collect(),
+        Err(_) => Vec::new(),
+    };
+    // the new master hands out what it holds
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match q.claim(20, Some(60_000)).await {
+            Ok(c) => handed.extend(c.tasks.iter().map(|t| t.id.to_string())),
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "the new master never answered: {e}"
+            ),
+        }
+        if handed.len() >= 20 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut distinct = handed.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        handed.len(),
+        "a task was handed out twice; the stopped master's claim answered {:?}",
+        first.as_ref().map(|c| c.tasks.len())
+    );
+    assert_eq!(distinct.len(), 20, "{handed:?}");
+    drop(cluster);
+}

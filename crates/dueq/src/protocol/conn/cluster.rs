@@ -48,6 +48,13 @@ const PAUSE_MIN: Duration = Duration::from_millis(10);
 /// Longest pause before a refused call is tried again: how late a call may go through after
 /// the cluster serves its slot again.
 const PAUSE_MAX: Duration = Duration::from_millis(100);
+/// How often a call to a slot's master looks whether the slot map names another master for
+/// the slot, and gives up if so (see [`ClusterLink::try_while_master`]).
+const SLOT_CHECK: Duration = Duration::from_millis(250);
+/// An answer that took this long is checked against another node's slot map: a failover
+/// takes `cluster-node-timeout` and an election, so a quicker answer came from a node that
+/// was not stopped long enough to be replaced.
+const LATE_ANSWER: Duration = Duration::from_secs(1);
 /// Least time between two reads of the slot map.
 const REFRESH_GAP: Duration = Duration::from_millis(100);
 /// How often the slot map is read again when nothing asked for it: calls to a master that
@@ -181,7 +188,7 @@ impl ClusterLink {
             }),
             turn: AtomicUsize::new(0),
         });
-        let read = link.read_topology().await;
+        let read = link.read_topology(None).await;
         link.refresh_done();
         read?;
         tokio::spawn(watch(Arc::downgrade(&link)));
@@ -315,7 +322,13 @@ impl ClusterLink {
                     }
                 },
             };
-            let refused = match self.try_once(&addr, req, asking).await {
+            let tried = match target {
+                Target::Slot(slot) if pinned.is_none() => {
+                    self.try_while_master(&addr, slot, req, asking).await
+                }
+                _ => self.try_once(&addr, req, asking).await,
+            };
+            let refused = match tried {
                 Tried::Answered(r) => return Ok(r),
                 Tried::Failed(e) => return Err(e),
                 Tried::Redirected(e, to, ask) => {
@@ -337,6 +350,53 @@ impl ClusterLink {
             tokio::time::sleep(crate::backoff::jittered(pause)).await;
             pause = (pause * 2).min(PAUSE_MAX);
         }
+    }
+
+    /// [`Self::try_once`] on `addr`, the master of `slot`, refusing an answer that `addr` gives
+    /// after it lost `slot` to a failover. A master that was stopped (or cut off) past its
+    /// replica's promotion answers the calls it took before it hears that it was replaced, and
+    /// what they wrote there is lost with its data: a claim's tasks are handed out again by
+    /// the new master, an enqueue never happened. So the call gives up as soon as the slot
+    /// map names another master (looked at every [`SLOT_CHECK`]), and an answer that took
+    /// [`LATE_ANSWER`] or more counts only if another node still names `addr`. Both failures
+    /// say the call may have run.
+    async fn try_while_master(
+        self: &Arc<Self>,
+        addr: &str,
+        slot: u16,
+        req: Req<'_>,
+        asking: bool,
+    ) -> Tried {
+        let started = Instant::now();
+        let call = self.try_once(addr, req, asking);
+        tokio::pin!(call);
+        let tried = loop {
+            tokio::select! {
+                t = &mut call => break t,
+                () = tokio::time::sleep(SLOT_CHECK) => {
+                    if self.topology().master_of(slot).is_some_and(|m| m != addr) {
+                        return Tried::Failed(lost_slot(addr, slot));
+                    }
+                }
+            }
+        };
+        // a refusal, redirect or failure goes back to the caller as it is
+        if matches!(tried, Tried::Answered(_))
+            && started.elapsed() >= LATE_ANSWER
+            && self.lost_to_another(addr, slot).await
+        {
+            return Tried::Failed(lost_slot(addr, slot));
+        }
+        tried
+    }
+
+    /// Whether another node's slot map names a master other than `addr` for `slot` (and
+    /// keeps that map). `false` when no other node answers.
+    async fn lost_to_another(self: &Arc<Self>, addr: &str, slot: u16) -> bool {
+        if self.read_topology(Some(addr)).await.is_err() {
+            return false;
+        }
+        self.topology().master_of(slot).is_some_and(|m| m != addr)
     }
 
     async fn try_once(self: &Arc<Self>, addr: &str, req: Req<'_>, asking: bool) -> Tried {
@@ -438,7 +498,7 @@ impl ClusterLink {
         }
         let link = self.clone();
         tokio::spawn(async move {
-            if let Err(e) = link.read_topology().await {
+            if let Err(e) = link.read_topology(None).await {
                 tracing::debug!(error = %e, "Redis Cluster: no node told the slot map");
             }
             link.refresh_done();
@@ -451,11 +511,11 @@ impl ClusterLink {
         st.last = Some(Instant::now());
     }
 
-    /// Asks the known nodes (masters first), then the seeds, for `CLUSTER SLOTS`, and keeps
-    /// the first answer.
-    async fn read_topology(self: &Arc<Self>) -> RedisResult<()> {
+    /// Asks the known nodes (masters first), then the seeds, but never `skip`, for `CLUSTER
+    /// SLOTS`, and keeps the first answer.
+    async fn read_topology(self: &Arc<Self>, skip: Option<&str>) -> RedisResult<()> {
         let known = self.topology();
-        let mut asked = Vec::new();
+        let mut asked: Vec<String> = skip.map(str::to_owned).into_iter().collect();
         let mut last_err = None;
         for addr in known.nodes.iter().chain(self.seeds.iter()) {
             if asked.contains(addr) {
@@ -762,6 +822,17 @@ fn node_url(template: &url::Url, addr: &str) -> RedisResult<url::Url> {
     url.set_host(Some(&host)).map_err(|_| bad("host"))?;
     url.set_port(Some(port)).map_err(|()| bad("port"))?;
     Ok(url)
+}
+
+/// The error of a call `addr` took or answered after it lost `slot`: it may have run there.
+fn lost_slot(addr: &str, slot: u16) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!(
+            "Redis Cluster: {addr} lost slot {slot} to a failover while the call waited; \
+             it may have run there and been lost with that node's data"
+        ),
+    ))
 }
 
 fn no_master() -> RedisError {
