@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A dueq webhook receiver using only the Python standard library.
 
-`dueq serve` POSTs each due task of a queue with a webhook to this server. It checks the
-`Dueq-Signature` header, answers 204 (acknowledged) for a good one and 401 for a bad one (a
-failed attempt: dueq retries later, then dead-letters), and ignores a task id it has already
-processed (delivery is at-least-once).
+`dueq serve` POSTs each due task of a queue with a webhook to this server, signed by the
+Standard Webhooks specification. It checks the signature, answers 204 (acknowledged) for a
+good one and 401 for a bad one (a failed attempt: dueq retries later, then dead-letters), and
+ignores a webhook-id it has already processed (delivery is at-least-once). Any Standard
+Webhooks library (`pip install standardwebhooks`) does the same check as `verify` below.
 
-    export DUEQ_WEBHOOK_SECRET=$(openssl rand -hex 32)
+    export DUEQ_WEBHOOK_SECRET=whsec_$(openssl rand -base64 32)
     python3 examples/webhook_receiver.py &               # listens on 127.0.0.1:8080
     dueq webhook set orders http://127.0.0.1:8080/dueq   # --secret defaults to that variable
 
@@ -15,6 +16,7 @@ STOP_AFTER (stop after this many accepted deliveries and print them as JSON; for
 The first line on stdout is the address it listens on; each delivery is logged on stderr.
 """
 
+import base64
 import hashlib
 import hmac
 import json
@@ -24,38 +26,43 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-TOLERANCE_MS = 5 * 60 * 1000  # refuse signatures older or newer than 5 minutes (replays)
+TOLERANCE_S = 5 * 60  # refuse timestamps older or newer than 5 minutes (replays)
 
 
-def verify(secret: bytes, header: str, body: bytes, now_ms: int) -> bool:
-    """True when `header` ("t=<unix ms>,v1=<hex>") signs `body` with `secret` and t is recent."""
-    fields = dict(p.split("=", 1) for p in header.split(",") if "=" in p)
-    t, v1 = fields.get("t", ""), fields.get("v1", "")
-    if not t.isdigit() or abs(now_ms - int(t)) > TOLERANCE_MS:
+def verify(secret: str, headers, body: bytes, now_s: int) -> bool:
+    """True when the webhook-signature header holds a v1 signature of
+    "{webhook-id}.{webhook-timestamp}.{body}" under the whsec_ secret and the time is recent."""
+    msg_id = headers.get("webhook-id", "")
+    ts = headers.get("webhook-timestamp", "")
+    if not msg_id or not ts.isdigit() or abs(now_s - int(ts)) > TOLERANCE_S:
         return False
-    expected = hmac.new(secret, t.encode() + b"." + body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, v1)  # constant time
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    mac = hmac.new(key, f"{msg_id}.{ts}.".encode() + body, hashlib.sha256).digest()
+    expected = "v1," + base64.b64encode(mac).decode()
+    # one signature per secret while the sender rotates; compare in constant time
+    return any(hmac.compare_digest(expected, sig)
+               for sig in headers.get("webhook-signature", "").split(" "))
 
 
 class Receiver(BaseHTTPRequestHandler):
-    secret = b""
-    seen = set()  # task ids already processed: use a database in real life
+    secret = ""
+    seen = set()  # webhook-ids already processed: use a database in real life
     accepted = []
     stop_after = 0
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        signature = self.headers.get("Dueq-Signature", "")
-        if not verify(self.secret, signature, body, int(time.time() * 1000)):
-            print(f"refused: bad signature on task {self.headers.get('Dueq-Task-Id')}",
+        if not verify(self.secret, self.headers, body, int(time.time())):
+            print(f"refused: bad signature on {self.headers.get('webhook-id')}",
                   file=sys.stderr, flush=True)
             self.send_response(401)
             self.end_headers()
             return
-        task_id = self.headers["Dueq-Task-Id"]
-        if task_id not in self.seen:
-            self.seen.add(task_id)
-            key = self.headers.get("Dueq-Task-Key")  # percent-encoded, absent without a key
+        msg_id = self.headers["webhook-id"]  # "{queue}:{task id}"
+        task_id = self.headers["dueq-task-id"]
+        if msg_id not in self.seen:
+            self.seen.add(msg_id)
+            key = self.headers.get("dueq-task-key")  # percent-encoded, absent without a key
             payload = body
             if self.headers.get("Content-Type") == "application/json":
                 payload = json.loads(body)
@@ -63,11 +70,11 @@ class Receiver(BaseHTTPRequestHandler):
             Receiver.accepted.append({
                 "id": task_id,
                 "key": urllib.parse.unquote(key) if key is not None else None,
-                "attempt": int(self.headers["Dueq-Attempt"]),
-                "queue": self.headers["Dueq-Queue"],
+                "attempt": int(self.headers["dueq-attempt"]),
+                "queue": self.headers["dueq-queue"],
                 "payload": payload if isinstance(payload, (dict, list, int, float, str)) else None,
             })
-            print(f"accepted task {task_id} attempt {self.headers['Dueq-Attempt']}: {body[:80]!r}",
+            print(f"accepted task {task_id} attempt {self.headers['dueq-attempt']}: {body[:80]!r}",
                   file=sys.stderr, flush=True)
         else:
             print(f"duplicate of task {task_id}, acknowledged again", file=sys.stderr, flush=True)
@@ -82,7 +89,7 @@ def main():
     secret = os.environ.get("DUEQ_WEBHOOK_SECRET")
     if not secret:
         sys.exit("set DUEQ_WEBHOOK_SECRET")
-    Receiver.secret = secret.encode()
+    Receiver.secret = secret
     stop_after = int(os.environ.get("STOP_AFTER", "0"))
     server = HTTPServer(("127.0.0.1", int(os.environ.get("PORT", "8080"))), Receiver)
     print(f"http://127.0.0.1:{server.server_port}/dueq", flush=True)

@@ -5,7 +5,7 @@ export type { ClientOptions } from "./client.js";
 export { DueqError } from "./errors.js";
 export { Worker, retry, fail } from "./worker.js";
 export type { Fail, Handler, Retry, WorkerOptions, WorkerStats } from "./worker.js";
-export { SIGNATURE_HEADER, sign, signatureHeader, verifySignature, verifyWebhook } from "./webhook.js";
+export { WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER, signWebhook, verifyWebhook } from "./webhook.js";
 export type { RawBody, RequestHeaders, Secret, VerifyOptions } from "./webhook.js";
 export type * from "./types.js";
 export { VERSION } from "./version.js";

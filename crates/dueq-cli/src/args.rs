@@ -668,8 +668,9 @@ pub enum WebhookCommand {
         #[arg(long = "timeout", alias = "timeout-ms", value_name = "DURATION",
               value_parser = duration)]
         timeout_ms: Option<u64>,
-        /// Signing secret, 16 to 256 visible ASCII characters (default: keep the current one,
-        /// or generate one for a new webhook).
+        /// Signing secret in the Standard Webhooks form, whsec_ and the base64 of 24 to 64
+        /// bytes (default: keep the current one, or generate one for a new webhook). A new
+        /// secret signs beside the one it replaces for 24 h.
         #[arg(long, env = "DUEQ_WEBHOOK_SECRET", hide_env_values = true)]
         secret: Option<String>,
     },

@@ -31,7 +31,13 @@ from .models import (
     WorkerInfo,
 )
 from .outcome import Fail, Retry
-from .webhook import SIGNATURE_HEADER, sign, verify_signature
+from .webhook import (
+    WEBHOOK_ID_HEADER,
+    WEBHOOK_SIGNATURE_HEADER,
+    WEBHOOK_TIMESTAMP_HEADER,
+    sign_webhook,
+    verify_webhook,
+)
 from .worker import Worker, WorkerStats
 
 __all__ = [
@@ -56,13 +62,15 @@ __all__ = [
     "RescheduleOutcome",
     "Rescheduled",
     "Retry",
-    "SIGNATURE_HEADER",
     "Task",
     "TaskSpec",
     "Worker",
     "WorkerInfo",
+    "WEBHOOK_ID_HEADER",
+    "WEBHOOK_SIGNATURE_HEADER",
+    "WEBHOOK_TIMESTAMP_HEADER",
     "WorkerStats",
     "__version__",
-    "sign",
-    "verify_signature",
+    "sign_webhook",
+    "verify_webhook",
 ]

@@ -47,7 +47,8 @@ fn set_get_clear() {
     assert_eq!(s["timeout_ms"], 2500);
     assert_eq!(s["secret_generated"], true);
     let secret = s["secret"].as_str().unwrap().to_owned();
-    assert_eq!(secret.len(), 64);
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    assert_eq!(dueq::signing_key(&secret).len(), 32, "{secret}");
 
     let (ok, g) = dueq_json(&url, &["webhook", "get", "orders"]);
     assert!(ok);

@@ -25,8 +25,9 @@ pub struct WebhookRequest {
     /// Where tasks are POSTed: an `http://` or `https://` URL, at most 2048 bytes. Redirects
     /// are not followed.
     pub url: String,
-    /// Signing key, 16 to 256 visible ASCII characters. Default: keep the current secret, or
-    /// generate one (64 hex digits) for a new webhook. Give one to rotate it.
+    /// Signing secret in the Standard Webhooks form: `whsec_` and the base64 of 24 to 64
+    /// bytes. Default: keep the current secret, or generate one (a 32-byte key) for a new
+    /// webhook. Give one to rotate it: the replaced secret signs beside it for 24 h.
     pub secret: Option<String>,
     /// Most deliveries in flight per server, 1 to 1000. Default 10.
     #[schema(minimum = 1, maximum = 1000)]

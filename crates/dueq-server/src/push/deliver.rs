@@ -4,43 +4,53 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use dueq::{ClaimedTask, Outcome, Webhook};
 use hmac::{Hmac, KeyInit, Mac};
 use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use sha2::Sha256;
 
-/// `t=<Unix ms>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>`.
-pub const HEADER_SIGNATURE: &str = "Dueq-Signature";
+/// Standard Webhooks: the message id, `{queue}:{task id}`, the same for every attempt.
+pub const HEADER_WEBHOOK_ID: &str = "webhook-id";
+/// Standard Webhooks: when the delivery started, Unix seconds (Redis clock).
+pub const HEADER_WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
+/// Standard Webhooks: `v1,<base64 signature>`, one per signing key, separated by spaces.
+pub const HEADER_WEBHOOK_SIGNATURE: &str = "webhook-signature";
 /// The task id (12 hex digits).
-pub const HEADER_TASK_ID: &str = "Dueq-Task-Id";
+pub const HEADER_TASK_ID: &str = "dueq-task-id";
 /// The business key, percent-encoded (every byte but `A-Z a-z 0-9 - . _ ~` as `%XX`); absent
 /// when the task has none.
-pub const HEADER_TASK_KEY: &str = "Dueq-Task-Key";
+pub const HEADER_TASK_KEY: &str = "dueq-task-key";
 /// This attempt's number, from 1.
-pub const HEADER_ATTEMPT: &str = "Dueq-Attempt";
+pub const HEADER_ATTEMPT: &str = "dueq-attempt";
 /// The queue name.
-pub const HEADER_QUEUE: &str = "Dueq-Queue";
+pub const HEADER_QUEUE: &str = "dueq-queue";
+/// The task's due time, Unix epoch ms (Redis clock).
+pub const HEADER_DUE_AT: &str = "dueq-due-at-ms";
 
 /// Most bytes of a failed answer's body kept in the task's `last_error`.
 const ERROR_BODY_BYTES: usize = 256;
 
-/// The `Dueq-Signature` header value for `body` sent at `timestamp_ms` (Unix epoch ms):
-/// `t=<timestamp_ms>,v1=<64 lower-case hex digits>`, the digits being
-/// HMAC-SHA256 keyed with the secret's bytes over the ASCII decimal timestamp, a `.`, and the
-/// body bytes. A receiver recomputes it over the raw body it received and compares in
-/// constant time (see `examples/webhooks.md`).
-pub fn sign(secret: &[u8], timestamp_ms: u64, body: &[u8]) -> String {
-    // HMAC takes keys of any length (longer ones are hashed first), so this cannot fail;
-    // the fallback only keeps the function total.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return format!("t={timestamp_ms},v1=");
-    };
-    mac.update(timestamp_ms.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    let digest = mac.finalize().into_bytes();
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("t={timestamp_ms},v1={hex}")
+/// The `webhook-signature` value for `body` sent as message `id` at `timestamp_s` (Unix
+/// seconds), by the Standard Webhooks specification: for each key, `v1,` and the base64 of
+/// HMAC-SHA256 keyed with it over `{id}.{timestamp_s}.{body}`; several are joined by spaces
+/// so that a receiver holding either secret of a rotation accepts the delivery.
+pub fn sign(keys: &[Vec<u8>], id: &str, timestamp_s: u64, body: &[u8]) -> String {
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        // HMAC takes keys of any length (longer ones are hashed first), so this cannot fail
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+            continue;
+        };
+        mac.update(id.as_bytes());
+        mac.update(b".");
+        mac.update(timestamp_s.to_string().as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        out.push(format!("v1,{}", BASE64.encode(mac.finalize().into_bytes())));
+    }
+    out.join(" ")
 }
 
 /// RFC 3986 percent-encoding of every byte outside the unreserved set.
@@ -103,18 +113,26 @@ impl Deliverer {
 
     async fn post(&self, task: ClaimedTask) -> Outcome {
         let w = &self.webhook;
+        let id = format!("{}:{}", w.queue, task.id);
+        let timestamp_s = task.started_at_ms / 1000;
+        let signature = sign(
+            &w.signing_keys(task.started_at_ms),
+            &id,
+            timestamp_s,
+            &task.payload,
+        );
         let mut req = self
             .http
             .post(&w.url)
             .timeout(Duration::from_millis(w.timeout_ms))
             .header(CONTENT_TYPE, content_type(&task.payload))
-            .header(
-                HEADER_SIGNATURE,
-                sign(w.secret.as_bytes(), task.started_at_ms, &task.payload),
-            )
+            .header(HEADER_WEBHOOK_ID, id)
+            .header(HEADER_WEBHOOK_TIMESTAMP, timestamp_s.to_string())
+            .header(HEADER_WEBHOOK_SIGNATURE, signature)
             .header(HEADER_TASK_ID, task.id.as_str())
             .header(HEADER_ATTEMPT, task.attempt.to_string())
-            .header(HEADER_QUEUE, w.queue.as_str());
+            .header(HEADER_QUEUE, w.queue.as_str())
+            .header(HEADER_DUE_AT, task.due_at_ms.to_string());
         if let Some(k) = &task.key {
             // percent-encoded text is ASCII, always a valid header value
             if let Ok(v) = HeaderValue::from_str(&percent_encode(k)) {
@@ -160,15 +178,31 @@ mod tests {
 
     #[test]
     fn signature_matches_a_known_vector() {
-        // python3 -c 'import hmac,hashlib;print(hmac.new(b"whsec_test_secret_1",
-        //   b"1700000000000.{\"order\":42}", hashlib.sha256).hexdigest())'
+        // python3 -c 'import hmac,hashlib,base64;print(base64.b64encode(hmac.new(
+        //   b"0123456789abcdef01234567", b"q:000000000001.1700000000.{\"order\":42}",
+        //   hashlib.sha256).digest()).decode())'
+        let key = b"0123456789abcdef01234567".to_vec();
+        let one = "v1,pL9loRcmkWmcPkURAea0vfCiOLha5XW5WiUsTHSxQn8=";
         assert_eq!(
             sign(
-                b"whsec_test_secret_1",
-                1_700_000_000_000,
+                std::slice::from_ref(&key),
+                "q:000000000001",
+                1_700_000_000,
                 br#"{"order":42}"#
             ),
-            "t=1700000000000,v1=a8c00e10d5a7c6eb178a1b1327642952af1f418c7162d73683c2b72b1fddcecb"
+            one
+        );
+        // two keys during a rotation: two signatures, the new key's first
+        assert_eq!(
+            sign(
+                &[key, b"another key".to_vec()],
+                "q:000000000001",
+                1_700_000_000,
+                br#"{"order":42}"#
+            )
+            .split(' ')
+            .next(),
+            Some(one)
         );
     }
 

@@ -8,27 +8,30 @@
 //!
 //! | header | value |
 //! |---|---|
-//! | `Content-Type` | `application/json` when the payload is JSON, else `application/octet-stream` |
-//! | `Dueq-Signature` | `t=<Unix ms>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>` ([`sign`]) |
-//! | `Dueq-Task-Id` | the task id (12 hex digits): the idempotency key |
-//! | `Dueq-Task-Key` | the business key, percent-encoded; absent when the task has none |
-//! | `Dueq-Attempt` | this attempt's number, from 1 |
-//! | `Dueq-Queue` | the queue name |
+//! | `content-type` | `application/json` when the payload is JSON, else `application/octet-stream` |
+//! | `webhook-id` | `{queue}:{task id}`, the same for every attempt: the idempotency key |
+//! | `webhook-timestamp` | when this attempt started, Unix seconds (Redis clock) |
+//! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` per signing key, separated by spaces ([`sign`]) |
+//! | `dueq-task-id` | the task id (12 hex digits) |
+//! | `dueq-task-key` | the business key, percent-encoded; absent when the task has none |
+//! | `dueq-attempt` | this attempt's number, from 1 |
+//! | `dueq-queue` | the queue name |
+//! | `dueq-due-at-ms` | the task's due time, Unix epoch ms |
 //!
 //! A `2xx` answer within the queue's `timeout_ms` acknowledges the task. Any other status
 //! (redirects are **not** followed: a `3xx` fails too), a timeout or a connection error is a
 //! failed attempt: the task is retried after the backoff ([`PushOptions::backoff`]) and ends
 //! in the dead-letter queue after its `max_attempts`, with the answer's status and the start
 //! of its body as `last_error`. Delivery is at-least-once: receivers should ignore a
-//! `Dueq-Task-Id` they have already processed.
+//! `webhook-id` they have already processed.
 //!
 //! # Checking the signature
 //!
-//! Split the header at `,` into `t=` and `v1=`; compute HMAC-SHA256 with the secret's bytes
-//! as key over `t` as sent (ASCII digits), a `.`, and the raw request body; compare its
-//! lower-case hex with `v1` in constant time; refuse a `t` too far from your clock (say
-//! 5 minutes) to stop replays. `t` is the Redis clock when the delivery started.
-//! `examples/webhooks.md` has a Python receiver.
+//! Deliveries follow the Standard Webhooks specification (standardwebhooks.com), so any of its
+//! libraries verifies them with the queue's `whsec_` secret. The signature covers
+//! `{webhook-id}.{webhook-timestamp}.{body}`, so neither the id nor the time can be swapped
+//! under a valid signature. After a secret change, deliveries carry a signature under the old
+//! secret too for [`dueq::WEBHOOK_ROTATION_MS`]. `examples/webhooks.md` has a receiver.
 //!
 //! # How it runs
 //!
@@ -59,7 +62,8 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 
 pub use deliver::{
-    HEADER_ATTEMPT, HEADER_QUEUE, HEADER_SIGNATURE, HEADER_TASK_ID, HEADER_TASK_KEY, sign,
+    HEADER_ATTEMPT, HEADER_DUE_AT, HEADER_QUEUE, HEADER_TASK_ID, HEADER_TASK_KEY,
+    HEADER_WEBHOOK_ID, HEADER_WEBHOOK_SIGNATURE, HEADER_WEBHOOK_TIMESTAMP, sign,
 };
 
 pub use crate::options::PushOptions;
@@ -80,6 +84,7 @@ fn http_client() -> reqwest::Result<reqwest::Client> {
 fn same_target(a: &Webhook, b: &Webhook) -> bool {
     a.url == b.url
         && a.secret == b.secret
+        && a.previous_secret == b.previous_secret
         && a.concurrency == b.concurrency
         && a.timeout_ms == b.timeout_ms
 }

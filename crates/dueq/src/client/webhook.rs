@@ -7,16 +7,23 @@
 
 use std::fmt;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
 use super::{Client, Queue};
 use crate::error::{Error, Result};
 use crate::protocol::webhook::{self, Stored};
 
 /// Longest webhook URL, in bytes.
 pub const MAX_WEBHOOK_URL_BYTES: usize = 2048;
-/// Shortest signing secret given by the caller, in bytes.
-pub const MIN_WEBHOOK_SECRET_BYTES: usize = 16;
-/// Longest signing secret, in bytes.
-pub const MAX_WEBHOOK_SECRET_BYTES: usize = 256;
+/// Prefix of a signing secret (Standard Webhooks): `whsec_` and the key in base64.
+pub const WEBHOOK_SECRET_PREFIX: &str = "whsec_";
+/// Shortest signing key, in bytes (after base64 decoding).
+pub const MIN_WEBHOOK_SECRET_BYTES: usize = 24;
+/// Longest signing key, in bytes (after base64 decoding).
+pub const MAX_WEBHOOK_SECRET_BYTES: usize = 64;
+/// How long deliveries stay signed with a replaced secret as well as the new one, ms (24 h).
+pub const WEBHOOK_ROTATION_MS: u64 = 86_400_000;
 /// Most deliveries in flight per queue and server.
 pub const MAX_WEBHOOK_CONCURRENCY: u32 = 1000;
 /// Longest time a delivery may take, ms (5 minutes).
@@ -36,9 +43,10 @@ pub struct WebhookConfig {
     /// Where tasks are POSTed: an absolute `http://` or `https://` URL with a host, at most
     /// 2 048 bytes. Redirects are not followed (a 3xx answer is a failed attempt).
     pub url: String,
-    /// Key of the HMAC-SHA256 signature: 16 to 256 visible ASCII characters (`!` to `~`).
-    /// `None` keeps the queue's current secret, or generates one (32 random bytes, 64 hex
-    /// digits) when the queue has no webhook yet.
+    /// Signing secret, as Standard Webhooks writes it: `whsec_` and the base64 of a key of
+    /// 24 to 64 bytes. `None` keeps the queue's current secret, or generates one (a 32-byte
+    /// key) when the queue has no webhook yet. A new secret replaces the current one, which
+    /// keeps signing deliveries beside it for [`WEBHOOK_ROTATION_MS`].
     pub secret: Option<String>,
     /// Most deliveries in flight at once, per queue and per server process: 1 to 1 000.
     /// Default 10.
@@ -115,12 +123,15 @@ impl WebhookConfig {
             )));
         }
         if let Some(s) = &self.secret {
-            let visible = s.bytes().all(|b| b.is_ascii_graphic());
-            if !visible || s.len() < MIN_WEBHOOK_SECRET_BYTES || s.len() > MAX_WEBHOOK_SECRET_BYTES
-            {
+            let key = s
+                .strip_prefix(WEBHOOK_SECRET_PREFIX)
+                .and_then(|b64| BASE64.decode(b64).ok());
+            if !key.is_some_and(|k| {
+                (MIN_WEBHOOK_SECRET_BYTES..=MAX_WEBHOOK_SECRET_BYTES).contains(&k.len())
+            }) {
                 return Err(Error::invalid(format!(
-                    "webhook secret must be {MIN_WEBHOOK_SECRET_BYTES} to \
-                     {MAX_WEBHOOK_SECRET_BYTES} visible ASCII characters (no spaces)"
+                    "webhook secret must be {WEBHOOK_SECRET_PREFIX} and the base64 of \
+                     {MIN_WEBHOOK_SECRET_BYTES} to {MAX_WEBHOOK_SECRET_BYTES} bytes"
                 )));
             }
         }
@@ -146,8 +157,11 @@ pub struct Webhook {
     pub queue: String,
     /// Target URL (normalized: lower-case scheme and host, a path of at least `/`).
     pub url: String,
-    /// Signing secret. Its `Debug` output is redacted.
+    /// Signing secret (`whsec_` and the key in base64). Its `Debug` output is redacted.
     pub secret: String,
+    /// The secret the last change replaced and until when (epoch ms, Redis clock) deliveries
+    /// are signed with it too. Its `Debug` output is redacted.
+    pub previous_secret: Option<(String, u64)>,
     /// Most deliveries in flight per server process.
     pub concurrency: u32,
     /// Time limit of one delivery, ms.
@@ -164,6 +178,27 @@ impl Webhook {
     pub fn redacted_url(&self) -> String {
         crate::redact_url(&self.url)
     }
+
+    /// The keys a delivery at `now_ms` (Redis clock) is signed with: the secret's, then the
+    /// replaced secret's while its rotation lasts.
+    pub fn signing_keys(&self, now_ms: u64) -> Vec<Vec<u8>> {
+        let mut keys = vec![signing_key(&self.secret)];
+        if let Some((old, until)) = &self.previous_secret
+            && now_ms < *until
+        {
+            keys.push(signing_key(old));
+        }
+        keys
+    }
+}
+
+/// The HMAC key of a stored secret: the base64 after `whsec_`, else the text's own bytes
+/// (a secret stored before secrets took the Standard Webhooks form).
+pub fn signing_key(secret: &str) -> Vec<u8> {
+    secret
+        .strip_prefix(WEBHOOK_SECRET_PREFIX)
+        .and_then(|b64| BASE64.decode(b64).ok())
+        .unwrap_or_else(|| secret.as_bytes().to_vec())
 }
 
 impl fmt::Debug for Webhook {
@@ -172,6 +207,13 @@ impl fmt::Debug for Webhook {
             .field("queue", &self.queue)
             .field("url", &self.url)
             .field("secret", &"<redacted>")
+            .field(
+                "previous_secret",
+                &self
+                    .previous_secret
+                    .as_ref()
+                    .map(|(_, until)| ("<redacted>", until)),
+            )
             .field("concurrency", &self.concurrency)
             .field("timeout_ms", &self.timeout_ms)
             .field("updated_at_ms", &self.updated_at_ms)
@@ -192,7 +234,7 @@ pub struct WebhookSet {
     pub replaced: bool,
 }
 
-/// 32 random bytes as 64 lower-case hex digits, from the operating system's generator (the
+/// `whsec_` and the base64 of 32 random bytes from the operating system's generator (the
 /// thread-local CSPRNG seeded from it if the OS call fails).
 fn random_secret() -> String {
     use rand::TryRng;
@@ -200,7 +242,7 @@ fn random_secret() -> String {
     if rand::rngs::SysRng.try_fill_bytes(&mut bytes).is_err() {
         bytes = rand::random();
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{WEBHOOK_SECRET_PREFIX}{}", BASE64.encode(bytes))
 }
 
 impl Queue {
@@ -220,13 +262,24 @@ impl Queue {
         let r = webhook::set(
             &mut self.client().conn(),
             self.keys(),
-            &url,
-            given,
-            &candidate,
-            config.concurrency,
-            config.timeout_ms,
+            &webhook::SetArgs {
+                url: &url,
+                secret: given,
+                new_secret: &candidate,
+                concurrency: config.concurrency,
+                timeout_ms: config.timeout_ms,
+                rotation_ms: WEBHOOK_ROTATION_MS,
+            },
         )
         .await?;
+        // what the script kept of an earlier secret; read back only when it may have one
+        let previous_secret = if r.existed {
+            webhook::get(&mut self.client().conn(), self.keys())
+                .await?
+                .and_then(|s| s.previous_secret)
+        } else {
+            None
+        };
         Ok(WebhookSet {
             secret_generated: given.is_empty() && r.secret == candidate,
             replaced: r.existed,
@@ -238,6 +291,7 @@ impl Queue {
                 timeout_ms: config.timeout_ms,
                 updated_at_ms: r.now_ms,
                 last_error: None,
+                previous_secret,
             },
         })
     }
@@ -257,6 +311,7 @@ impl Queue {
             timeout_ms: s.timeout_ms,
             updated_at_ms: s.updated_at_ms,
             last_error: s.last_error,
+            previous_secret: s.previous_secret,
         }))
     }
 
@@ -300,7 +355,7 @@ mod tests {
     #[test]
     fn good_configs_pass_and_urls_are_normalized() {
         let c = WebhookConfig::new("HTTPS://Example.COM:8443?a=1")
-            .secret("0123456789abcdef")
+            .secret("whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3")
             .concurrency(1000)
             .timeout_ms(300_000);
         assert_eq!(c.validate().unwrap(), "https://example.com:8443/?a=1");
@@ -325,9 +380,17 @@ mod tests {
             (WebhookConfig::new("http://"), "invalid"),
             (WebhookConfig::new(long), "limit"),
             (ok().secret("short"), "secret"),
-            (ok().secret("has a space in it!!"), "secret"),
-            (ok().secret("é".repeat(20)), "secret"),
-            (ok().secret("x".repeat(257)), "secret"),
+            (ok().secret("0123456789abcdef0123456789abcdef"), "secret"),
+            (ok().secret("whsec_not base64!"), "secret"),
+            // 23 and 65 bytes
+            (
+                ok().secret(format!("whsec_{}", BASE64.encode([7u8; 23]))),
+                "secret",
+            ),
+            (
+                ok().secret(format!("whsec_{}", BASE64.encode([7u8; 65]))),
+                "secret",
+            ),
             (ok().concurrency(0), "concurrency"),
             (ok().concurrency(1001), "concurrency"),
             (ok().timeout_ms(0), "timeout_ms"),
@@ -352,18 +415,36 @@ mod tests {
             timeout_ms: 1,
             updated_at_ms: 0,
             last_error: None,
+            previous_secret: Some(("oldsupersecret".into(), 5)),
         };
         assert!(!format!("{w:?}").contains("supersecret"));
     }
 
     #[test]
-    fn generated_secrets_are_64_hex_digits_and_differ() {
-        let (a, b) = (random_secret(), random_secret());
-        assert_eq!(a.len(), 64);
-        assert!(
-            a.bytes()
-                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    fn a_replaced_secret_signs_until_its_rotation_ends() {
+        let w = Webhook {
+            queue: "q".into(),
+            url: "http://h/".into(),
+            secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3".into(),
+            concurrency: 1,
+            timeout_ms: 1,
+            updated_at_ms: 0,
+            last_error: None,
+            previous_secret: Some(("an older plain secret".into(), 1_000)),
+        };
+        let new = b"0123456789abcdef01234567".to_vec();
+        assert_eq!(
+            w.signing_keys(999),
+            vec![new.clone(), b"an older plain secret".to_vec()]
         );
+        assert_eq!(w.signing_keys(1_000), vec![new]);
+    }
+
+    #[test]
+    fn generated_secrets_are_standard_webhooks_secrets_of_32_bytes_and_differ() {
+        let (a, b) = (random_secret(), random_secret());
+        assert_eq!(signing_key(&a).len(), 32, "{a}");
+        assert!(a.starts_with("whsec_"), "{a}");
         assert_ne!(a, b);
         assert!(WebhookConfig::new("http://h/").secret(a).validate().is_ok());
     }

@@ -6,7 +6,8 @@ use dueq_testkit::RedisCluster;
 
 use crate::support::Ctx;
 
-const SECRET: &str = "0123456789abcdef-secret";
+/// `whsec_` and the base64 of the 24-byte key `0123456789abcdef-secret!`.
+const SECRET: &str = "whsec_MDEyMzQ1Njc4OWFiY2RlZi1zZWNyZXQh";
 
 async fn round_trip(client: &Client, name: &str) {
     let q = client.queue(name).unwrap();
@@ -41,7 +42,7 @@ async fn round_trip(client: &Client, name: &str) {
         .unwrap();
     assert!(set.secret_generated && !set.replaced);
     assert_eq!(set.webhook.url, "https://example.com/a");
-    assert_eq!(set.webhook.secret.len(), 64);
+    assert_eq!(dueq::signing_key(&set.webhook.secret).len(), 32);
     let stored = q.webhook().await.unwrap().unwrap();
     assert_eq!(stored, set.webhook);
     assert!(
@@ -65,7 +66,14 @@ async fn round_trip(client: &Client, name: &str) {
         .await
         .unwrap();
     assert_eq!(rotated.webhook.secret, SECRET);
-    assert_eq!(q.webhook().await.unwrap().unwrap().secret, SECRET);
+    // the replaced secret signs beside the new one for the rotation window
+    let (old, until) = rotated.webhook.previous_secret.clone().unwrap();
+    assert_eq!(old, set.webhook.secret);
+    assert_eq!(
+        until,
+        rotated.webhook.updated_at_ms + dueq::WEBHOOK_ROTATION_MS
+    );
+    assert_eq!(q.webhook().await.unwrap().unwrap(), rotated.webhook);
 
     assert!(q.clear_webhook().await.unwrap());
     assert!(!q.clear_webhook().await.unwrap());

@@ -20,7 +20,8 @@ use tokio::net::TcpListener;
 
 use crate::support::{Ctx, DEADLINE, Live};
 
-pub const SECRET: &str = "test-secret-0123456789";
+/// A Standard Webhooks secret: `whsec_` and the base64 of the 24-byte key `test-secret-0123456789ab`.
+pub const SECRET: &str = "whsec_dGVzdC1zZWNyZXQtMDEyMzQ1Njc4OWFi";
 
 /// What the receiver answers.
 #[derive(Clone)]
@@ -182,31 +183,30 @@ impl Server {
     }
 }
 
-/// Recomputes the signature the way a receiver must (HMAC-SHA256 over "<t>." + body).
-pub fn verify(secret: &str, header: &str, body: &[u8]) -> bool {
-    let mut t = None;
-    let mut v1 = None;
-    for part in header.split(',') {
-        match part.split_once('=') {
-            Some(("t", v)) => t = Some(v),
-            Some(("v1", v)) => v1 = Some(v),
-            _ => {}
-        }
-    }
-    let (Some(t), Some(v1)) = (t, v1) else {
+/// Checks a delivery the way a Standard Webhooks receiver must: HMAC-SHA256 keyed with the
+/// secret's base64 key over `{webhook-id}.{webhook-timestamp}.{body}`, compared with each
+/// `v1,` signature of the header.
+pub fn verify(secret: &str, h: &Hit, body: &[u8]) -> bool {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (Some(id), Some(ts), Some(sigs)) = (
+        h.header("webhook-id"),
+        h.header("webhook-timestamp"),
+        h.header("webhook-signature"),
+    ) else {
         return false;
     };
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(t.as_bytes());
-    mac.update(b".");
+    let Some(key) = secret
+        .strip_prefix("whsec_")
+        .and_then(|k| b64.decode(k).ok())
+    else {
+        return false;
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{id}.{ts}.").as_bytes());
     mac.update(body);
-    let want: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    want == v1
+    let want = format!("v1,{}", b64.encode(mac.finalize().into_bytes()));
+    sigs.split(' ').any(|s| s == want)
 }
 
 pub fn now_ms() -> u64 {

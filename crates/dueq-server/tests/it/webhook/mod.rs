@@ -51,25 +51,31 @@ async fn delivery_is_signed_and_a_2xx_acknowledges() {
     assert_eq!(h.header("dueq-task-key"), Some(enc(key).as_str()));
     assert_eq!(h.header("dueq-attempt"), Some("1"));
     assert_eq!(h.header("dueq-queue"), Some("push_ok"));
-    let sig = h.header("dueq-signature").unwrap();
-    assert!(
-        verify(SECRET, sig, &h.body),
-        "signature does not verify: {sig}"
+    assert_eq!(h.header("dueq-due-at-ms").map(|_| ()), Some(()));
+    assert_eq!(
+        h.header("webhook-id"),
+        Some(format!("push_ok:{id}").as_str())
     );
     assert!(
-        !verify(SECRET, sig, b"{\"order\":43}"),
+        verify(SECRET, h, &h.body),
+        "signature does not verify: {h:?}"
+    );
+    assert!(
+        !verify(SECRET, h, b"{\"order\":43}"),
         "tampered body verifies"
     );
-    assert!(!verify("another-secret-value", sig, &h.body));
-    let t: u64 = sig
-        .strip_prefix("t=")
-        .and_then(|r| r.split(',').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    // the id is signed: the same signature under another id does not verify
+    let mut swapped = h.clone();
+    swapped
+        .headers
+        .insert("webhook-id", "push_ok:000000000999".parse().unwrap());
+    assert!(!verify(SECRET, &swapped, &h.body), "swapped id verifies");
+    let other = "whsec_YW5vdGhlci1zZWNyZXQtdmFsdWUtMTIzNDU2";
+    assert!(!verify(other, h, &h.body));
+    let t: u64 = h.header("webhook-timestamp").unwrap().parse().unwrap();
     assert!(
-        t.abs_diff(now_ms()) < 60_000,
-        "t={t} is not a recent Unix ms"
+        t.abs_diff(now_ms() / 1000) < 60,
+        "webhook-timestamp {t} is not recent Unix seconds"
     );
 
     // lateness of the delivery is observed; the outcome is counted from Redis
@@ -200,6 +206,48 @@ async fn the_concurrency_limit_is_respected() {
     s.shutdown().await;
 }
 
+/// A new secret signs beside the one it replaced for the rotation window, so a receiver
+/// that still holds the old secret keeps accepting deliveries while it switches.
+#[tokio::test]
+async fn a_new_secret_signs_beside_the_replaced_one() {
+    let recv = Receiver::start(Behave::Status(200, "")).await;
+    let mut s = Server::start().await;
+    s.set_webhook("push_rot", json!({"url": recv.url, "secret": SECRET}))
+        .await;
+    let new = "whsec_bmV3LXNlY3JldC0wMTIzNDU2Nzg5YWJjZGVm";
+    s.set_webhook("push_rot", json!({"url": recv.url, "secret": new}))
+        .await;
+    s.ctx.enqueue("push_rot", json!({"payload": 1})).await;
+    wait_until_async(DEADLINE, "the task is acknowledged", || async {
+        s.succeeded("push_rot").await == 1
+    })
+    .await;
+    let h = &recv.hits()[0];
+    assert_eq!(
+        h.header("webhook-signature").unwrap().split(' ').count(),
+        2,
+        "{h:?}"
+    );
+    assert!(verify(new, h, &h.body), "the new secret does not verify");
+    assert!(
+        verify(SECRET, h, &h.body),
+        "the replaced secret does not verify"
+    );
+    let w = s
+        .ctx
+        .client
+        .queue("push_rot")
+        .unwrap()
+        .webhook()
+        .await
+        .unwrap()
+        .unwrap();
+    let (old, until) = w.previous_secret.expect("the replaced secret is kept");
+    assert_eq!(old, SECRET);
+    assert_eq!(until, w.updated_at_ms + dueq::WEBHOOK_ROTATION_MS);
+    s.shutdown().await;
+}
+
 #[tokio::test]
 async fn changes_and_removal_take_effect() {
     let a = Receiver::start(Behave::Status(200, "")).await;
@@ -226,11 +274,7 @@ async fn changes_and_removal_take_effect() {
     assert_eq!(at_b.len(), 1);
     assert_eq!(at_b[0].header("dueq-task-id"), Some(second.as_str()));
     // the kept secret still signs
-    assert!(verify(
-        SECRET,
-        at_b[0].header("dueq-signature").unwrap(),
-        &at_b[0].body
-    ));
+    assert!(verify(SECRET, &at_b[0], &at_b[0].body));
 
     // removed: the delivery worker stops (its wake-up subscription goes away) and new tasks
     // stay scheduled

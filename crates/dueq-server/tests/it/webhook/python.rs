@@ -51,11 +51,10 @@ async fn python_receiver_example_verifies_deliveries() {
         .build()
         .unwrap()
         .post(&url)
-        .header(
-            "Dueq-Signature",
-            format!("t={},v1={}", now_ms(), "0".repeat(64)),
-        )
-        .header("Dueq-Task-Id", "000000000999")
+        .header("webhook-id", "push_py:000000000999")
+        .header("webhook-timestamp", (now_ms() / 1000).to_string())
+        .header("webhook-signature", format!("v1,{}", "A".repeat(44)))
+        .header("dueq-task-id", "000000000999")
         .body(&body[..])
         .send()
         .await

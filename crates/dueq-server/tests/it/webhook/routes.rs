@@ -35,6 +35,7 @@ async fn routes_set_get_delete_and_refuse_bad_input() {
         json!({"url": "http://h/", "timeout_ms": 0}),
         json!({"url": "http://h/", "timeout_ms": 300001}),
         json!({"url": "http://h/", "secret": "short"}),
+        json!({"url": "http://h/", "secret": "0123456789abcdef0123456789abcdef"}),
         json!({"url": "http://h/", "extra": 1}),
         json!({"concurrency": 2}),
     ] {
@@ -50,8 +51,8 @@ async fn routes_set_get_delete_and_refuse_bad_input() {
     let r = put("wh", json!({"url": "HTTP://Example.com:8080/in?x=1"})).await;
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     let secret = r.body["secret"].as_str().unwrap().to_owned();
-    assert_eq!(secret.len(), 64);
-    assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    assert_eq!(dueq::signing_key(&secret).len(), 32, "{secret}");
     assert_eq!(r.body["secret_generated"], true);
     assert_eq!(r.body["url"], "http://example.com:8080/in?x=1");
     assert_eq!(r.body["concurrency"], 10);

@@ -24,6 +24,8 @@ pub(crate) struct Stored {
     pub updated_at_ms: u64,
     /// The last failed delivery's error and when (since the webhook was last set).
     pub last_error: Option<(String, u64)>,
+    /// The secret the last rotation replaced, and until when (epoch ms) it still signs.
+    pub previous_secret: Option<(String, u64)>,
 }
 
 /// What `webhook_set` did.
@@ -33,28 +35,31 @@ pub(crate) struct SetReply {
     pub existed: bool,
 }
 
-/// Stores a validated webhook; `secret` empty keeps the stored secret, or uses
-/// `new_secret` when there is none.
-pub(crate) async fn set(
-    conn: &mut Conn,
-    k: &QueueKeys,
-    url: &str,
-    secret: &str,
-    new_secret: &str,
-    concurrency: u32,
-    timeout_ms: u64,
-) -> Result<SetReply> {
+/// A webhook to store: `secret` empty keeps the stored secret, or uses `new_secret` when
+/// there is none; a replaced secret keeps signing for `rotation_ms`.
+pub(crate) struct SetArgs<'a> {
+    pub url: &'a str,
+    pub secret: &'a str,
+    pub new_secret: &'a str,
+    pub concurrency: u32,
+    pub timeout_ms: u64,
+    pub rotation_ms: u64,
+}
+
+/// Stores a validated webhook.
+pub(crate) async fn set(conn: &mut Conn, k: &QueueKeys, w: &SetArgs<'_>) -> Result<SetReply> {
     redis::cmd("SADD")
         .arg(WEBHOOKS_KEY)
         .arg(&k.name)
         .query_async::<()>(conn)
         .await?;
     let mut a = Args::default();
-    a.s(url)
-        .s(secret)
-        .s(new_secret)
-        .n(concurrency)
-        .n(timeout_ms);
+    a.s(w.url)
+        .s(w.secret)
+        .s(w.new_secret)
+        .n(w.concurrency)
+        .n(w.timeout_ms)
+        .n(w.rotation_ms);
     let mut r = run(
         conn,
         "webhook_set",
@@ -116,8 +121,13 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys) -> Result<Option<Stored>
         (Some(text), Some(at)) => Some((text, num("last_error_at_ms", &at)?)),
         _ => None,
     };
+    let previous_secret = match (h.remove("previous_secret"), h.remove("previous_until_ms")) {
+        (Some(secret), Some(until)) => Some((secret, num("previous_until_ms", &until)?)),
+        _ => None,
+    };
     Ok(Some(Stored {
         last_error,
+        previous_secret,
         url,
         secret,
         concurrency: u32::try_from(num("concurrency", &concurrency)?)
