@@ -12,8 +12,9 @@
 //! * [`origin`]: cross-origin writes to `/v1` refused (403), tokens or not; on a loopback
 //!   listener, requests whose `Host` is not a loopback name refused (DNS rebinding).
 //! * [`push`]: push delivery (webhooks), a background task of [`serve`]; the others are the
-//!   library's [`dueq::LeaseRecoverer`] over every queue, its [`dueq::ScheduleFirer`] over
-//!   every queue with schedules, and its [`dueq::Heartbeat`] (the server in `GET /v1/workers`).
+//!   library's [`dueq::Duties`]: its [`dueq::LeaseRecoverer`] over every queue, its
+//!   [`dueq::ScheduleFirer`] over every queue with schedules, and its [`dueq::Heartbeat`]
+//!   (the server in `GET /v1/workers`), started and stopped in one order.
 //! * `metrics`: DESIGN 4.4 names; queue numbers read from Redis on scrape.
 //! * payloads: stored as the JSON text sent, shown through [`dueq::json`] (shared with the CLI).
 //! * `options`: plain option structs the state holds ([`HttpOptions`]: connection limits).
@@ -251,35 +252,13 @@ pub async fn serve(
     if listener.local_addr()?.ip().to_canonical().is_loopback() {
         app = app.layer(middleware::from_fn(origin::loopback_hosts_only));
     }
-    let recoverer = (state.recover_interval_ms() > 0).then(|| {
-        let mut stop = state.shutdown_rx();
-        let duty = dueq::LeaseRecoverer::new(state.client().clone())
-            .interval_ms(state.recover_interval_ms());
-        tokio::spawn(duty.run(async move {
-            // a dropped sender means the state is gone: stop as well
-            let _ = stop.wait_for(|s| *s).await;
-        }))
-    });
-    let firer = (state.schedule_poll_ms() > 0).then(|| {
-        let mut stop = state.shutdown_rx();
-        let duty = dueq::ScheduleFirer::all_queues(state.client().clone())
-            .poll_ms(state.schedule_poll_ms());
-        tokio::spawn(duty.run(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        }))
-    });
     let push_load = push::PushLoad::default();
     let pusher = tokio::spawn(push::run(
         state.clone(),
         state.shutdown_rx(),
         push_load.clone(),
     ));
-    let (beat_stop, mut beat_stopped) = tokio::sync::watch::channel(false);
-    let heartbeat = server_heartbeat(&state, push_load).map(|hb| {
-        tokio::spawn(hb.run(async move {
-            let _ = beat_stopped.wait_for(|s| *s).await;
-        }))
-    });
+    let duties = server_duties(&state, push_load).start();
     let stopping = state.clone();
     let (kill, killed) = tokio::sync::watch::channel(false);
     let serving = connections::run(
@@ -310,31 +289,42 @@ pub async fn serve(
         () = serving => {}
         () = bound => {}
     }
-    // Also when serving failed: the recoverer ends on the shutdown signal.
+    // Also when serving failed. The duties stop in their order (`dueq::duties`): lease
+    // recovery and schedule firing first, then push delivery, which stops on the same signal
+    // and hands its unfinished leases back, then the heartbeat, which removes the server
+    // from the live workers list.
     state.begin_shutdown();
-    if let Some(task) = recoverer
-        && let Err(e) = task.await
-    {
-        tracing::error!(error = %e, "recoverer task failed");
-    }
-    // The schedule firer too (a fire step in flight finishes).
-    if let Some(task) = firer
-        && let Err(e) = task.await
-    {
-        tracing::error!(error = %e, "schedule firer task failed");
-    }
-    // Push workers stop on the same signal and hand their unfinished leases back.
-    if let Err(e) = pusher.await {
-        tracing::error!(error = %e, "push delivery task failed");
-    }
-    // Last: the heartbeat removes the server from the live workers list.
-    beat_stop.send_replace(true);
-    if let Some(task) = heartbeat
-        && let Err(e) = task.await
-    {
-        tracing::error!(error = %e, "heartbeat task failed");
-    }
+    duties
+        .shutdown(async {
+            if let Err(e) = pusher.await {
+                tracing::error!(error = %e, "push delivery task failed");
+            }
+        })
+        .await;
     Ok(())
+}
+
+/// The duties `serve` runs beside its routes: the [`dueq::LeaseRecoverer`] over every queue,
+/// the [`dueq::ScheduleFirer`] over every queue with schedules, and the heartbeat; each one
+/// off when its interval is 0.
+fn server_duties(state: &AppState, push_load: push::PushLoad) -> dueq::Duties {
+    let mut duties = dueq::Duties::new();
+    if state.recover_interval_ms() > 0 {
+        duties = duties.recover_leases(
+            dueq::LeaseRecoverer::new(state.client().clone())
+                .interval_ms(state.recover_interval_ms()),
+        );
+    }
+    if state.schedule_poll_ms() > 0 {
+        duties = duties.fire_schedules(
+            dueq::ScheduleFirer::all_queues(state.client().clone())
+                .poll_ms(state.schedule_poll_ms()),
+        );
+    }
+    if let Some(hb) = server_heartbeat(state, push_load) {
+        duties = duties.heartbeat(hb);
+    }
+    duties
 }
 
 /// The server's entry in the live workers list: its push delivery's queues and load.

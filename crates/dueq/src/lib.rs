@@ -46,12 +46,14 @@
 pub mod backoff;
 mod client;
 pub mod due;
+pub mod duties;
 mod error;
 pub mod json;
 pub mod protocol;
 mod redact;
 pub mod schedule;
 mod settings;
+mod stats;
 mod task;
 #[cfg(all(feature = "test-clock", debug_assertions))]
 mod test_clock;
@@ -79,9 +81,10 @@ pub use client::{
     MIN_WEBHOOK_SECRET_BYTES, WEBHOOK_ROTATION_MS, WEBHOOK_SECRET_PREFIX, Webhook, WebhookConfig,
     WebhookSet, signing_key,
 };
-pub use due::{
-    DEFAULT_RECOVER_INTERVAL_MS, DEFAULT_SCHEDULE_POLL_MS, DEFAULT_SWEEP_MS, DueClaimer, Heartbeat,
-    LeaseRecoverer, ScheduleFirer, WorkerLoad, validate_heartbeat_ms,
+pub use due::DueClaimer;
+pub use duties::{
+    DEFAULT_RECOVER_INTERVAL_MS, DEFAULT_SCHEDULE_POLL_MS, DEFAULT_SWEEP_MS, Duties, Heartbeat,
+    LeaseRecoverer, RunningDuties, ScheduleFirer, WorkerLoad, validate_heartbeat_ms,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use protocol::keys::{
@@ -96,13 +99,15 @@ pub use settings::{
     BackoffSettings, MAX_BACKOFF_MS, MAX_LIMIT, MAX_RATE_WINDOW_MS, MAX_RETENTION, OnExpire,
     QueueSettings, RateLimit, SettingsPatch,
 };
+pub use stats::{
+    LATENESS_BOUNDS_MS, MinuteStats, QueueStats, RUN_TIME_BOUNDS_MS, ThrottledMs, Timings,
+};
 pub use task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
-    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, LATENESS_BOUNDS_MS,
-    LeaseToken, MAX_ATTEMPTS, MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES,
-    MAX_LEASE_MS, MAX_PRIORITY, MIN_LEASE_MS, MinuteStats, NackOutcome, OnConflict, QueueStats,
-    RUN_TIME_BOUNDS_MS, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec, TaskState, ThrottledMs,
-    Timings, validate_group, validate_key, validate_lease_ms,
+    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, LeaseToken, MAX_ATTEMPTS,
+    MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, MAX_PRIORITY,
+    MIN_LEASE_MS, NackOutcome, OnConflict, RescheduleOutcome, Task, TaskId, TaskRef, TaskSpec,
+    TaskState, validate_group, validate_key, validate_lease_ms,
 };
 #[cfg(all(feature = "test-clock", debug_assertions))]
 pub use test_clock::TestClock;

@@ -24,7 +24,8 @@ use super::Queue;
 use crate::error::{Error, Result};
 use crate::protocol::keys::{QueueKeys, partition_of_id, partition_of_key};
 use crate::protocol::queues;
-use crate::task::{MinuteStats, QueueStats, TaskRef};
+use crate::stats::{MinuteStats, QueueStats};
+use crate::task::TaskRef;
 
 /// How long a client trusts the partition count it read when no claim has shown a settings
 /// change: the longest its lookups by key or id (and its enqueues into partition 0, which
@@ -414,5 +415,42 @@ pub(crate) fn each<R>(n: usize, got: Result<Vec<R>>) -> Vec<Result<R>> {
             .map(|_| Err(Error::protocol("partition reply has the wrong length")))
             .collect(),
         Err(e) => (0..n).map(|_| Err(e.again())).collect(),
+    }
+}
+
+/// `max` shared evenly among the partitions that want work (`wants`), the odd ones going to
+/// the wanting partitions from `turn` on.
+pub(crate) fn split(max: usize, wants: &[bool], turn: usize) -> Vec<usize> {
+    let k = wants.iter().filter(|&&w| w).count();
+    let mut out = vec![0; wants.len()];
+    if k == 0 {
+        return out;
+    }
+    let (base, extra) = (max / k, max % k);
+    let wanting: Vec<usize> = (0..wants.len()).filter(|&i| wants[i]).collect();
+    for (j, &i) in wanting.iter().enumerate() {
+        let rank = (j + k - turn % k) % k;
+        out[i] = base + usize::from(rank < extra);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn max_is_shared_among_the_partitions_that_want_work() {
+        assert_eq!(split(10, &[true, false, true], 0), vec![5, 0, 5]);
+        assert_eq!(split(7, &[true, true, true], 0), vec![3, 2, 2]);
+        assert_eq!(split(7, &[true, true, true], 1), vec![2, 3, 2]);
+        assert_eq!(split(7, &[true, true, true], 2), vec![2, 2, 3]);
+        assert_eq!(split(1, &[true, true], 1), vec![0, 1]);
+        assert_eq!(split(5, &[false, false], 0), vec![0, 0]);
+        for turn in 0..12 {
+            let s = split(100, &[true, false, true, true, false, true], turn);
+            assert_eq!(s.iter().sum::<usize>(), 100);
+            assert_eq!((s[1], s[4]), (0, 0));
+        }
     }
 }

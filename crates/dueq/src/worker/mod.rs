@@ -11,10 +11,14 @@
 //!   ([`WorkerBuilder::weight`], [`QueueOrder`]); pure, no I/O.
 //! * [`lease_keeper`]: per queue, extends the leases of handlers that run long.
 //! * [`acker`]: per queue, sends acks and nacks in batches.
-//! * the [`ScheduleFirer`](crate::ScheduleFirer) (`due/schedules.rs`) of the worker's queues:
-//!   fires their schedule ticks, racing every other worker and server harmlessly.
-//! * the [`Heartbeat`](crate::Heartbeat) (`due/heartbeat.rs`): keeps the worker in the live
-//!   workers list ([`Client::workers`]) with its queues, concurrency and handlers running.
+//! * the [`ScheduleFirer`](crate::ScheduleFirer) of the worker's queues: fires their schedule
+//!   ticks, racing every other worker and server harmlessly.
+//! * the [`Heartbeat`](crate::Heartbeat): keeps the worker in the live workers list
+//!   ([`Client::workers`]) with its queues, concurrency and handlers running.
+//!
+//! The last two are [`Duties`](crate::Duties), started and stopped by the starter `dueq
+//! serve` uses too. `builder.rs` checks the settings; `run.rs` starts the duties and writes
+//! the shutdown order down.
 //!
 //! # Several queues
 //!
@@ -56,194 +60,31 @@
 //!    shows it while it still holds leases).
 
 mod acker;
+mod builder;
 mod claimer;
 mod handler;
 mod lease_keeper;
+mod run;
 mod share;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 
+pub use builder::WorkerBuilder;
 pub use handler::{HandlerFuture, Outcome};
 pub use share::{MAX_QUEUE_WEIGHT, QueueOrder};
 
-use crate::backoff::Backoff;
-use crate::client::{Client, Queue, WorkerKind};
+use crate::client::{Client, Queue};
 use crate::due::clock::RedisClock;
-use crate::due::{Heartbeat, WorkerLoad};
+use crate::duties::{Heartbeat, WorkerLoad};
 use crate::error::{Error, Result};
-use crate::task::{ClaimedTask, LeaseToken, TaskId};
+use crate::task::{LeaseToken, TaskId};
 use handler::Handler;
-
-/// Builds a [`Worker`].
-pub struct WorkerBuilder {
-    client: Client,
-    handlers: Vec<(String, Handler)>,
-    weights: Vec<(String, u32)>,
-    order: QueueOrder,
-    concurrency: usize,
-    lease_ms: Option<u64>,
-    backoff: Backoff,
-    shutdown_grace_ms: u64,
-    notifications: bool,
-    poll_ms: u64,
-    schedules: bool,
-    heartbeat: bool,
-    heartbeat_ms: u64,
-}
-
-impl WorkerBuilder {
-    /// Runs `handler` for every task of queue `queue`. Call once per queue; several queues
-    /// share the [`concurrency`](Self::concurrency) by their [`weight`](Self::weight)s.
-    pub fn handle<F, Fut>(mut self, queue: &str, handler: F) -> Self
-    where
-        F: Fn(ClaimedTask) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Outcome> + Send + 'static,
-    {
-        self.handlers
-            .push((queue.to_owned(), handler::boxed(handler)));
-        self
-    }
-
-    /// The weight of queue `queue` among the worker's queues: 1 to [`MAX_QUEUE_WEIGHT`]
-    /// (1 000), default 1; the last call for a queue counts. It matters only to a worker that
-    /// serves several queues, when more than one has due work and the free slots do not cover
-    /// it all: [`QueueOrder::Weighted`] (the default) shares the slots in proportion to the
-    /// weights, [`QueueOrder::Strict`] serves the heaviest queue with due work first (see
-    /// [`queue_order`](Self::queue_order)). Checked by [`build`](Self::build).
-    pub fn weight(mut self, queue: &str, weight: u32) -> Self {
-        self.weights.push((queue.to_owned(), weight));
-        self
-    }
-
-    /// How the free slots are shared among the worker's queues when several have due work.
-    /// Default [`QueueOrder::Weighted`]. A worker with one queue ignores it.
-    pub fn queue_order(mut self, order: QueueOrder) -> Self {
-        self.order = order;
-        self
-    }
-
-    /// Most handlers running at once, over all queues. Default 64. It also caps a claim batch.
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = n.max(1);
-        self
-    }
-
-    /// The lease every claim takes, overriding each task's own `lease_ms`. Default: the task's.
-    pub fn lease_ms(mut self, lease_ms: u64) -> Self {
-        self.lease_ms = Some(lease_ms);
-        self
-    }
-
-    /// Delays between attempts when a handler returns [`Outcome::retry`] and when an expired
-    /// lease is recovered. Default [`Backoff::default`] (1 s doubling to 1 h, 20 % jitter).
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
-    /// How long shutdown waits for running handlers before aborting them and handing their
-    /// leases back. Default 0: hand back at once (another worker reruns the task; handlers must
-    /// tolerate at-least-once anyway). Longer values let short handlers finish.
-    pub fn shutdown_grace_ms(mut self, ms: u64) -> Self {
-        self.shutdown_grace_ms = ms;
-        self
-    }
-
-    /// Whether to listen for wake-up notifications. Default `true`. Without them an idle
-    /// worker still finds early tasks by its fallback poll (at most every second).
-    pub fn notifications(mut self, on: bool) -> Self {
-        self.notifications = on;
-        self
-    }
-
-    /// Longest sleep of an idle claimer before it asks Redis again (the fallback for lost
-    /// notifications). Default 1 000 ms; values above 1 000 are lowered to 1 000.
-    pub fn poll_ms(mut self, ms: u64) -> Self {
-        self.poll_ms = ms.clamp(1, 1_000);
-        self
-    }
-
-    /// Whether the worker fires the schedule ticks of its queues. Default `true`: every
-    /// worker takes part (whichever process reaches a tick first fires it, exactly once), so
-    /// schedules keep firing while any worker or server runs.
-    pub fn fire_schedules(mut self, on: bool) -> Self {
-        self.schedules = on;
-        self
-    }
-
-    /// Whether the worker lists itself in the live workers list ([`Client::workers`],
-    /// `GET /v1/workers`) with a heartbeat. Default `true`. Off for workers that are part of
-    /// a process that registers itself (`dueq serve`'s push delivery).
-    pub fn heartbeat(mut self, on: bool) -> Self {
-        self.heartbeat = on;
-        self
-    }
-
-    /// Time between two heartbeats, ms: [`MIN_HEARTBEAT_MS`](crate::MIN_HEARTBEAT_MS) to
-    /// [`MAX_HEARTBEAT_MS`](crate::MAX_HEARTBEAT_MS), default
-    /// [`DEFAULT_HEARTBEAT_MS`](crate::DEFAULT_HEARTBEAT_MS) (5 s). A worker that dies leaves
-    /// the list [`HEARTBEAT_MISSES`](crate::HEARTBEAT_MISSES) intervals after its last beat.
-    /// Checked by [`build`](Self::build).
-    pub fn heartbeat_ms(mut self, ms: u64) -> Self {
-        self.heartbeat_ms = ms;
-        self
-    }
-
-    /// Checks the settings.
-    ///
-    /// # Errors
-    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) when no queue has a handler, a queue
-    /// appears twice, a name is invalid, the lease or heartbeat interval is out of range, or a
-    /// weight is out of range or given for a queue without a handler.
-    pub fn build(self) -> Result<Worker> {
-        if self.handlers.is_empty() {
-            return Err(Error::invalid("a worker needs at least one queue handler"));
-        }
-        let heartbeat = if self.heartbeat {
-            Some(
-                Heartbeat::new(self.client.clone(), WorkerKind::Worker)
-                    .interval_ms(self.heartbeat_ms)?,
-            )
-        } else {
-            None
-        };
-        if let Some(l) = self.lease_ms {
-            crate::task::validate_lease_ms(l)?;
-        }
-        let mut queues = Vec::new();
-        for (name, h) in self.handlers {
-            if queues
-                .iter()
-                .any(|(q, _): &(Queue, Handler)| q.name() == name)
-            {
-                return Err(Error::invalid(format!("queue {name} has two handlers")));
-            }
-            let q = self.client.queue(&name)?.with_backoff(self.backoff);
-            queues.push((q, h));
-        }
-        let names: Vec<&str> = queues.iter().map(|(q, _)| q.name()).collect();
-        let weights = share::weights(&names, &self.weights)?;
-        Ok(Worker {
-            queues,
-            weights,
-            order: self.order,
-            concurrency: self.concurrency,
-            lease_ms: self.lease_ms,
-            shutdown_grace_ms: self.shutdown_grace_ms,
-            notifications: self.notifications,
-            poll_ms: self.poll_ms,
-            schedules: self.schedules.then_some(self.client),
-            heartbeat,
-        })
-    }
-}
 
 /// Runs handlers for one or more queues. Build with [`Worker::builder`], then
 /// [`Worker::start`] or [`Worker::run_until`]. Several queues share the worker's concurrency:
@@ -442,25 +283,6 @@ impl WorkerHandle {
 }
 
 impl Worker {
-    /// A builder for a worker on `client`.
-    pub fn builder(client: Client) -> WorkerBuilder {
-        WorkerBuilder {
-            client,
-            handlers: Vec::new(),
-            weights: Vec::new(),
-            order: QueueOrder::Weighted,
-            concurrency: 64,
-            lease_ms: None,
-            backoff: Backoff::default(),
-            shutdown_grace_ms: 0,
-            notifications: true,
-            poll_ms: 1_000,
-            schedules: true,
-            heartbeat: true,
-            heartbeat_ms: crate::DEFAULT_HEARTBEAT_MS,
-        }
-    }
-
     /// The worker's id in the live workers list ([`Client::workers`]); `None` without a
     /// heartbeat.
     pub fn id(&self) -> Option<&str> {
@@ -479,7 +301,7 @@ impl Worker {
             load: std::sync::OnceLock::new(),
         });
         let id = self.id().map(str::to_owned);
-        let join = tokio::spawn(run(self, shared.clone()));
+        let join = tokio::spawn(run::run(self, shared.clone()));
         WorkerHandle {
             id,
             stop: stop_tx,
@@ -496,146 +318,5 @@ impl Worker {
         let handle = self.start();
         signal.await;
         handle.shutdown().await
-    }
-}
-
-async fn run(worker: Worker, shared: Arc<Shared>) {
-    let grace = Duration::from_millis(worker.shutdown_grace_ms);
-    let mut rts = Vec::new();
-    let mut lanes = Vec::new();
-    let mut ackers = Vec::new();
-    let mut keepers = Vec::new();
-    let (keeper_stop_tx, keeper_stop_rx) = watch::channel(false);
-    // its claims name it in their leases: the dashboard shows who holds an active task
-    let holder: Option<Arc<str>> = worker.id().map(Arc::from);
-    let firer = worker.schedules.map(|client| {
-        let queues = worker.queues.iter().map(|(q, _)| q.clone()).collect();
-        let mut stop = shared.stop.clone();
-        let firer = crate::due::ScheduleFirer::for_queues(client, queues);
-        tokio::spawn(firer.run(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        }))
-    });
-    for (queue, handler) in worker.queues {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let rt = Arc::new(QueueRt {
-            queue,
-            handler,
-            running: Mutex::new(HashMap::new()),
-            reports: tx,
-            waits_for_slot: AtomicBool::new(false),
-            refill: Notify::new(),
-        });
-        let mut due = rt
-            .queue
-            .due_claimer()
-            .lease_ms(worker.lease_ms)
-            .poll_ms(worker.poll_ms)
-            .notifications(worker.notifications)
-            .clock(shared.clock.clone());
-        if let Some(id) = &holder {
-            due = due.worker_id(id.clone());
-        }
-        lanes.push((rt.clone(), due));
-        ackers.push(tokio::spawn(acker::run(rt.clone(), shared.clone(), rx)));
-        keepers.push(tokio::spawn(lease_keeper::run(
-            rt.clone(),
-            shared.clone(),
-            keeper_stop_rx.clone(),
-        )));
-        rts.push(rt);
-    }
-    // One queue keeps its own claim loop; several share the slots in one loop (`share.rs`).
-    let claimer = if lanes.len() == 1 {
-        let (rt, due) = lanes.remove(0);
-        tokio::spawn(claimer::run(rt, shared.clone(), due))
-    } else {
-        let share = share::Share::new(worker.order, worker.weights);
-        tokio::spawn(claimer::run_many(lanes, share, shared.clone()))
-    };
-    let probe: LoadProbe = {
-        let beat_rts = rts.clone();
-        let names: Vec<String> = rts.iter().map(|rt| rt.queue.name().to_owned()).collect();
-        let concurrency = worker.concurrency as u64;
-        Arc::new(move || {
-            let in_hand = beat_rts.iter().map(|rt| rt.handlers() as u64).sum();
-            WorkerLoad::new(names.clone(), concurrency, in_hand)
-        })
-    };
-    let _ = shared.load.set(probe.clone());
-    let (beat_stop_tx, mut beat_stop_rx) = watch::channel(false);
-    let heartbeat = worker.heartbeat.map(|hb| {
-        let hb = hb.load(move || probe());
-        tokio::spawn(hb.run(async move {
-            let _ = beat_stop_rx.wait_for(|s| *s).await;
-        }))
-    });
-    // 1. wait for the stop signal; claimers end by themselves on it
-    let mut stop = shared.stop.clone();
-    while !*stop.borrow_and_update() {
-        if stop.changed().await.is_err() {
-            break;
-        }
-    }
-    if let Some(f) = firer {
-        let _ = f.await;
-    }
-    let _ = claimer.await;
-    // 2. grace period for running handlers
-    let deadline = tokio::time::Instant::now() + grace;
-    while rts.iter().any(|rt| rt.handlers() > 0) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    // 3. abort the rest and hand their leases back (tasks whose handler ended stay with the
-    // acker: their reports are settled in step 4)
-    for rt in &rts {
-        let left: Vec<(TaskId, LeaseToken)> = {
-            let mut running = rt.running();
-            let ids: Vec<TaskId> = running
-                .iter()
-                .filter(|(_, r)| !r.reported)
-                .map(|(id, _)| id.clone())
-                .collect();
-            ids.into_iter()
-                .filter_map(|id| {
-                    let r = running.remove(&id)?;
-                    if let Some(a) = r.abort {
-                        a.abort();
-                    }
-                    Some((id, r.token))
-                })
-                .collect()
-        };
-        if left.is_empty() {
-            continue;
-        }
-        match rt.queue.release(&left).await {
-            Ok(v) => {
-                let n = v.iter().filter(|b| **b).count() as u64;
-                Counters::add(&shared.counters.released, n);
-            }
-            Err(e) => {
-                Counters::add(&shared.counters.redis_errors, 1);
-                tracing::warn!(queue = rt.queue.name(), error = %e,
-                    "could not hand leases back; they will expire and be recovered");
-            }
-        }
-    }
-    // 4. flush reports
-    for rt in &rts {
-        let _ = rt.reports.send(Report::Stop);
-    }
-    for a in ackers {
-        let _ = a.await;
-    }
-    // 5. lease keepers
-    let _ = keeper_stop_tx.send(true);
-    for k in keepers {
-        let _ = k.await;
-    }
-    // 6. heartbeat: removes the entry
-    let _ = beat_stop_tx.send(true);
-    if let Some(h) = heartbeat {
-        let _ = h.await;
     }
 }

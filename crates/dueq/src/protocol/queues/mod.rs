@@ -10,7 +10,7 @@ use super::keys::{
 use super::scripts;
 use crate::error::Result;
 use crate::settings::{QueueSettings, RateLimit, STORED_FIELDS};
-use crate::task::{LATENESS_BOUNDS_MS, MinuteStats, QueueStats, RUN_TIME_BOUNDS_MS, Timings};
+use crate::stats::{LATENESS_BOUNDS_MS, MinuteStats, QueueStats, RUN_TIME_BOUNDS_MS, Timings};
 
 pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> {
     let mut keys: Vec<&str> = [

@@ -1,6 +1,6 @@
 //! The wake hub is responsible for the "a task became due earlier" notifications of one
 //! [`Client`](crate::Client): one pub/sub connection, subscribed to the
-//! [`QueueKeys::wake`](crate::QueueKeys) channel of each queue a [`DueClaimer`](super::DueClaimer)
+//! [`QueueKeys::wake`](crate::QueueKeys) channel of each queue a [`DueClaimer`](crate::DueClaimer)
 //! waits on, fanned out to the claimers of that queue in this process (the message is the due
 //! time, epoch ms).
 //!

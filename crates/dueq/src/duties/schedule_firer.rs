@@ -22,8 +22,8 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Instant, sleep_until};
 
-use super::clock::RedisClock;
 use crate::client::{Client, Queue};
+use crate::due::clock::RedisClock;
 use crate::protocol::keys::SCHEDULES_WAKE;
 
 /// Default longest sleep before looking at a queue's schedules again, ms (the fallback for a

@@ -1,0 +1,62 @@
+//! One task by id or business key: read it, cancel it, move its due time.
+
+use super::Queue;
+use crate::error::Result;
+use crate::protocol::tasks;
+use crate::task::{CancelOutcome, Due, RescheduleOutcome, Task, TaskId, TaskRef};
+
+/// A cancel's outcome with its context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CancelReport {
+    /// What the cancel did.
+    pub outcome: CancelOutcome,
+    /// The task it found, if any.
+    pub id: Option<TaskId>,
+    /// Redis time at which it was applied, epoch ms.
+    pub now_ms: u64,
+}
+
+impl Queue {
+    /// Reads a task by id or by business key; `None` when there is none (cancelled,
+    /// acknowledged without retention, deleted).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn get(&self, target: &TaskRef) -> Result<Option<Task>> {
+        let q = self.route(target).await?;
+        tasks::get(&mut q.client.conn(), &q.keys, target).await
+    }
+
+    /// Cancels a scheduled task by id or key, atomically with respect to claims (DESIGN 2.7).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn cancel(&self, target: &TaskRef) -> Result<CancelOutcome> {
+        Ok(self.cancel_report(target).await?.outcome)
+    }
+
+    /// [`Queue::cancel`] with the task's id and the Redis time at which the cancel was applied
+    /// (to order it against claims, as `dueq replay` does).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`] when Redis fails.
+    pub async fn cancel_report(&self, target: &TaskRef) -> Result<CancelReport> {
+        let q = self.route(target).await?;
+        let (outcome, id, now_ms) = tasks::cancel(&mut q.client.conn(), &q.keys, target).await?;
+        Ok(CancelReport {
+            outcome,
+            id,
+            now_ms,
+        })
+    }
+
+    /// Moves the due time of a scheduled task.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a due time past year 9999, [`ErrorKind::Redis`].
+    pub async fn reschedule(&self, target: &TaskRef, due: Due) -> Result<RescheduleOutcome> {
+        let q = self.route(target).await?;
+        tasks::reschedule(&mut q.client.conn(), &q.keys, target, due).await
+    }
+}
