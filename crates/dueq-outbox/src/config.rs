@@ -1,6 +1,5 @@
-//! [`RelayConfig`] (the relay's and the reconciler's settings) and [`RelayReport`]: plain
-//! values at the bottom, so the modules that run the relay depend on them and not on each
-//! other.
+//! [`RelayConfig`]: the relay's and the reconciler's settings, a plain value at the bottom
+//! that every module running the relay reads.
 
 /// Settings of a [`Relay`](crate::Relay) (and of its reconciler). Build with `RelayConfig::default()` and
 /// the setting methods.
@@ -113,38 +112,5 @@ impl RelayConfig {
             self.owned_queues.push(name);
         }
         Ok(self)
-    }
-}
-
-/// What one [`Relay::relay_once`](crate::Relay::relay_once) call did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RelayReport {
-    /// Rows enqueued into Redis.
-    pub enqueued: u64,
-    /// Cancels applied in Redis (whatever their outcome).
-    pub cancels: u64,
-    /// Reschedules applied in Redis.
-    pub reschedules: u64,
-    /// Rows Redis refused (now `rejected`).
-    pub rejected: u64,
-    /// Redis tasks removed for deleted or finished rows (tombstones).
-    pub removed: u64,
-    /// Rows found finished in Redis and written back (succeeded or dead).
-    pub finished: u64,
-    /// Whether a batch of rows to relay or of tombstones was full (more work is likely
-    /// waiting).
-    pub more: bool,
-}
-
-impl RelayReport {
-    pub(crate) fn add(&mut self, o: RelayReport) {
-        self.enqueued += o.enqueued;
-        self.cancels += o.cancels;
-        self.reschedules += o.reschedules;
-        self.rejected += o.rejected;
-        self.removed += o.removed;
-        self.finished += o.finished;
-        self.more |= o.more;
     }
 }

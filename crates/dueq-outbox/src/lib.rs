@@ -54,17 +54,19 @@
 mod config;
 mod error;
 mod orphans;
+mod queues;
 mod reconciler;
 mod relay;
+mod report;
 mod rows;
 mod schema;
 mod task;
 mod tombstones;
 
-pub use config::{RelayConfig, RelayReport};
+pub use config::RelayConfig;
 pub use error::{Error, Result};
-pub use reconciler::ReconcileReport;
 pub use relay::{CHANNEL, Relay, postgres_readiness};
+pub use report::{ReconcileReport, RelayReport};
 pub use schema::migrate;
 pub use task::{
     MAX_DELAY_MS, MAX_PAYLOAD_BYTES, OutboxCancel, OutboxDue, OutboxEnqueued, OutboxStats,

@@ -19,14 +19,16 @@
 //! lock, waiting for a relay that still holds the row to commit first).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 use dueq::{CancelOutcome, TaskRef, TaskState};
 use futures_util::future::join_all;
-use sqlx::Row;
+use sqlx::{PgPool, Row};
 
+use crate::config::RelayConfig;
 use crate::error::Result;
-use crate::reconciler::ReconcileReport;
-use crate::relay::Relay;
+use crate::queues::Queues;
+use crate::report::ReconcileReport;
 use crate::rows::{OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
 
 /// Keys the tasks of a queue's schedules carry (`schedule:{name}:{fire_at_ms}`).
@@ -35,30 +37,39 @@ const SCHEDULE_KEY_PREFIX: &str = "schedule:";
 /// Rows that own their key's Redis task: the live states.
 const LIVE: &str = "state IN ('pending', 'relayed', 'cancelling')";
 
-impl Relay {
+/// The sweep of the owned queues, with each queue's browse cursor between sweeps.
+#[derive(Default)]
+pub(crate) struct OrphanSweep {
+    cursors: Mutex<HashMap<String, String>>,
+}
+
+impl OrphanSweep {
     /// Sweeps the owned queues' scheduled tasks, at most `budget` of them; each queue goes on
     /// from where the last sweep stopped. Returns the tasks looked at.
-    pub(crate) async fn sweep_orphans(
+    pub(crate) async fn sweep(
         &self,
+        pool: &PgPool,
+        cfg: &RelayConfig,
+        queues: &Queues,
         mut budget: usize,
         rep: &mut ReconcileReport,
     ) -> Result<usize> {
         let mut seen = 0;
-        for name in &self.cfg.owned_queues {
+        for name in &cfg.owned_queues {
             while budget > 0 {
-                let after = lock(&self.orphan_cursors).get(name).cloned();
-                let limit = self.cfg.batch.min(budget);
-                let q = self.queue(name).await?;
+                let after = lock(&self.cursors).get(name).cloned();
+                let limit = cfg.batch.min(budget);
+                let q = queues.get(name).await?;
                 let page = q
                     .browse(TaskState::Scheduled, after.as_deref(), limit)
                     .await?;
                 budget -= page.tasks.len().min(budget);
                 seen += page.tasks.len();
-                self.remove_orphans(name, &page.tasks, rep).await?;
+                remove_orphans(pool, queues, name, &page.tasks, rep).await?;
                 let done = page.next.is_none();
                 match page.next {
-                    Some(next) => lock(&self.orphan_cursors).insert(name.clone(), next),
-                    None => lock(&self.orphan_cursors).remove(name),
+                    Some(next) => lock(&self.cursors).insert(name.clone(), next),
+                    None => lock(&self.cursors).remove(name),
                 };
                 if done {
                     break;
@@ -68,120 +79,126 @@ impl Relay {
         Ok(seen)
     }
 
-    /// Cancels the tasks of one page that no live row owns, then restores the relayed rows
-    /// that took one of them for their task meanwhile.
-    async fn remove_orphans(
-        &self,
-        queue: &str,
-        tasks: &[dueq::Task],
-        rep: &mut ReconcileReport,
-    ) -> Result<()> {
-        // PostgreSQL text cannot hold a NUL: no row holds such a key
-        let keys: Vec<&str> = tasks
-            .iter()
-            .filter_map(|t| t.key.as_deref())
-            .filter(|k| !k.contains('\0'))
-            .collect();
-        let owned = self.live_keys(queue, &keys).await?;
-        let orphans: Vec<&dueq::Task> = tasks
-            .iter()
-            .filter(|t| match t.key.as_deref() {
-                None => true,
-                Some(k) => !k.starts_with(SCHEDULE_KEY_PREFIX) && !owned.contains(k),
-            })
-            .collect();
-        if orphans.is_empty() {
-            return Ok(());
+    /// Whether every owned queue's last sweep reached the end of its scheduled tasks.
+    pub(crate) fn is_done(&self) -> bool {
+        lock(&self.cursors).is_empty()
+    }
+}
+
+/// Cancels the tasks of one page that no live row owns, then restores the relayed rows
+/// that took one of them for their task meanwhile.
+async fn remove_orphans(
+    pool: &PgPool,
+    queues: &Queues,
+    queue: &str,
+    tasks: &[dueq::Task],
+    rep: &mut ReconcileReport,
+) -> Result<()> {
+    // PostgreSQL text cannot hold a NUL: no row holds such a key
+    let keys: Vec<&str> = tasks
+        .iter()
+        .filter_map(|t| t.key.as_deref())
+        .filter(|k| !k.contains('\0'))
+        .collect();
+    let owned = live_keys(pool, queue, &keys).await?;
+    let orphans: Vec<&dueq::Task> = tasks
+        .iter()
+        .filter(|t| match t.key.as_deref() {
+            None => true,
+            Some(k) => !k.starts_with(SCHEDULE_KEY_PREFIX) && !owned.contains(k),
+        })
+        .collect();
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let q = queues.get(queue).await?;
+    let outcomes = join_all(orphans.iter().map(|t| cancel_orphan(&q, t))).await;
+    let mut removed = Vec::new();
+    let mut ids = Vec::new();
+    for (t, o) in orphans.iter().zip(outcomes) {
+        // a task claimed since the page was read is left to run (the next sweep sees it
+        // again if it is retried)
+        if let Some(id) = o? {
+            tracing::info!(queue, task = %id, key = ?t.key, "removed a Redis task with no live row");
+            removed.extend(t.key.as_deref().filter(|k| !k.contains('\0')));
+            ids.push(id);
         }
-        let q = self.queue(queue).await?;
-        let outcomes = join_all(orphans.iter().map(|t| cancel_orphan(&q, t))).await;
-        let mut removed = Vec::new();
-        let mut ids = Vec::new();
-        for (t, o) in orphans.iter().zip(outcomes) {
-            // a task claimed since the page was read is left to run (the next sweep sees it
-            // again if it is retried)
-            if let Some(id) = o? {
-                tracing::info!(queue, task = %id, key = ?t.key, "removed a Redis task with no live row");
-                removed.extend(t.key.as_deref().filter(|k| !k.contains('\0')));
-                ids.push(id);
-            }
-        }
-        let n = ids.len() as u64;
-        rep.orphans_removed += n;
-        self.record(|| {
-            metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
+    }
+    let n = ids.len() as u64;
+    rep.orphans_removed += n;
+    queues.record(|| {
+        metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
                 "direction" => "removed_from_redis")
-            .increment(n);
-        });
-        if removed.is_empty() {
-            return Ok(());
-        }
-        // A row committed for one of those keys after the lookup above may have taken the
-        // orphan for its task (the relay's enqueue is idempotent by key): give it a task of
-        // its own, as the reconciler restores a lost one. A relay may still hold such a row
-        // (its batch not yet committed): wait for it (a batch takes well under a second;
-        // `lock_timeout` bounds the wait), then read the row as the relay left it.
-        let mut tx = self.pool.begin().await?;
-        relay_mode(&mut tx).await?;
-        sqlx::query("SET LOCAL lock_timeout = '10s'")
-            .execute(&mut *tx)
-            .await?;
-        let rows = sqlx::query(&format!(
-            "SELECT {ROW_COLUMNS} FROM dueq_outbox
+        .increment(n);
+    });
+    if removed.is_empty() {
+        return Ok(());
+    }
+    // A row committed for one of those keys after the lookup above may have taken the
+    // orphan for its task (the relay's enqueue is idempotent by key): give it a task of
+    // its own, as the reconciler restores a lost one. A relay may still hold such a row
+    // (its batch not yet committed): wait for it (a batch takes well under a second;
+    // `lock_timeout` bounds the wait), then read the row as the relay left it.
+    let mut tx = pool.begin().await?;
+    relay_mode(&mut tx).await?;
+    sqlx::query("SET LOCAL lock_timeout = '10s'")
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query(&format!(
+        "SELECT {ROW_COLUMNS} FROM dueq_outbox
              WHERE queue = $1 AND key = ANY($2) AND state IN ('pending', 'relayed')
              FOR UPDATE"
-        ))
-        .bind(queue)
-        .bind(&removed)
-        .fetch_all(&mut *tx)
-        .await?;
-        let rows = rows
-            .iter()
-            .map(OutRow::from_row)
-            .filter(|r| {
-                r.as_ref().map_or(true, |r| {
-                    r.relay_op.is_none() && r.task_id.as_ref().is_some_and(|id| ids.contains(id))
-                })
+    ))
+    .bind(queue)
+    .bind(&removed)
+    .fetch_all(&mut *tx)
+    .await?;
+    let rows = rows
+        .iter()
+        .map(OutRow::from_row)
+        .filter(|r| {
+            r.as_ref().map_or(true, |r| {
+                r.relay_op.is_none() && r.task_id.as_ref().is_some_and(|id| ids.contains(id))
             })
-            .collect::<Result<Vec<_>>>()?;
-        if !rows.is_empty() {
-            let specs: Vec<_> = rows.iter().map(OutRow::spec).collect();
-            let done = q.enqueue_batch(&specs).await?;
-            let mut updates = Vec::with_capacity(rows.len());
-            for (r, e) in rows.iter().zip(done) {
-                let mut u = Update::new(r.id, "relayed");
-                u.task_id = Some(e.id.to_string());
-                u.restored = true;
-                updates.push(u);
-            }
-            apply(&mut tx, &updates).await?;
-            rep.restored += rows.len() as u64;
-            self.record(|| {
-                metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if !rows.is_empty() {
+        let specs: Vec<_> = rows.iter().map(OutRow::spec).collect();
+        let done = q.enqueue_batch(&specs).await?;
+        let mut updates = Vec::with_capacity(rows.len());
+        for (r, e) in rows.iter().zip(done) {
+            let mut u = Update::new(r.id, "relayed");
+            u.task_id = Some(e.id.to_string());
+            u.restored = true;
+            updates.push(u);
+        }
+        apply(&mut tx, &updates).await?;
+        rep.restored += rows.len() as u64;
+        queues.record(|| {
+            metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
                     "direction" => "restored_to_redis")
-                .increment(rows.len() as u64);
-            });
-        }
-        tx.commit().await?;
-        Ok(())
+            .increment(rows.len() as u64);
+        });
     }
+    tx.commit().await?;
+    Ok(())
+}
 
-    /// Of these keys, those a live row of the queue holds.
-    async fn live_keys(&self, queue: &str, keys: &[&str]) -> Result<HashSet<String>> {
-        if keys.is_empty() {
-            return Ok(HashSet::new());
-        }
-        let rows = sqlx::query(&format!(
-            "SELECT key FROM dueq_outbox WHERE queue = $1 AND key = ANY($2) AND {LIVE}"
-        ))
-        .bind(queue)
-        .bind(keys)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok(r.try_get::<String, _>(0)?))
-            .collect()
+/// Of these keys, those a live row of the queue holds.
+async fn live_keys(pool: &PgPool, queue: &str, keys: &[&str]) -> Result<HashSet<String>> {
+    if keys.is_empty() {
+        return Ok(HashSet::new());
     }
+    let rows = sqlx::query(&format!(
+        "SELECT key FROM dueq_outbox WHERE queue = $1 AND key = ANY($2) AND {LIVE}"
+    ))
+    .bind(queue)
+    .bind(keys)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|r| Ok(r.try_get::<String, _>(0)?))
+        .collect()
 }
 
 /// Cancels orphan `t`; returns the id of the task it removed. A keyed one is cancelled by
@@ -205,6 +222,3 @@ async fn cancel_orphan(q: &dueq::Queue, t: &dueq::Task) -> dueq::Result<Option<S
         _ => None,
     })
 }
-
-/// Each owned queue's browse cursor between sweeps.
-pub(crate) type OrphanCursors = HashMap<String, String>;

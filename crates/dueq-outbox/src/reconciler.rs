@@ -17,57 +17,46 @@
 //! goes on from where it stopped, so a million rows never hold either side for long.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use sqlx::Row;
+use sqlx::{PgPool, Row};
 
+use crate::config::RelayConfig;
 use crate::error::Result;
-use crate::relay::Relay;
+use crate::orphans::OrphanSweep;
+use crate::queues::Queues;
+use crate::report::ReconcileReport;
 use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
 use crate::task::to_i64;
+use crate::tombstones;
 
-/// What one reconciler pass found and did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReconcileReport {
-    /// Relayed rows looked up in Redis.
-    pub examined: u64,
-    /// Of those, tasks Redis had live (in agreement).
-    pub in_sync: u64,
-    /// Tasks missing in Redis, enqueued again with their original due time and key.
-    pub restored: u64,
-    /// Rows found finished in Redis (succeeded or dead) and written back.
-    pub finished: u64,
-    /// Rows given up after `max_restores` restores (now `dead`).
-    pub gave_up: u64,
-    /// Redis tasks removed because their row was deleted or finished (tombstones).
-    pub removed: u64,
-    /// Scheduled Redis tasks of the owned queues looked at for a live row.
-    pub swept: u64,
-    /// Of those, tasks removed because no live row held their key (orphans).
-    pub orphans_removed: u64,
-    /// Rows still waiting for the relay (committed, not yet in Redis) at the end.
-    pub pending: u64,
-    /// Whether the pass reached the end of the horizon, and every owned queue's sweep the end
-    /// of its scheduled tasks (else the next pass goes on soon).
-    pub complete: bool,
-    /// How long the pass took, ms.
-    pub took_ms: u64,
+/// The reconciler of one relay: what it reads and writes, and where its last pass stopped.
+pub(crate) struct Reconciler {
+    pool: PgPool,
+    cfg: RelayConfig,
+    queues: Arc<Queues>,
+    /// The `(due_at_ms, id)` the next pass goes on after, when the last one stopped early.
+    cursor: Mutex<Option<(i64, i64)>>,
+    orphans: OrphanSweep,
 }
 
-impl Relay {
-    /// Runs one reconciler pass now (the on-demand form; [`Relay::run_until`] runs one every
-    /// `reconcile_interval_ms`). Safe to run beside relays and other reconcilers: rows are
-    /// taken with `FOR UPDATE SKIP LOCKED`, and the owned queues' sweep cancels orphans by
-    /// key and waits for a relay that holds a row it must repair (see `orphans.rs`).
-    ///
-    /// # Errors
-    /// [`crate::Error::Postgres`] or [`crate::Error::Dueq`]; batches already committed stay
-    /// done, the rest is picked up by the next pass.
-    pub async fn reconcile(&self) -> Result<ReconcileReport> {
+impl Reconciler {
+    pub(crate) fn new(pool: PgPool, cfg: RelayConfig, queues: Arc<Queues>) -> Self {
+        Self {
+            pool,
+            cfg,
+            queues,
+            cursor: Mutex::default(),
+            orphans: OrphanSweep::default(),
+        }
+    }
+
+    /// Runs one pass; see [`Relay::reconcile`](crate::Relay::reconcile).
+    pub(crate) async fn pass(&self) -> Result<ReconcileReport> {
         let start = Instant::now();
         let mut rep = ReconcileReport::default();
-        self.forget_queues();
+        self.queues.forget_all();
         let horizon: i64 = sqlx::query_scalar("SELECT dueq_outbox_now_ms() + $1")
             .bind(to_i64(self.cfg.horizon_ms))
             .fetch_one(&self.pool)
@@ -88,11 +77,18 @@ impl Relay {
             }
         };
         rep.swept = self
-            .sweep_orphans(self.cfg.max_rows_per_pass, &mut rep)
+            .orphans
+            .sweep(
+                &self.pool,
+                &self.cfg,
+                &self.queues,
+                self.cfg.max_rows_per_pass,
+                &mut rep,
+            )
             .await? as u64;
-        rep.complete &= lock(&self.orphan_cursors).is_empty();
+        rep.complete &= self.orphans.is_done();
         loop {
-            let r = self.sweep_tombstones().await?;
+            let r = tombstones::sweep(&self.pool, &self.queues, self.cfg.batch).await?;
             rep.removed += r.removed;
             if !r.more {
                 break;
@@ -103,7 +99,8 @@ impl Relay {
                 .fetch_one(&self.pool)
                 .await?;
         rep.pending = u64::try_from(pending).unwrap_or(0);
-        self.record(|| metrics::gauge!("dueq_outbox_pending_rows").set(pending as f64));
+        self.queues
+            .record(|| metrics::gauge!("dueq_outbox_pending_rows").set(pending as f64));
         rep.took_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         Ok(rep)
     }
@@ -139,7 +136,7 @@ impl Relay {
             .iter()
             .map(OutRow::from_row)
             .collect::<Result<Vec<_>>>()?;
-        let found = futures_util::future::join_all(rows.iter().map(|r| self.find(r))).await;
+        let found = futures_util::future::join_all(rows.iter().map(|r| self.queues.find(r))).await;
         let mut updates = Vec::with_capacity(rows.len());
         let mut missing: HashMap<&str, Vec<&OutRow>> = HashMap::new();
         for (r, f) in rows.iter().zip(found) {
@@ -177,7 +174,7 @@ impl Relay {
             }
         }
         for (queue, group) in missing {
-            let q = self.queue(queue).await?;
+            let q = self.queues.get(queue).await?;
             let specs: Vec<_> = group.iter().map(|r| r.spec()).collect();
             let done = q.enqueue_batch(&specs).await?;
             for (r, e) in group.iter().zip(done) {
@@ -187,7 +184,7 @@ impl Relay {
                 updates.push(u);
             }
             rep.restored += specs.len() as u64;
-            self.record(|| {
+            self.queues.record(|| {
                 metrics::counter!("dueq_outbox_reconciled_total", "queue" => queue.to_owned(),
                     "direction" => "restored_to_redis")
                 .increment(specs.len() as u64);

@@ -17,22 +17,22 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use dueq::{
-    CancelOutcome, Enqueued, OnConflict, Queue, RescheduleOutcome, TaskId, TaskRef, TaskSpec,
-    TaskState,
-};
+use dueq::{CancelOutcome, Enqueued, OnConflict, Queue, RescheduleOutcome, TaskRef, TaskSpec};
 use futures_util::future::join_all;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use crate::config::{RelayConfig, RelayReport};
+use crate::config::RelayConfig;
 use crate::error::Result;
-use crate::orphans::OrphanCursors;
-use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
+use crate::queues::{Queues, is_live};
+use crate::reconciler::Reconciler;
+use crate::report::{ReconcileReport, RelayReport};
+use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, relay_mode};
 use crate::task::{to_i64, to_u64};
+use crate::tombstones;
 
 /// The channel the table's triggers notify.
 pub const CHANNEL: &str = "dueq_outbox";
@@ -41,12 +41,10 @@ pub const CHANNEL: &str = "dueq_outbox";
 /// ([`Relay::reconcile`]). Cheap to clone.
 #[derive(Clone)]
 pub struct Relay {
-    pub(crate) pool: PgPool,
-    pub(crate) client: dueq::Client,
-    pub(crate) cfg: RelayConfig,
-    queues: Arc<Mutex<HashMap<String, Queue>>>,
-    pub(crate) cursor: Arc<Mutex<Option<(i64, i64)>>>,
-    pub(crate) orphan_cursors: Arc<Mutex<OrphanCursors>>,
+    pool: PgPool,
+    cfg: RelayConfig,
+    queues: Arc<Queues>,
+    reconciler: Arc<Reconciler>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -59,13 +57,13 @@ impl Relay {
     /// A relay over this pool (the database holding the outbox table, migrated) and this
     /// Redis client.
     pub fn new(pool: PgPool, client: dueq::Client, cfg: RelayConfig) -> Self {
+        let queues = Arc::new(Queues::new(client, cfg.succeeded_retention));
+        let reconciler = Arc::new(Reconciler::new(pool.clone(), cfg.clone(), queues.clone()));
         Self {
             pool,
-            client,
             cfg,
-            queues: Arc::default(),
-            cursor: Arc::default(),
-            orphan_cursors: Arc::default(),
+            queues,
+            reconciler,
         }
     }
 
@@ -74,53 +72,16 @@ impl Relay {
         &self.pool
     }
 
-    /// The queue handle for a name, setting its succeeded retention on first use.
-    pub(crate) async fn queue(&self, name: &str) -> Result<Queue> {
-        if let Some(q) = lock(&self.queues).get(name) {
-            return Ok(q.clone());
-        }
-        let q = self.client.queue(name)?;
-        if self.cfg.succeeded_retention > 0 {
-            q.update_settings(
-                &dueq::SettingsPatch::default().succeeded_max(Some(self.cfg.succeeded_retention)),
-            )
-            .await?;
-        }
-        lock(&self.queues).insert(name.to_owned(), q.clone());
-        Ok(q)
-    }
-
-    /// Forgets the queue handles, so each queue's retention is set again on next use (Redis
-    /// may have lost its settings).
-    pub(crate) fn forget_queues(&self) {
-        lock(&self.queues).clear();
-    }
-
-    /// Looks up a row's task in Redis: live by key, else finished by its id (a task found by
-    /// id counts only if it carries the row's key: after a wipe Redis reuses ids). A lookup
-    /// by key also finds the key's newest dead task, which may be another row's: only its
-    /// live task counts there.
-    pub(crate) async fn find(&self, row: &OutRow) -> Result<Found> {
-        let q = self.queue(&row.queue).await?;
-        if let Some(t) = q.get(&row.key_ref()?).await?
-            && is_live(&t)
-        {
-            return Ok(Found::Live(t.id.to_string()));
-        }
-        let Some(id) = &row.task_id else {
-            return Ok(Found::Missing);
-        };
-        let Ok(id) = TaskId::new(id.clone()) else {
-            return Ok(Found::Missing);
-        };
-        Ok(match q.get(&TaskRef::Id(id)).await? {
-            Some(t) if t.key.as_deref() == Some(row.key.as_str()) => match t.state {
-                TaskState::Succeeded => Found::Succeeded,
-                TaskState::Dead => Found::Dead(t.last_error),
-                _ => Found::Live(t.id.to_string()),
-            },
-            _ => Found::Missing,
-        })
+    /// Runs one reconciler pass now (the on-demand form; [`Relay::run_until`] runs one every
+    /// `reconcile_interval_ms`). Safe to run beside relays and other reconcilers: rows are
+    /// taken with `FOR UPDATE SKIP LOCKED`, and the owned queues' sweep cancels orphans by
+    /// key and waits for a relay that holds a row it must repair (see `orphans.rs`).
+    ///
+    /// # Errors
+    /// [`crate::Error::Postgres`] or [`crate::Error::Dueq`]; batches already committed stay
+    /// done, the rest is picked up by the next pass.
+    pub async fn reconcile(&self) -> Result<ReconcileReport> {
+        self.reconciler.pass().await
     }
 
     /// One round of every relay duty: a batch of rows to carry into Redis, a batch of
@@ -131,7 +92,7 @@ impl Relay {
     /// so its rows are taken again by the next call (nothing lost).
     pub async fn relay_once(&self) -> Result<RelayReport> {
         let mut r = self.relay_batch().await?;
-        r.add(self.sweep_tombstones().await?);
+        r.add(tombstones::sweep(&self.pool, &self.queues, self.cfg.batch).await?);
         r.add(self.track_batch().await?);
         Ok(r)
     }
@@ -171,7 +132,7 @@ impl Relay {
             }
         }
         for (queue, group) in by_queue {
-            let q = self.queue(queue).await?;
+            let q = self.queues.get(queue).await?;
             // Replace, not keep: a task already under the key (this row's own, from a round
             // whose commit failed, or one the database no longer knows) takes the row's due
             // time and payload, since the row is the truth; the same task id comes back.
@@ -184,7 +145,7 @@ impl Relay {
                     for (r, e) in group.iter().zip(done) {
                         updates.push(enqueued(r, &e));
                     }
-                    self.record(|| {
+                    self.queues.record(|| {
                         for r in &group {
                             lag(queue, r.age_ms);
                         }
@@ -212,7 +173,7 @@ impl Relay {
                     }
                 }
             }
-            self.record(|| {
+            self.queues.record(|| {
                 metrics::counter!("dueq_outbox_relayed_total", "queue" => queue.to_owned(), "op" => "enqueue")
                     .increment(group.len() as u64);
             });
@@ -240,7 +201,7 @@ impl Relay {
                     "reschedule"
                 }
             };
-            self.record(|| {
+            self.queues.record(|| {
                 metrics::counter!("dueq_outbox_relayed_total", "queue" => r.queue.clone(), "op" => op)
                     .increment(1);
             });
@@ -264,7 +225,7 @@ impl Relay {
     /// Applies a row's cancel, renew or reschedule in Redis; returns the row's new state
     /// (`None`: left as it is for a later round).
     async fn apply_op(&self, r: &OutRow) -> Result<Option<Update>> {
-        let q = self.queue(&r.queue).await?;
+        let q = self.queues.get(&r.queue).await?;
         let target = r.key_ref()?;
         if r.relay_op.as_deref() == Some("renew") {
             return self.renew(&q, r, &target).await;
@@ -282,7 +243,7 @@ impl Relay {
                     }
                     u
                 }
-                _ => match self.find(r).await? {
+                _ => match self.queues.find(r).await? {
                     Found::Succeeded => Update::new(r.id, "succeeded"),
                     Found::Dead(e) => {
                         let mut u = Update::new(r.id, "dead");
@@ -361,16 +322,16 @@ impl Relay {
             .iter()
             .map(OutRow::from_row)
             .collect::<Result<Vec<_>>>()?;
-        let found = join_all(rows.iter().map(|r| self.find(r))).await;
+        let found = join_all(rows.iter().map(|r| self.queues.find(r))).await;
         let mut updates = Vec::with_capacity(rows.len());
         for (r, f) in rows.iter().zip(found) {
             let u = match f? {
-                Found::Succeeded => self.record(|| finished(r, "succeeded", None)),
-                Found::Dead(e) => self.record(|| finished(r, "dead", e)),
+                Found::Succeeded => self.queues.record(|| finished(r, "succeeded", None)),
+                Found::Dead(e) => self.queues.record(|| finished(r, "dead", e)),
                 Found::Missing => {
                     // Redis may have lost the queue's settings too (a wipe): set the
                     // succeeded retention again on the next use.
-                    lock(&self.queues).remove(&r.queue);
+                    self.queues.forget(&r.queue);
                     let mut u = Update::new(r.id, "relayed");
                     u.checked = true;
                     u
@@ -480,23 +441,13 @@ impl Relay {
         }
     }
 
-    /// Runs `f` (which emits `dueq_outbox_*` metrics) against the client's metrics recorder
-    /// when it has one ([`dueq::Client::with_metrics_recorder`], as in `dueq serve`, whose
-    /// `/metrics` then shows them), else against the process-wide recorder.
-    pub(crate) fn record<T>(&self, f: impl FnOnce() -> T) -> T {
-        match self.client.metrics_recorder() {
-            Some(r) => metrics::with_local_recorder(r, f),
-            None => f(),
-        }
-    }
-
     /// Whether PostgreSQL answers (`SELECT 1`) and Redis is ready (see
     /// [`dueq::Client::readiness`]); the first failure's text otherwise.
     pub async fn readiness(&self) -> std::result::Result<(), String> {
         postgres_readiness(&self.pool)
             .await
             .map_err(|e| format!("postgres: {e}"))?;
-        let r = self.client.readiness().await;
+        let r = self.queues.client().readiness().await;
         if r.ready() {
             Ok(())
         } else {
@@ -558,9 +509,4 @@ async fn recv(listener: &mut Option<PgListener>) -> Result<()> {
         }
         None => std::future::pending().await,
     }
-}
-
-/// Whether `t` is scheduled or running (a lookup by key also answers a dead task).
-fn is_live(t: &dueq::Task) -> bool {
-    matches!(t.state, TaskState::Scheduled | TaskState::Active)
 }

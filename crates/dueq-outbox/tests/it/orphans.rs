@@ -1,7 +1,7 @@
-//! Attempts to break the outbox (review of the orphan sweep): the sweep of owned queues
-//! (`RelayConfig::owned_queue`) against what a restored database, foreign tasks, concurrent
-//! relays and a `FLUSHALL` leave in Redis; and two gaps met on the way (a partitioned queue
-//! wiped, a key enqueued again right after its timer ran).
+//! The sweep of owned queues (`RelayConfig::owned_queue`) against what a restored database,
+//! foreign tasks, concurrent relays and a `FLUSHALL` leave in Redis; a failing reconciler pass
+//! retried with backoff; and the relay after a partitioned queue was wiped, after a failed
+//! commit, and with a key enqueued again right after its timer ran.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

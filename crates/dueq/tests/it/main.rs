@@ -25,23 +25,14 @@ mod dangerous;
 mod dead_letter;
 mod due;
 mod flow;
-mod flow_found;
-mod flow_model;
 mod options;
 mod partition_faults;
 mod partitions;
 mod recovery;
-mod schedules_ahead;
-mod schedules_ahead_review;
+mod schedules;
 // the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
 #[cfg(debug_assertions)]
-mod misfire;
-#[cfg(debug_assertions)]
 mod protocol_model;
-#[cfg(debug_assertions)]
-mod schedules_defcheck_review;
-#[cfg(debug_assertions)]
-mod schedules_template_review;
 mod sentinel_loss;
 mod webhook;
 mod weights;

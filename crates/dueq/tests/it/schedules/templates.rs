@@ -1,9 +1,10 @@
-//! Review of `1a00b82` (a fire call carries each schedule's task spec once, with an empty key
-//! the script fills per tick; a step fires every schedule it read, in calls of at most 1 000
-//! ticks): the records of tick tasks against the per-tick spec the client used to send, byte
-//! for byte, across every field of the template; and firers racing over hundreds of schedules
-//! (several fire calls a step) with and without changes to the schedules meanwhile. Every
-//! test runs on a frozen Redis clock (debug builds).
+//! Tick tasks made from each schedule's template: a fire call carries each schedule's task spec
+//! once, with an empty key the script fills per tick, and a step fires every schedule it read
+//! in calls of at most 1 000 ticks. The records of tick tasks equal the per-tick spec byte for
+//! byte, across every field of the template; firers racing over hundreds of schedules (several
+//! fire calls a step) fire each tick once, with and without changes to the schedules
+//! meanwhile; a step whose every call is refused does not spin. Every test runs on a frozen
+//! Redis clock (debug builds).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -6,10 +6,13 @@
 //! with real processes stopped and killed.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
+use dueq::schedule::{MAX_TICKS_AHEAD, REFILL_AT};
 use dueq::{Claim, Client, Misfire, Queue, ScheduleSpec, TaskRef};
 use dueq_testkit::wait_until_async;
 
+use super::check::{check_common, claim_none_early, wait_view};
 use crate::support::{Ctx, DEADLINE, frozen_client, queue_firer, set_first_tick, stop_firer};
 
 /// The business keys a claim handed out, by schedule name and fire time offset from `t`.
@@ -213,4 +216,73 @@ async fn a_rescheduled_or_retried_tick_is_not_a_misfire() {
     assert!(h.contains(&("once".to_owned(), 29_000)), "{h:?}");
     assert!(!h.iter().any(|(n, o)| n == "once" && *o < 28_000), "{h:?}");
     assert!(c.missed_ticks.is_empty());
+}
+
+/// Downtime after ten ticks were fired ahead: shorter than the look-ahead (nothing missed,
+/// nothing twice), then longer (misfire fire_once: one task for the missed span carrying
+/// its latest tick, then the ticks within the grace and ahead).
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_once_after_downtime_shorter_and_longer_than_the_look_ahead() {
+    let ctx = Ctx::new().await;
+    let (clock, client) = frozen_client(&ctx, ctx.redis_now_ms()).await;
+    let q = client.queue("misfire").unwrap();
+    let t = set_first_tick(
+        &q,
+        &ScheduleSpec::new("f", b"f".to_vec())
+            .every_ms(1000)
+            .misfire(Misfire::FireOnce),
+    )
+    .await;
+    let (k, r) = (MAX_TICKS_AHEAD as u64, REFILL_AT as u64);
+    let f = queue_firer(&client, &q, 20);
+    clock.set_ms(t - 1);
+    wait_view(&q, "f", "all ahead", |s| s.fired_total == k).await;
+    stop_firer(f).await;
+    // down until only REFILL_AT wait: the ticks up to then had their tasks already
+    let came = k - r; // ticks that came meanwhile
+    clock.set_ms(t + (came - 1) * 1000 + 500);
+    let f = queue_firer(&client, &q, 20);
+    wait_view(&q, "f", "refilled", |s| s.fired_total == k + came).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let s = q.schedule("f").await.unwrap().unwrap();
+    assert_eq!(
+        (s.next_fire_at_ms, s.last_fire_at_ms, s.skipped_total),
+        (Some(t + came * 1000), Some(t + (came - 1) * 1000), 0)
+    );
+    let ticks = check_common(&ctx, &q, "f", &[]).await;
+    assert_eq!(
+        ticks,
+        (0..k + came).map(|i| t + i * 1000).collect::<Vec<_>>()
+    );
+    stop_firer(f).await;
+    // down for long: now t+40500 (grace 1000: t+40000 within it)
+    let last_fired = t + (k + came - 1) * 1000;
+    assert!(last_fired < t + 39_000);
+    clock.set_ms(t + 40_500);
+    let f = queue_firer(&client, &q, 20);
+    wait_view(&q, "f", "after long downtime", |s| {
+        s.next_fire_at_ms.is_some_and(|n| n > t + 40_500)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    claim_none_early(&q, t + 40_500).await;
+    let s = q.schedule("f").await.unwrap().unwrap();
+    let ticks = check_common(&ctx, &q, "f", &[(last_fired, t + 38_999)]).await;
+    let after: Vec<u64> = ticks.iter().copied().filter(|&x| x > last_fired).collect();
+    eprintln!("after downtime: {after:?} view {s:?}");
+    // one for the missed span (latest t+39000), t+40000, then ahead
+    assert_eq!(after[0], t + 39_000, "{after:?}");
+    assert_eq!(after[1], t + 40_000, "{after:?}");
+    assert_eq!(
+        after[2..].to_vec(),
+        (1..=k).map(|i| t + 40_000 + i * 1000).collect::<Vec<_>>()
+    );
+    assert_eq!(s.skipped_total, 0);
+    assert_eq!(s.fired_total, ticks.len() as u64);
+    assert_eq!(
+        (s.next_fire_at_ms, s.last_fire_at_ms),
+        (Some(t + 41_000), Some(t + 40_000))
+    );
+    stop_firer(f).await;
 }

@@ -1,14 +1,17 @@
-//! Schedule ticks fired ahead, from the review that tried to break them: a user cancels the
-//! waiting task of a tick fired ahead, then a pause and resume or a new timing comes before
-//! the tick (the schedule must keep firing, and its firer must not spin), and a cron every
-//! second with priority and group taken back out of the group index.
+//! Schedule faults that reviews found, each test named by what must hold: firing goes on after
+//! a user cancels the task of a tick fired ahead and the schedule is then paused and resumed
+//! or given a new timing; a change takes a cron tick fired ahead out of its group; state
+//! written with ticks fired ahead still reads by the older scripts' pattern; a resume after a
+//! pause by an older version keeps the schedule firing.
 
 use std::time::Duration;
 
-use dueq::{CancelOutcome, Client, ScheduleSpec, TaskRef};
+use dueq::schedule::MAX_TICKS_AHEAD;
+use dueq::{CancelOutcome, Client, Queue, ScheduleSpec, TaskRef};
 use dueq_testkit::wait_until_async;
 
-use crate::support::{Ctx, DEADLINE, Firer, queue_firer, script_calls};
+use super::check::hget;
+use crate::support::{Ctx, DEADLINE, Firer, queue_firer, script_calls, stop_firer};
 
 fn firer(client: &Client, q: &dueq::Queue) -> Firer {
     queue_firer(client, q, 200)
@@ -83,7 +86,7 @@ async fn assert_fires_after(ctx: &Ctx, q: &dueq::Queue, name: &str, t: u64, ever
 /// The task of a tick fired ahead is cancelled by a user (e.g. from the dashboard), then the
 /// schedule is paused and resumed before the tick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelled_ahead_task_then_pause_resume_before_tick() {
+async fn a_cancelled_ahead_task_then_a_pause_and_resume_keep_the_schedule_firing() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rv1");
     let every = 3_000;
@@ -101,7 +104,7 @@ async fn cancelled_ahead_task_then_pause_resume_before_tick() {
 /// The task of a tick fired ahead is cancelled by a user, then the schedule is replaced with
 /// a new, shorter timing before the tick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelled_ahead_task_then_new_timing_before_tick() {
+async fn a_cancelled_ahead_task_then_a_new_timing_keep_the_schedule_firing() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rv2");
     let every = 3_000;
@@ -153,7 +156,7 @@ fn raw_ids(ctx: &Ctx) -> (Vec<String>, Vec<String>, Vec<String>) {
 /// A cron schedule every second with priority and group: the tick fired ahead waits in its
 /// group; a replace and a pause take it back out of the group index.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cron_every_second_group_priority_withdraw() {
+async fn a_change_takes_a_cron_tick_fired_ahead_out_of_its_group() {
     let ctx = Ctx::new().await;
     let q = ctx.queue("rv3");
     // the tasks left are claimed after tick t, more than the default 1 s misfire grace after
@@ -255,4 +258,83 @@ async fn a_state_with_a_tick_fired_ahead_reads_by_the_older_pattern() {
     // `last` is the newest tick fired (ahead), on the grid
     let last: u64 = old[1].parse().unwrap();
     assert!(last >= t && last.is_multiple_of(every), "{raw:?}");
+}
+
+/// The pause of a process of a version from before several ticks fired ahead (it takes back
+/// only the newest tick fired ahead and sets `last` to the tick before it), then a resume
+/// from an upgraded process: the resume takes back the ticks the old pause left and the
+/// schedule goes on firing (before the fix, the next fire time was at or before that `last`
+/// and every fire step was refused as stale).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_an_older_version_paused_keeps_the_schedule_firing() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("mixed");
+    q.set_schedule(&ScheduleSpec::new("m", b"m".to_vec()).every_ms(1000))
+        .await
+        .unwrap();
+    let f = queue_firer(&ctx.client, &q, 200);
+    wait_until_async(DEADLINE, "ticks fired ahead", || async {
+        q.schedule("m").await.unwrap().unwrap().fired_total >= MAX_TICKS_AHEAD as u64
+    })
+    .await;
+    old_version_pause(&ctx, &q, "m").await;
+    let next = q.resume_schedule("m").await.unwrap().unwrap().unwrap();
+    let resumed_at = ctx.redis_now_ms();
+    eprintln!(
+        "resume -> next {next} (now {resumed_at}); state {:?}",
+        hget(&ctx, &q.keys().schedule_state, "m")
+    );
+    // some tick 12 s or more after the resume must get its task (the look-ahead is FIRE_AHEAD_MS,
+    // so every tick fired before the pause is earlier than that)
+    let target = (resumed_at / 1000 + 12) * 1000;
+    let c0 = script_calls(&ctx);
+    let k = TaskRef::key(format!("schedule:m:{target}")).unwrap();
+    let fired = tokio::time::timeout(Duration::from_secs(6), async {
+        loop {
+            if q.get(&k).await.unwrap().is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .is_ok();
+    let calls = script_calls(&ctx) - c0;
+    let s = q.schedule("m").await.unwrap().unwrap();
+    stop_firer(f).await;
+    assert!(
+        fired,
+        "schedule stopped firing after an old-version pause and a resume: view next {:?} last {:?}, \
+         state {:?}, {calls} script calls meanwhile",
+        s.next_fire_at_ms,
+        s.last_fire_at_ms,
+        hget(&ctx, &q.keys().schedule_state, "m")
+    );
+}
+
+/// Does what the pause of a version from before several ticks fired ahead (2469255) does to
+/// a schedule with ticks fired ahead: it takes back the newest tick only (cancels its task,
+/// `fired` one less), sets `last` to the tick before it and `prev` to none, marks the state
+/// paused and leaves the index, and writes no `schedule_fired`.
+async fn old_version_pause(ctx: &Ctx, q: &Queue, name: &str) {
+    let k = q.keys();
+    let st = hget(ctx, &k.schedule_state, name).unwrap();
+    let f: Vec<&str> = st.split(' ').collect();
+    let (fp, prev) = f[5].split_once('/').unwrap();
+    let key = TaskRef::key(format!("schedule:{name}:{}", f[1])).unwrap();
+    q.cancel(&key).await.unwrap();
+    let fired: u64 = f[4].parse().unwrap();
+    let text = format!("{} {} {} 1 {} {fp}/-1", f[0], prev, f[2], fired - 1);
+    let mut c = ctx.raw();
+    redis::cmd("HSET")
+        .arg(&k.schedule_state)
+        .arg(name)
+        .arg(text)
+        .exec(&mut c)
+        .unwrap();
+    redis::cmd("ZREM")
+        .arg(&k.schedule_next)
+        .arg(name)
+        .exec(&mut c)
+        .unwrap();
 }

@@ -1,7 +1,6 @@
-//! Flow-control faults a reviewer found by attacking the first version (each test names the
-//! fault it showed): settings changes that must free held groups at the next claim, honest
-//! throttled-time accounting, ungrouped backlogs that must not starve a group, rate logs
-//! that must not outlive their window.
+//! Flow-control faults that reviews found, each test named by what must hold: settings changes
+//! free held groups at the next claim, throttled time is counted honestly, a backlog of
+//! ungrouped tasks does not starve a group, and rate logs do not outlive their window.
 
 use std::time::Duration;
 

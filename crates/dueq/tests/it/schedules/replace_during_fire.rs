@@ -1,12 +1,11 @@
-//! Review of `4eae59d` (a fire step is refused when the schedule's stored definition is not
-//! the one the step read): a firer's fire call is held by a proxy between its read
+//! A replace while a fire call is in flight: a step is refused when the schedule's stored
+//! definition is not the one the step read. A proxy holds a firer's fire call between its read
 //! (`schedule_due`) and the fire script, the schedules are replaced meanwhile (one field each,
 //! and an A -> B -> A replace), then the call is let through with the firer stopped, so what
 //! fires is the held call's doing. No tick may fire by a definition that a returned replace
 //! superseded; schedules left alone, one whose definition was written by hand (bytes no
 //! client encodes) and one with a binary payload fire from the held call itself (the check
-//! does not refuse them forever). Fails on `1a00b82` (`prio: tick ... fired by the old
-//! definition`).
+//! does not refuse them forever).
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
