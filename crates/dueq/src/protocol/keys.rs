@@ -213,7 +213,7 @@ pub struct QueueKeys {
     /// tick fired ahead, whose task a change takes back, and the one before them.
     pub schedule_fired: String,
     /// Scheduled tasks of groups: sorted set, every score 0, member = group prefix, due time,
-    /// id (see `lib.lua`).
+    /// id (see `lib/`).
     pub gsched: String,
     /// Scheduled tasks of groups by due time: sorted set id → due time.
     pub gdue: String,
@@ -225,7 +225,7 @@ pub struct QueueKeys {
     pub gactive: String,
     /// Groups at their concurrency limit: hash group → since (ms).
     pub gparked: String,
-    /// Rate-limit logs: sorted set, every score 0 (see `lib.lua`).
+    /// Rate-limit logs: sorted set, every score 0 (see `lib/`).
     pub rate: String,
     /// Rate-limit totals: hash owner → "total floor".
     pub rate_n: String,
@@ -307,7 +307,7 @@ impl QueueKeys {
     }
 
     /// The nine group and rate-limit keys, in the order scripts take them (`group_keys` in
-    /// `lib.lua`).
+    /// `lib/`).
     pub fn group_keys(&self) -> [&str; 9] {
         [
             &self.gsched,
@@ -329,7 +329,7 @@ impl QueueKeys {
         v
     }
 
-    /// The ten task-option keys, in the order scripts take them (`option_keys` in `lib.lua`):
+    /// The ten task-option keys, in the order scripts take them (`option_keys` in `lib/`):
     /// the scheduled sets of priorities 1 to 9, then `expiry`.
     pub fn option_keys(&self) -> [&str; 10] {
         let mut v = [self.expiry.as_str(); 10];

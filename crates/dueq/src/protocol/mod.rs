@@ -18,7 +18,7 @@
 //! | `workers/` | live worker processes: heartbeat (register, refresh, trim), remove, list |
 //! | `server.rs` | `PING`, `INFO`, eviction policy (plain commands) |
 //!
-//! Shared: `lib.lua` (Lua helpers, the head of the function library), `scripts.rs` (the
+//! Shared: `lib/` (Lua helpers, the head of the function library), `scripts.rs` (the
 //! registry, which builds the library),
 //! `call.rs` (argument and reply plumbing), `keys.rs` (every key name), `record.rs` (the task
 //! record), `conn.rs` (the connection).
@@ -32,7 +32,7 @@
 //! | `dueq:{q}:expiry` | sorted set | scheduled tasks with an expiry that have not started, score = `expires_at_ms` |
 //! | `dueq:{q}:active` | sorted set | active task ids, score = lease deadline (ms) |
 //! | `dueq:{q}:leases` | hash | active task id → `"<lease token> <deadline ms>"` |
-//! | `dueq:{q}:tasks` | hash | task id → record (see `lib.lua`) |
+//! | `dueq:{q}:tasks` | hash | task id → record (see `lib/`) |
 //! | `dueq:{q}:keys` | hash | business key → id of its live task |
 //! | `dueq:{q}:dead` | sorted set | dead-letter ids, score = when they died |
 //! | `dueq:{q}:done` | sorted set | succeeded ids kept by retention, score = finish time |
@@ -44,7 +44,7 @@
 //! | `dueq:{q}:claims` | hash | worker claim id → `"<ms> id token ..."` of its last claim (lost-reply recovery) |
 //! | `dueq:{q}:schedules` | hash | schedule name → definition (JSON line, `\n`, payload) |
 //! | `dueq:{q}:schedule_state` | hash | schedule name → `"next last skipped paused fired fingerprint"` |
-//! | `dueq:{q}:schedule_next` | sorted set | unpaused schedule names, score = when a firer acts on it next (ms; `sched_act_at` in `lib.lua`) |
+//! | `dueq:{q}:schedule_next` | sorted set | unpaused schedule names, score = when a firer acts on it next (ms; `sched_act_at` in `lib/`) |
 //! | `dueq:{q}:schedule_fired` | hash | schedule name → `"t1 t2 …"`: its newest fired ticks (ms, ascending), every tick fired ahead among them |
 //! | `dueq:{q}:wake` | pub/sub channel | due time (ms) of a task that became due earlier than before |
 //! | `dueq:{q}:schedule_wake` | pub/sub channel | next fire time (ms) of a schedule that changed |

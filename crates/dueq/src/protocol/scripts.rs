@@ -1,11 +1,11 @@
 //! The registry of Lua operations: one file per operation, which sits beside the Rust
-//! wrapper of its resource (`tasks/enqueue.lua` next to `tasks/mod.rs`), and `lib.lua` (the
-//! shared helpers).
+//! wrapper of its resource (`tasks/enqueue.lua` next to `tasks/mod.rs`), and `lib/` (the
+//! shared helpers, one file per concern).
 //!
-//! All of them form one Redis function library (`FUNCTION LOAD`, Redis 7): `lib.lua` runs
-//! once when the library loads, and each operation is a function of it called with `FCALL`,
-//! so a call pays for its own work only (as an `EVALSHA` script, every call ran `lib.lua`'s
-//! definitions again; docs/BENCHMARKS.md has what that cost). The library's name and
+//! All of them form one Redis function library (`FUNCTION LOAD`, Redis 7): the files of
+//! `lib/` run once when the library loads, and each operation is a function of it called with
+//! `FCALL`, so a call pays for its own work only (as an `EVALSHA` script, every call ran the
+//! helpers' definitions again; docs/BENCHMARKS.md has what that cost). The library's name and
 //! its functions' names carry a digest of the code (`dueq_<digest>_claim`), so processes of
 //! two dueq versions on one Redis each call their own. A function the server does not have
 //! (a restart without persistence, `FUNCTION FLUSH`, a node that never had it) answers
@@ -41,6 +41,19 @@ pub(crate) struct Function {
     pub(crate) name: String,
 }
 
+/// The helpers every operation may use, in the order they are defined: each file may use what
+/// the ones before it define.
+const LIB: &[(&str, &str)] = &[
+    ("lib/base.lua", include_str!("lib/base.lua")),
+    ("lib/record.lua", include_str!("lib/record.lua")),
+    ("lib/stats.lua", include_str!("lib/stats.lua")),
+    ("lib/priorities.lua", include_str!("lib/priorities.lua")),
+    ("lib/groups.lua", include_str!("lib/groups.lua")),
+    ("lib/limits.lua", include_str!("lib/limits.lua")),
+    ("lib/lifecycle.lua", include_str!("lib/lifecycle.lua")),
+    ("lib/schedules.lua", include_str!("lib/schedules.lua")),
+];
+
 /// The library's name (with the digest) and its source text.
 struct Library {
     name: String,
@@ -62,7 +75,10 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     #[cfg(not(all(feature = "test-clock", debug_assertions)))]
     let clock = "";
     let mut source = format!("#!lua name={NAME_SLOT}\n");
-    source.push_str(include_str!("lib.lua"));
+    for (_, text) in LIB {
+        source.push_str(text);
+        source.push('\n');
+    }
     for (file, text, _, flags) in SOURCES {
         // writing to a String cannot fail
         let _ = write!(
@@ -271,7 +287,8 @@ mod tests {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            if !path.is_dir() {
+            // lib/ holds the helpers, not operations
+            if !path.is_dir() || path.ends_with("lib") {
                 continue;
             }
             for file in std::fs::read_dir(&path).unwrap() {
@@ -300,7 +317,7 @@ mod tests {
             assert!(text.contains("-- Returns:"), "{file}: no Returns line");
             let header: String = text.lines().take_while(|l| l.starts_with("--")).collect();
             // `KEYS[a..b]` declares a range; `group_keys(a)` uses the nine keys from `a`,
-            // `option_keys(a)` the ten from `a`
+            // `option_keys(a)` the ten from `a` (lib/groups.lua, lib/priorities.lua)
             let ranges = |text: &str, open: &str, close: &str| -> Vec<usize> {
                 text.match_indices(open)
                     .filter_map(|(at, _)| {
@@ -333,7 +350,7 @@ mod tests {
                 used.extend(a..a + 9);
             }
             for a in ranges(&body, "option_keys(", ")") {
-                // the priority-0 set is the script's KEYS[1] (lib.lua)
+                // the priority-0 set is the script's KEYS[1] (lib/priorities.lua)
                 used.extend(a..a + 10);
                 used.push(1);
             }

@@ -2,7 +2,7 @@
 --   the dead-letter queue a call (in order of death, oldest first), so a call's work stays
 --   bounded however large the queue is; the caller calls again with the cursor it returns.
 -- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys  KEYS[5] errors
--- KEYS[6..14] group keys, KEYS[15..24] option keys (see lib.lua)  KEYS[25] meta
+-- KEYS[6..14] group keys, KEYS[15..24] option keys (see lib/)  KEYS[25] meta
 -- KEYS[26] dead_keys
 -- ARGV[1] action ('retry' | 'delete' | 'count'), ARGV[2] wake channel
 -- ARGV[3] at: the death time (ms) to go on from, ARGV[4] skip: how many dead tasks of that

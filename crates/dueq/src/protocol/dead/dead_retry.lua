@@ -1,7 +1,7 @@
 -- dead_retry: moves dead tasks back to scheduled, due now, with a fresh attempt count.
 -- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys  KEYS[5] errors
--- KEYS[6..14] group keys (see lib.lua; a task retried goes back to its group), KEYS[15..24]
---   option keys (see lib.lua; it goes back to its priority's set, and has no expiry)
+-- KEYS[6..14] group keys (see lib/; a task retried goes back to its group), KEYS[15..24]
+--   option keys (see lib/; it goes back to its priority's set, and has no expiry)
 -- KEYS[25] meta  KEYS[26] dead_keys
 -- ARGV[1] wake channel, ARGV[2] n, then n task ids
 -- Returns: {now_ms, then per task: 'retried' | 'not_found' | 'conflict' (its business key is

@@ -1,6 +1,6 @@
 -- ack: completes active tasks whose lease token is still current (fencing).
 -- KEYS[1] active  KEYS[2] leases  KEYS[3] tasks  KEYS[4] keys  KEYS[5] done  KEYS[6] stats  KEYS[7] meta
--- KEYS[8] errors  KEYS[9] hist  KEYS[10..18] group keys (see lib.lua)
+-- KEYS[8] errors  KEYS[9] hist  KEYS[10..18] group keys (see lib/)
 -- ARGV[1] wake channel (told when a slot under a concurrency limit frees up), ARGV[2] n,
 --   then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 acknowledged | 0 lease_lost}

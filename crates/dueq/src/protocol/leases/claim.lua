@@ -2,7 +2,7 @@
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] claims
 -- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats  KEYS[10] hist  KEYS[11] keys
 -- KEYS[12..20] group keys (gsched, gdue, groups, gready, gactive, gparked, rate, rate_n,
---   rate_idle; see lib.lua)  KEYS[21..30] option keys (priority sets 1..9, expiry; lib.lua)
+--   rate_idle; see lib/)  KEYS[21..30] option keys (priority sets 1..9, expiry; lib/)
 -- KEYS[31] schedule_state (a missed tick counts in its schedule's skipped_total)
 -- KEYS[32] dead_keys (an expired task kept in the dead-letter queue stays findable by key)
 -- ARGV[1] max (0..1000; 0 only reports timing)  ARGV[2] lease_ms override (0 = each task's own)

@@ -1,7 +1,7 @@
 -- nack: fails the current attempt of active tasks: back to scheduled after a delay, or dead.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
 -- KEYS[7] stats  KEYS[8] meta  KEYS[9] errors  KEYS[10] hist  KEYS[11..19] group keys
--- KEYS[20..29] option keys (see lib.lua)  KEYS[30] dead_keys
+-- KEYS[20..29] option keys (see lib/)  KEYS[30] dead_keys
 -- ARGV[1] wake channel, ARGV[2] m, ARGV[3..2+m] backoff (ms) after attempt 1, 2, ..., m (later
 --   attempts use the last value), ARGV[3+m] n, then per task: id, lease_token,
 --   retry_in_ms (-1 = use the backoff), permanent (0|1), error

@@ -5,7 +5,7 @@
 -- index; dropped, or dead-lettered when the queue's `on_expire` is 'dead').
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
 -- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors  KEYS[11] hist
--- KEYS[12..20] group keys, KEYS[21..30] option keys (see lib.lua)  KEYS[31] dead_keys
+-- KEYS[12..20] group keys, KEYS[21..30] option keys (see lib/)  KEYS[31] dead_keys
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none), swept (1 when the

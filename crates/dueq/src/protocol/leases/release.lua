@@ -1,7 +1,7 @@
 -- release: hands leases back unfinished (graceful shutdown): the task is due again at once,
 -- at its old due time, and the attempt is not counted.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] stats
--- KEYS[7..15] group keys, KEYS[16..25] option keys (see lib.lua)
+-- KEYS[7..15] group keys, KEYS[16..25] option keys (see lib/)
 -- ARGV[1] wake channel, ARGV[2] n, then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 released | 0 lease_lost}
 local sched, active, leases, tasks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

@@ -2,7 +2,7 @@
 --   hours by the Redis clock, without scanning: one ZCOUNT per bucket per scheduled set (the
 --   priorities in use and the groups' `gdue`), O(buckets x sets x log n); a set's buckets past
 --   its last task are not asked for.
--- KEYS[1] sched  KEYS[2] meta  KEYS[3] gdue  KEYS[4..13] option keys (see lib.lua)
+-- KEYS[1] sched  KEYS[2] meta  KEYS[3] gdue  KEYS[4..13] option keys (see lib/)
 -- ARGV: none
 -- Returns: {now_ms, due (due time at or before now), later (due after now + 24 h), then 60
 --   minute counts, then 24 hour counts}: minute i (from 1) counts due times in

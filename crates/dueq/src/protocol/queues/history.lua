@@ -1,5 +1,5 @@
 -- history: a queue's per-minute activity of the last hour, as kept by claim, ack, nack and
--- recover (see hist_add in lib.lua). Read-only.
+-- recover (see hist_add in lib/). Read-only.
 -- KEYS[1] hist
 -- ARGV: none
 -- Returns: {now_ms, field, value, field, value, ...} with fields "<minute>:<counter>"

@@ -65,7 +65,7 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
             "lateness_sum_ms" => s.lateness.sum_ms = value,
             "run_time_sum_ms" => s.run_time.sum_ms = value,
             other => {
-                // histogram buckets: "lateness:<i>", "run_time:<i>" (lib.lua)
+                // histogram buckets: "lateness:<i>", "run_time:<i>" (lib/)
                 let bucket = |prefix: &str| {
                     other
                         .strip_prefix(prefix)

@@ -3,7 +3,7 @@
 --   dropped as a cancel drops them (counted in cancelled_total; a schedule's ticks fired
 --   ahead among them are gone too); dead and kept succeeded ones are deleted.
 -- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys  KEYS[5] errors
--- KEYS[6..14] group keys, KEYS[15..24] option keys (see lib.lua)  KEYS[25] meta
+-- KEYS[6..14] group keys, KEYS[15..24] option keys (see lib/)  KEYS[25] meta
 -- KEYS[26] dead_keys  KEYS[27] done  KEYS[28] stats
 -- ARGV[1] state ('scheduled' | 'dead' | 'succeeded'), ARGV[2] max (1..1000)
 -- Returns: {now_ms, dropped, left (tasks of that state still there)}

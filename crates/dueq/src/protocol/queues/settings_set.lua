@@ -1,6 +1,6 @@
 -- settings_set: changes a queue's stored settings (pause, defaults, caps, limits, alert
 -- thresholds); every process reads them at its next claim, and idle workers are woken.
--- KEYS[1] meta  KEYS[2] stats  KEYS[3..11] group keys (see lib.lua)
+-- KEYS[1] meta  KEYS[2] stats  KEYS[3..11] group keys (see lib/)
 -- ARGV[1] wake channel, ARGV[2] n, then n name, value pairs to set, then names to clear
 -- The name `seq_floor` is not stored: it raises the task sequence to at least its value (a
 -- partition p numbers its tasks from p << 40, so an id names its partition).

@@ -1,6 +1,6 @@
 -- stats: counts and timings of one queue, without scanning (O(log n)).
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] dead  KEYS[4] done  KEYS[5] stats  KEYS[6] meta
--- KEYS[7] gdue  KEYS[8] gready  KEYS[9] gparked  KEYS[10..19] option keys (see lib.lua)
+-- KEYS[7] gdue  KEYS[8] gready  KEYS[9] gparked  KEYS[10..19] option keys (see lib/)
 -- ARGV: none
 -- Returns: {now_ms, scheduled, due, active, dead, succeeded_kept, next_due_ms (-1 = none),
 --   paused (0|1), groups waiting (ready or parked), then name, value pairs: the counters of

@@ -2,7 +2,7 @@
 --   ahead whose tasks still wait for their due time (sched_withdraw): those ticks never came.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] errors
 --   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)  KEYS[28] schedule_fired  KEYS[29] schedules
+--   option keys (see lib/)  KEYS[28] schedule_fired  KEYS[29] schedules
 -- ARGV[1] name
 -- Returns: {now_ms, 1 if a schedule was removed else 0}
 local T = {tasks = KEYS[2], keys = KEYS[3], stats = KEYS[5], errors = KEYS[6]}

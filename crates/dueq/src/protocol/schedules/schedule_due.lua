@@ -1,5 +1,5 @@
 -- schedule_due: the schedules a firer should act on now (their score in `schedule_next`,
---   sched_act_at in lib.lua, has come: a tick is due or may fire ahead), with what firing
+--   sched_act_at in lib/, has come: a tick is due or may fire ahead), with what firing
 --   them needs.
 -- KEYS[1] schedule_next  KEYS[2] schedules  KEYS[3] schedule_state  KEYS[4] schedule_fired
 -- ARGV[1] most schedules to return (at most 1000)  ARGV[2] spread (a random number, 0 = none)

@@ -1,7 +1,7 @@
 -- schedule_fire: fires planned schedule ticks, each at most once however many processes try.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
 --   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)  KEYS[28] schedule_fired (sched_ticks)  KEYS[29] schedules
+--   option keys (see lib/)  KEYS[28] schedule_fired (sched_ticks)  KEYS[29] schedules
 --   (hash name -> definition)
 -- ARGV[1] task wake channel, ARGV[2] n (schedules in this batch), ARGV[3] ahead_max (most
 --   ticks of a schedule fired ahead of their time at once), ARGV[4] refill (a schedule is
@@ -11,11 +11,11 @@
 --   fire_once tick for a missed span first, then the ticks from the next one on, the later
 --   ones ahead of their time); next fire ms after them (-1 none); overlap ('a' allow | 's'
 --   skip); the tasks' group ('' none); lead ms (how far ahead of its time a tick may fire: 0
---   or FIRE_AHEAD_MS); the ticks' task spec (the record without its tail, lib.lua) with an
+--   or FIRE_AHEAD_MS); the ticks' task spec (the record without its tail, lib/) with an
 --   empty key: each tick's task gets business key 'schedule:<name>:<tick ms>' put in; the
 --   definition the step was planned from (as read); the misfire policy ('s' skip | 'o'
 --   fire_once); misfire_grace_ms. Each task carries its tick's misfire deadline and policy
---   (lib.lua): the tick + grace under skip, the next tick + grace under fire_once, so a task
+--   (lib/): the tick + grace under skip, the next tick + grace under fire_once, so a task
 --   that has not started by then is a missed tick. A fire_once tick already missed when it
 --   fires is its span's one run and carries none, nor does a tick with no next tick.
 -- Returns: {now_ms, then per schedule: code, tasks created, ticks skipped (overlap + missed)}

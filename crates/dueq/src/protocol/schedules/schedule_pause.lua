@@ -4,7 +4,7 @@
 --   resume, for ticks a pause by an older version (which took back only the newest) left.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] errors
 --   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)  KEYS[28] schedule_fired
+--   option keys (see lib/)  KEYS[28] schedule_fired
 -- ARGV[1] name, ARGV[2] paused (0|1), ARGV[3] schedule wake channel, ARGV[4] lead ms,
 --   ARGV[5] refill (see schedule_fire.lua), ARGV[6..] for a resume, the next fire times after
 --   the client's reading of the Redis time, ascending

@@ -2,7 +2,7 @@
 --   changes nothing).
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] errors
 --   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)  KEYS[28] schedule_fired  KEYS[29] schedules (hash name ->
+--   option keys (see lib/)  KEYS[28] schedule_fired  KEYS[29] schedules (hash name ->
 --   definition)
 --   (schedule_state: hash name -> state; schedule_next: sorted set name -> when to act,
 --   sched_act_at; schedule_fired: sched_ticks)
@@ -12,7 +12,7 @@
 -- Returns: {now_ms, outcome ('created' | 'replaced' | 'unchanged' | 'stale'), next fire ms
 --   or -1 (none, or paused)}; 'stale' (nothing written) when the offered times were all
 --   past by the script's now although the grid goes on: offer newer ones
--- State: see sched_state (lib.lua). A replace that keeps the timing (same fingerprint) keeps
+-- State: see sched_state (lib/). A replace that keeps the timing (same fingerprint) keeps
 -- the next fire time and every counter; a replace keeps the paused flag (registering at
 -- start-up must not resume a schedule an operator paused). A changed definition takes back
 -- the ticks fired ahead whose tasks still wait (sched_withdraw), so those ticks fire by the

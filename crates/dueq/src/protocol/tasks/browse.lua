@@ -1,6 +1,6 @@
 -- browse: one page of scheduled tasks in due order, or of active tasks in lease-deadline order, after a cursor.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] tasks  KEYS[4] meta  KEYS[5] errors  KEYS[6] gdue
--- KEYS[7] groups  KEYS[8..17] option keys (see lib.lua)  KEYS[18] leases
+-- KEYS[7] groups  KEYS[8..17] option keys (see lib/)  KEYS[18] leases
 -- ARGV[1] state ('scheduled' | 'active'), ARGV[2] cursor score (-1 = from the start),
 -- ARGV[3] cursor id ('' = none), ARGV[4] limit (1..1000)
 -- Returns: {now_ms, the queue's max_attempts, the queue's lease_ms, n, then per task: id,

@@ -1,6 +1,6 @@
 -- cancel: removes a scheduled task (by id or business key) before any worker gets it.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] stats
--- KEYS[7] errors  KEYS[8..16] group keys, KEYS[17..26] option keys (see lib.lua)  KEYS[27] meta
+-- KEYS[7] errors  KEYS[8..16] group keys, KEYS[17..26] option keys (see lib/)  KEYS[27] meta
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key
 -- Returns: {now_ms, outcome, id}: outcome 'cancelled' | 'in_progress' | 'not_found'
 local active, leases, tasks, keys, stats = KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

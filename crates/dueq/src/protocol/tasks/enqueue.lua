@@ -1,13 +1,13 @@
 -- enqueue: adds a batch of tasks; a live business key keeps (or replaces) its task.
 -- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
--- KEYS[7..15] group keys, KEYS[16..25] option keys (see lib.lua)
+-- KEYS[7..15] group keys, KEYS[16..25] option keys (see lib/)
 -- ARGV[1] wake channel
 -- ARGV[2] n (tasks in this batch), ARGV[3] values per task (4, or 5 when a task of the batch
 --   has a group), then per task:
 --   key ('' = none); mode: on_conflict ('k' keep | 'r' replace | 'b' debounce) followed by due
 --   kind ('a' at | 'd' delay), e.g. 'kd', then optionally ' p' (a priority above 0, which the
 --   spec carries), ' t<ms>' (ttl), ' e<ms>' (expires at) and ' m<ms>' (debounce_max_ms); due value (ms); spec (the record without its tail,
---   see lib.lua; it carries the priority); group (5th value; '' = none; a replace keeps the
+--   see lib/; it carries the priority); group (5th value; '' = none; a replace keeps the
 --   task's group)
 --   After the tasks' values, for partition p > 0 of a queue of several: the partition count
 --   the client routed by.

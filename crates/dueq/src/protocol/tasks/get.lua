@@ -1,6 +1,6 @@
 -- get: reads one task (by id or business key) with its state.
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead  KEYS[7] done
--- KEYS[8] errors  KEYS[9] meta  KEYS[10..18] group keys, KEYS[19..28] option keys (lib.lua)
+-- KEYS[8] errors  KEYS[9] meta  KEYS[10..18] group keys, KEYS[19..28] option keys (lib/)
 -- KEYS[29] dead_keys
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key: by key, the live task under it, else the
 --   newest dead one

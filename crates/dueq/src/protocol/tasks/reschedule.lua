@@ -1,6 +1,6 @@
 -- reschedule: moves the due time of a scheduled task (by id or business key).
 -- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys
--- KEYS[6..14] group keys, KEYS[15..24] option keys (see lib.lua); a task keeps its priority
+-- KEYS[6..14] group keys, KEYS[15..24] option keys (see lib/); a task keeps its priority
 --   and its expiry  KEYS[25] meta
 -- ARGV[1] wake channel, ARGV[2] 'id' | 'key', ARGV[3] the id or key,
 -- ARGV[4] due kind ('at' | 'delay'), ARGV[5] due value (ms)
