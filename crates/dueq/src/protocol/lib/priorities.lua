@@ -1,18 +1,12 @@
--- Task options. Ungrouped scheduled tasks sit in one sorted set per priority: `sched` (always
--- KEYS[1]) for priority 0, then one key per priority 1..9. The meta field `prio` is a bitmask
--- (2^p) of the priorities above 0 ever used, so a claim reads only the sets in use, and a
--- queue that never used a priority reads `sched` alone, as before. Bits are set by the
--- enqueue that first uses a priority and never cleared (an empty set costs one read), so
--- every script that puts a task back into its set finds the bit already set. `expiry`
--- (sorted set id -> expires_at_ms) holds the scheduled tasks with an expiry that have not
--- started; the meta field `exp` is 1 once any task of the queue had one. `O` names the keys:
--- O.s[0..9] (the sets by priority) and O.expiry; scripts pass the ten keys after the group
--- keys (option_keys).
-local function option_keys(at)
-  local s = {[0] = KEYS[1]}
-  for p = 1, 9 do s[p] = KEYS[at + p - 1] end
-  return {s = s, expiry = KEYS[at + 9]}
-end
+-- priorities: the ungrouped scheduled sets by priority. Ungrouped scheduled tasks sit in one
+--   sorted set per priority: `K.sched` (`K.s[0]`) for priority 0, `K.s[1]` .. `K.s[9]` for
+--   priorities 1 to 9. The meta field `prio` is a bitmask (2^p) of the priorities above 0 ever
+--   used, so a claim reads only the sets in use, and a queue that never used a priority reads
+--   `sched` alone. Bits are set by the enqueue that first uses a priority and never cleared (an
+--   empty set costs one read), so every script that puts a task back into its set finds the
+--   bit already set. `K.expiry` (sorted set id -> expires_at_ms) holds the scheduled tasks with
+--   an expiry that have not started; the meta field `exp` is 1 once any task of the queue had
+--   one (expiry itself: lifecycle.lua).
 
 -- The priorities in use by meta field `prio` (nil = none above 0): 0 first, ascending, and
 -- their count.
@@ -46,10 +40,10 @@ local function prios_mark(meta, used, field)
 end
 
 -- Earliest due time over the ungrouped sets of priorities `pl` (count `pn`), or nil.
-local function earliest_plain(O, pl, pn)
+local function earliest_plain(K, pl, pn)
   local best = nil
   for i = 1, pn do
-    local e = earliest(O.s[pl[i]])
+    local e = earliest(K.s[pl[i]])
     if e and (not best or e < best) then best = e end
   end
   return best

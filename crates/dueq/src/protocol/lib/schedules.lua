@@ -65,12 +65,12 @@ end
 -- its last. `S`, `N`: its fired ticks (sched_ticks), shortened here to those at or before
 -- `now`. Returns the earliest tick undone (a string, nil when none), and the state's `last`,
 -- `prev` and `fired` after it.
-local function sched_withdraw(T, G, O, name, S, N, fired, now)
+local function sched_withdraw(K, name, S, N, fired, now)
   local n = #N
   local k, first = n, nil
   while k > 0 and N[k] > now do
-    local id = redis.call('HGET', T.keys, 'schedule:' .. name .. ':' .. S[k])
-    if id then unschedule(T, G, O, id, redis.call('HGET', T.tasks, id)) end
+    local id = redis.call('HGET', K.keys, 'schedule:' .. name .. ':' .. S[k])
+    if id then unschedule(K, id, redis.call('HGET', K.tasks, id)) end
     first = S[k]
     S[k], N[k] = nil, nil
     k = k - 1
