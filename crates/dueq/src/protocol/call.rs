@@ -1,22 +1,59 @@
-//! The plumbing every script wrapper shares: [`run`] (keys and arguments in, a [`Reply`]
-//! cursor out), the [`Args`] builder, and the per-call task cap.
+//! The plumbing every script wrapper shares: [`run`] and [`run_global`] (a queue's keys or
+//! a global key, and arguments in, a [`Reply`] cursor out), the [`Args`] builder, and the
+//! per-call task cap.
 
 use redis::Value;
 
 use super::conn::{Conn, WaitFor};
+use super::keys::{GlobalKey, QueueKeys, Span};
 use super::scripts::{self, Function};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Most tasks one script call handles (DESIGN 3: bounded work per call).
 pub(crate) const MAX_BATCH: usize = 1000;
 
-/// Calls operation `name` (`FCALL`). A server without the library (`Function not found`:
-/// restart without persistence, `FUNCTION FLUSH`) gets it loaded and the call again; the
-/// refused call wrote nothing.
+/// Calls operation `function` on the queue (or partition) of `k`, passing the span of its
+/// keys the registry gives the operation.
 pub(crate) async fn run(
     conn: &mut Conn,
+    function: &Function<Span>,
+    k: &QueueKeys,
+    args: Vec<Vec<u8>>,
+) -> Result<Reply> {
+    let keys = k.script_keys();
+    let call: Boxed<'_> = Box::pin(fcall(
+        conn,
+        function.op,
+        &function.name,
+        &keys[..function.takes.len()],
+        args,
+    ));
+    call.await
+}
+
+/// Calls operation `function` on its one key outside any hash tag.
+pub(crate) async fn run_global(
+    conn: &mut Conn,
+    function: &Function<GlobalKey>,
+    args: Vec<Vec<u8>>,
+) -> Result<Reply> {
+    let keys = [function.takes.key];
+    let call: Boxed<'_> = Box::pin(fcall(conn, function.op, &function.name, &keys, args));
+    call.await
+}
+
+/// A script call as a boxed future: every operation goes through one, so the futures of
+/// the library's methods stay shallow enough for the compiler to prove a caller's spawned
+/// task `Send`.
+type Boxed<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Reply>> + Send + 'a>>;
+
+/// Calls operation `name` (`FCALL` of the library's function `function`). A server without
+/// the library (`Function not found`: restart without persistence, `FUNCTION FLUSH`) gets it
+/// loaded and the call again; the refused call wrote nothing.
+async fn fcall(
+    conn: &mut Conn,
     name: &'static str,
-    function: &Function,
+    function: &str,
     keys: &[&str],
     args: Vec<Vec<u8>>,
 ) -> Result<Reply> {
@@ -27,7 +64,7 @@ pub(crate) async fn run(
         return Reply::new(name, v);
     }
     let mut call = redis::cmd("FCALL");
-    call.arg(&function.name).arg(keys.len()).arg(keys).arg(args);
+    call.arg(function).arg(keys.len()).arg(keys).arg(args);
     #[cfg(all(feature = "test-clock", debug_assertions))]
     call.arg(conn.clock_arg());
     let v: Value = match call.query_async(conn).await {
@@ -61,14 +98,14 @@ const DURABLE: &[&str] = &[
 async fn run_durable(
     conn: &mut Conn,
     name: &'static str,
-    function: &Function,
+    function: &str,
     keys: &[&str],
     args: &[Vec<u8>],
     wait: WaitFor,
 ) -> Result<Value> {
     let mut pipe = redis::pipe();
     pipe.cmd("FCALL")
-        .arg(&function.name)
+        .arg(function)
         .arg(keys.len())
         .arg(keys)
         .arg(args);

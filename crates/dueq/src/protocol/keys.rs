@@ -1,7 +1,8 @@
 //! Queue names and the Redis key names of a queue.
 //!
 //! This is the only place key names are built (DESIGN section 3): scripts receive them all in
-//! `KEYS`, and business keys and ids are never spliced into a key name.
+//! `KEYS`, and business keys and ids are never spliced into a key name. `SCRIPT_KEYS` is the
+//! one order in which every operation on a queue takes them.
 
 use crate::error::{Error, Result};
 
@@ -33,6 +34,102 @@ pub const RECOVERY_KEY: &str = "dueq:recovery";
 /// Live worker processes and servers (outside any hash tag, so each script touching it
 /// touches one key): hash worker id → heartbeat entry (see `protocol/workers`).
 pub const WORKERS_KEY: &str = "dueq:workers";
+
+/// A queue's keys in the order every operation on a queue takes them in `KEYS`, by the name
+/// scripts read each under (`K.<name>`, `queue_keys` in `lib/keys.lua`); `sched:1` ..
+/// `sched:9` are `K.s[1]` .. `K.s[9]`. Each name is also its key's suffix. The keys the small,
+/// frequent operations need come first, so they take a short prefix ([`Span`]).
+pub(crate) const SCRIPT_KEYS: [&str; 37] = [
+    "active",
+    "leases",
+    "tasks",
+    "keys",
+    "meta",
+    "stats",
+    "errors",
+    "hist",
+    "done",
+    "gsched",
+    "gdue",
+    "groups",
+    "gready",
+    "gactive",
+    "gparked",
+    "rate",
+    "rate_n",
+    "rate_idle",
+    "sched",
+    "sched:1",
+    "sched:2",
+    "sched:3",
+    "sched:4",
+    "sched:5",
+    "sched:6",
+    "sched:7",
+    "sched:8",
+    "sched:9",
+    "expiry",
+    "dead",
+    "dead_keys",
+    "claims",
+    "schedule_state",
+    "schedule_next",
+    "schedule_fired",
+    "schedules",
+    "webhook",
+];
+
+/// How many of [`SCRIPT_KEYS`] an operation takes: always a prefix, so every operation reads
+/// a key at the same place. Each extra key costs a call a little (Redis parses it and the
+/// script gets it as a string), so extend and ack, the most frequent calls after claim, take
+/// only what they touch; the registry in `scripts.rs` gives each operation its span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// `active`, `leases`: extend.
+    Leases = 2,
+    /// Through the group and rate-limit keys: ack, settings, history.
+    Finish = 18,
+    /// Through `sched`, the sets of priorities 1 to 9 and `expiry`: the operations that place
+    /// or find scheduled tasks.
+    Scheduled = 29,
+    /// Through `dead` and `dead_keys`: the operations that may find or make a dead task.
+    Dead = 31,
+    /// Through `claims` and `schedule_state`: claim and recover.
+    Claims = 33,
+    /// Every key: schedules, webhook, queue delete.
+    All = SCRIPT_KEYS.len() as isize,
+}
+
+impl Span {
+    /// How many keys the span holds.
+    pub(crate) const fn len(self) -> usize {
+        self as usize
+    }
+}
+
+/// A key outside any hash tag, the one key of the operations on it: the name scripts read it
+/// under (`global_key` in `lib/keys.lua`) and the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GlobalKey {
+    /// Its name in scripts (read by the registry's test).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) name: &'static str,
+    /// The key.
+    pub(crate) key: &'static str,
+}
+
+impl GlobalKey {
+    /// [`RECOVERY_KEY`].
+    pub(crate) const RECOVERY: Self = Self {
+        name: "recovery",
+        key: RECOVERY_KEY,
+    };
+    /// [`WORKERS_KEY`].
+    pub(crate) const WORKERS: Self = Self {
+        name: "workers",
+        key: WORKERS_KEY,
+    };
+}
 
 /// Checks a queue name: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..`. Any other character could
 /// change the hash tag (`{`, `}`) or the key separator (`:`), and `.` / `..` are path segments
@@ -213,7 +310,7 @@ pub struct QueueKeys {
     /// tick fired ahead, whose task a change takes back, and the one before them.
     pub schedule_fired: String,
     /// Scheduled tasks of groups: sorted set, every score 0, member = group prefix, due time,
-    /// id (see `lib.lua`).
+    /// id (see `lib/groups.lua`).
     pub gsched: String,
     /// Scheduled tasks of groups by due time: sorted set id → due time.
     pub gdue: String,
@@ -225,7 +322,7 @@ pub struct QueueKeys {
     pub gactive: String,
     /// Groups at their concurrency limit: hash group → since (ms).
     pub gparked: String,
-    /// Rate-limit logs: sorted set, every score 0 (see `lib.lua`).
+    /// Rate-limit logs: sorted set, every score 0 (see `lib/limits.lua`).
     pub rate: String,
     /// Rate-limit totals: hash owner → "total floor".
     pub rate_n: String,
@@ -306,8 +403,7 @@ impl QueueKeys {
         })
     }
 
-    /// The nine group and rate-limit keys, in the order scripts take them (`group_keys` in
-    /// `lib.lua`).
+    /// The nine group and rate-limit keys, in the order scripts take them (`SCRIPT_KEYS`).
     pub fn group_keys(&self) -> [&str; 9] {
         [
             &self.gsched,
@@ -322,15 +418,8 @@ impl QueueKeys {
         ]
     }
 
-    /// `keys` followed by the nine group keys: the KEYS of a script that touches groups.
-    pub(crate) fn with_group_keys<'a>(&'a self, keys: &[&'a String]) -> Vec<&'a str> {
-        let mut v: Vec<&str> = keys.iter().map(|s| s.as_str()).collect();
-        v.extend(self.group_keys());
-        v
-    }
-
-    /// The ten task-option keys, in the order scripts take them (`option_keys` in `lib.lua`):
-    /// the scheduled sets of priorities 1 to 9, then `expiry`.
+    /// The ten task-option keys, in the order scripts take them (`SCRIPT_KEYS`): the sets of
+    /// priorities 1 to 9, then `expiry`.
     pub fn option_keys(&self) -> [&str; 10] {
         let mut v = [self.expiry.as_str(); 10];
         for (slot, key) in v.iter_mut().zip(&self.psched) {
@@ -339,12 +428,49 @@ impl QueueKeys {
         v
     }
 
-    /// `keys` (`sched` first: it is priority 0's set), the nine group keys, then the ten
-    /// option keys: the KEYS of a script that finds or places scheduled tasks.
-    pub(crate) fn with_lane_keys<'a>(&'a self, keys: &[&'a String]) -> Vec<&'a str> {
-        let mut v = self.with_group_keys(keys);
-        v.extend(self.option_keys());
-        v
+    /// The keys of [`SCRIPT_KEYS`], in its order.
+    pub(crate) fn script_keys(&self) -> [&str; 37] {
+        let p = &self.psched;
+        [
+            &self.active,
+            &self.leases,
+            &self.tasks,
+            &self.keys,
+            &self.meta,
+            &self.stats,
+            &self.errors,
+            &self.hist,
+            &self.done,
+            &self.gsched,
+            &self.gdue,
+            &self.groups,
+            &self.gready,
+            &self.gactive,
+            &self.gparked,
+            &self.rate,
+            &self.rate_n,
+            &self.rate_idle,
+            &self.sched,
+            &p[0],
+            &p[1],
+            &p[2],
+            &p[3],
+            &p[4],
+            &p[5],
+            &p[6],
+            &p[7],
+            &p[8],
+            &self.expiry,
+            &self.dead,
+            &self.dead_keys,
+            &self.claims,
+            &self.schedule_state,
+            &self.schedule_next,
+            &self.schedule_fired,
+            &self.schedules,
+            &self.webhook,
+        ]
+        .map(String::as_str)
     }
 
     /// Every key and channel of the queue, for inspection and tests.
@@ -482,6 +608,40 @@ mod tests {
         // an id past the partitions, or not dueq's, is looked for in partition 0
         assert_eq!(partition_of_id(&format!("{:012x}", 9u64 << 40), 6), 0);
         assert_eq!(partition_of_id("not-hex", 6), 0);
+    }
+
+    #[test]
+    fn script_keys_follow_their_names() {
+        let k = QueueKeys::partition("orders", 3, 6).unwrap();
+        let keys = k.script_keys();
+        for (key, name) in keys.iter().zip(SCRIPT_KEYS) {
+            assert!(key.ends_with(&format!("}}:{name}")), "{key} is not {name}");
+        }
+        // every key of the queue, its channels aside, is one of them once
+        let mut all: Vec<&str> = k
+            .all()
+            .into_iter()
+            .filter(|key| *key != k.wake && *key != k.schedule_wake)
+            .collect();
+        let mut listed = keys.to_vec();
+        all.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(all, listed);
+        let spans = [
+            Span::Leases,
+            Span::Finish,
+            Span::Scheduled,
+            Span::Dead,
+            Span::Claims,
+            Span::All,
+        ];
+        assert!(spans.windows(2).all(|w| w[0].len() < w[1].len()));
+        assert_eq!(Span::All.len(), SCRIPT_KEYS.len());
+        assert_eq!(SCRIPT_KEYS[Span::Leases.len() - 1], "leases");
+        assert_eq!(SCRIPT_KEYS[Span::Finish.len() - 1], "rate_idle");
+        assert_eq!(SCRIPT_KEYS[Span::Scheduled.len() - 1], "expiry");
+        assert_eq!(SCRIPT_KEYS[Span::Dead.len() - 1], "dead_keys");
+        assert_eq!(SCRIPT_KEYS[Span::Claims.len() - 1], "schedule_state");
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! The registry of Lua operations: one file per operation, which sits beside the Rust
-//! wrapper of its resource (`tasks/enqueue.lua` next to `tasks/mod.rs`), and `lib.lua` (the
-//! shared helpers).
+//! wrapper of its resource (`tasks/enqueue.lua` next to `tasks/mod.rs`), the keys each takes,
+//! and `lib/` (the shared helpers, one file per concern).
 //!
-//! All of them form one Redis function library (`FUNCTION LOAD`, Redis 7): `lib.lua` runs
-//! once when the library loads, and each operation is a function of it called with `FCALL`,
-//! so a call pays for its own work only (as an `EVALSHA` script, every call ran `lib.lua`'s
-//! definitions again; docs/BENCHMARKS.md has what that cost). The library's name and
+//! All of them form one Redis function library (`FUNCTION LOAD`, Redis 7): the files of
+//! `lib/` run once when the library loads, and each operation is a function of it called with
+//! `FCALL`, so a call pays for its own work only (as an `EVALSHA` script, every call ran the
+//! helpers' definitions again; docs/BENCHMARKS.md has what that cost). The library's name and
 //! its functions' names carry a digest of the code (`dueq_<digest>_claim`), so processes of
 //! two dueq versions on one Redis each call their own. A function the server does not have
 //! (a restart without persistence, `FUNCTION FLUSH`, a node that never had it) answers
@@ -34,12 +34,38 @@ use redis::ServerErrorKind;
 use tokio::time::Instant;
 
 use super::conn::Conn;
+use super::keys::{GlobalKey, Span};
 use crate::error::Result;
 
-/// One operation of the library: the name `FCALL` takes.
-pub(crate) struct Function {
+/// One operation of the library: the name `FCALL` takes, its operation name (the file's), and
+/// what it takes in `KEYS`: a [`Span`] of its queue's keys, or one [`GlobalKey`].
+pub(crate) struct Function<T> {
     pub(crate) name: String,
+    pub(crate) op: &'static str,
+    pub(crate) takes: T,
 }
+
+/// What an operation takes in `KEYS`, for the registry's test.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(test), allow(dead_code))]
+enum Takes {
+    Span(Span),
+    GlobalKey(GlobalKey),
+}
+
+/// The helpers every operation may use, in the order they are defined: each file may use what
+/// the ones before it define.
+const LIB: &[(&str, &str)] = &[
+    ("lib/base.lua", include_str!("lib/base.lua")),
+    ("lib/keys.lua", include_str!("lib/keys.lua")),
+    ("lib/record.lua", include_str!("lib/record.lua")),
+    ("lib/stats.lua", include_str!("lib/stats.lua")),
+    ("lib/priorities.lua", include_str!("lib/priorities.lua")),
+    ("lib/groups.lua", include_str!("lib/groups.lua")),
+    ("lib/limits.lua", include_str!("lib/limits.lua")),
+    ("lib/lifecycle.lua", include_str!("lib/lifecycle.lua")),
+    ("lib/schedules.lua", include_str!("lib/schedules.lua")),
+];
 
 /// The library's name (with the digest) and its source text.
 struct Library {
@@ -62,7 +88,10 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     #[cfg(not(all(feature = "test-clock", debug_assertions)))]
     let clock = "";
     let mut source = format!("#!lua name={NAME_SLOT}\n");
-    source.push_str(include_str!("lib.lua"));
+    for (_, text) in LIB {
+        source.push_str(text);
+        source.push('\n');
+    }
     for (file, text, _, flags) in SOURCES {
         // writing to a String cannot fail
         let _ = write!(
@@ -87,10 +116,12 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     }
 });
 
-impl Function {
-    fn named(file: &str) -> Self {
+impl<T> Function<T> {
+    fn named(file: &'static str, takes: T) -> Self {
         Self {
             name: format!("{}_{}", LIBRARY.name, op_of(file)),
+            op: op_of(file),
+            takes,
         }
     }
 }
@@ -104,54 +135,56 @@ const DRAINS: &str = "'allow-oom'";
 const ADDS: &str = "";
 
 macro_rules! scripts {
-    ($($name:ident => $file:literal, $keys:literal, $flags:expr;)*) => {
+    ($($name:ident => $file:literal, $kind:ident::$takes:ident, $flags:expr;)*) => {
         $(
             #[doc = concat!("The function of `", $file, "`.")]
-            pub(crate) static $name: LazyLock<Function> = LazyLock::new(|| Function::named($file));
+            pub(crate) static $name: LazyLock<Function<$kind>> =
+                LazyLock::new(|| Function::named($file, $kind::$takes));
         )*
-        /// Every operation: (file name, source, number of KEYS the Rust side passes, its
-        /// flags: [`READS`], [`DRAINS`] or [`ADDS`]).
-        const SOURCES: &[(&str, &str, usize, &str)] = &[$(($file, include_str!($file), $keys, $flags)),*];
+        /// Every operation: (file name, source, what it takes in KEYS, its flags: [`READS`],
+        /// [`DRAINS`] or [`ADDS`]).
+        const SOURCES: &[(&str, &str, Takes, &str)] =
+            &[$(($file, include_str!($file), Takes::$kind($kind::$takes), $flags)),*];
     };
 }
 
 scripts! {
-    ENQUEUE => "tasks/enqueue.lua", 25, ADDS;
-    CLAIM => "leases/claim.lua", 32, DRAINS;
-    ACK => "leases/ack.lua", 18, DRAINS;
-    NACK => "leases/nack.lua", 30, DRAINS;
-    EXTEND => "leases/extend.lua", 2, DRAINS;
-    RELEASE => "leases/release.lua", 25, DRAINS;
-    RECOVER => "leases/recover.lua", 31, DRAINS;
-    CANCEL => "tasks/cancel.lua", 27, DRAINS;
-    RESCHEDULE => "tasks/reschedule.lua", 25, ADDS;
-    GET => "tasks/get.lua", 29, READS;
-    BROWSE => "tasks/browse.lua", 18, READS;
-    STATS => "queues/stats.lua", 19, READS;
-    HISTORY => "queues/history.lua", 1, READS;
-    RECOVERY_DUE => "queues/recovery_due.lua", 1, DRAINS;
-    RECOVERY_DONE => "queues/recovery_done.lua", 1, DRAINS;
-    PURGE => "queues/purge.lua", 28, DRAINS;
-    QUEUE_DELETE => "queues/queue_delete.lua", 3, DRAINS;
-    DUE_COUNTS => "queues/due_counts.lua", 13, READS;
-    DEAD_LIST => "dead/dead_list.lua", 4, READS;
-    DEAD_RETRY => "dead/dead_retry.lua", 26, ADDS;
-    DEAD_DELETE => "dead/dead_delete.lua", 5, DRAINS;
-    DEAD_BULK => "dead/dead_bulk.lua", 26, ADDS;
-    SETTINGS_SET => "queues/settings_set.lua", 11, ADDS;
-    WEBHOOK_SET => "webhook/webhook_set.lua", 1, ADDS;
-    WEBHOOK_CLEAR => "webhook/webhook_clear.lua", 1, DRAINS;
-    WEBHOOK_FAILED => "webhook/webhook_failed.lua", 1, DRAINS;
-    SCHEDULE_SET => "schedules/schedule_set.lua", 29, ADDS;
-    SCHEDULE_DELETE => "schedules/schedule_delete.lua", 29, DRAINS;
-    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", 28, ADDS;
-    SCHEDULE_GET => "schedules/schedule_get.lua", 3, READS;
-    SCHEDULE_LIST => "schedules/schedule_list.lua", 3, READS;
-    SCHEDULE_DUE => "schedules/schedule_due.lua", 4, DRAINS;
-    SCHEDULE_FIRE => "schedules/schedule_fire.lua", 29, ADDS;
-    WORKER_BEAT => "workers/worker_beat.lua", 1, ADDS;
-    WORKER_REMOVE => "workers/worker_remove.lua", 1, DRAINS;
-    WORKER_LIST => "workers/worker_list.lua", 1, READS;
+    ENQUEUE => "tasks/enqueue.lua", Span::Scheduled, ADDS;
+    CLAIM => "leases/claim.lua", Span::Claims, DRAINS;
+    ACK => "leases/ack.lua", Span::Finish, DRAINS;
+    NACK => "leases/nack.lua", Span::Dead, DRAINS;
+    EXTEND => "leases/extend.lua", Span::Leases, DRAINS;
+    RELEASE => "leases/release.lua", Span::Scheduled, DRAINS;
+    RECOVER => "leases/recover.lua", Span::Claims, DRAINS;
+    CANCEL => "tasks/cancel.lua", Span::Scheduled, DRAINS;
+    RESCHEDULE => "tasks/reschedule.lua", Span::Scheduled, ADDS;
+    GET => "tasks/get.lua", Span::Dead, READS;
+    BROWSE => "tasks/browse.lua", Span::Scheduled, READS;
+    STATS => "queues/stats.lua", Span::Dead, READS;
+    HISTORY => "queues/history.lua", Span::Finish, READS;
+    RECOVERY_DUE => "queues/recovery_due.lua", GlobalKey::RECOVERY, DRAINS;
+    RECOVERY_DONE => "queues/recovery_done.lua", GlobalKey::RECOVERY, DRAINS;
+    PURGE => "queues/purge.lua", Span::Dead, DRAINS;
+    QUEUE_DELETE => "queues/queue_delete.lua", Span::All, DRAINS;
+    DUE_COUNTS => "queues/due_counts.lua", Span::Scheduled, READS;
+    DEAD_LIST => "dead/dead_list.lua", Span::Dead, READS;
+    DEAD_RETRY => "dead/dead_retry.lua", Span::Dead, ADDS;
+    DEAD_DELETE => "dead/dead_delete.lua", Span::Dead, DRAINS;
+    DEAD_BULK => "dead/dead_bulk.lua", Span::Dead, ADDS;
+    SETTINGS_SET => "queues/settings_set.lua", Span::Finish, ADDS;
+    WEBHOOK_SET => "webhook/webhook_set.lua", Span::All, ADDS;
+    WEBHOOK_CLEAR => "webhook/webhook_clear.lua", Span::All, DRAINS;
+    WEBHOOK_FAILED => "webhook/webhook_failed.lua", Span::All, DRAINS;
+    SCHEDULE_SET => "schedules/schedule_set.lua", Span::All, ADDS;
+    SCHEDULE_DELETE => "schedules/schedule_delete.lua", Span::All, DRAINS;
+    SCHEDULE_PAUSE => "schedules/schedule_pause.lua", Span::All, ADDS;
+    SCHEDULE_GET => "schedules/schedule_get.lua", Span::All, READS;
+    SCHEDULE_LIST => "schedules/schedule_list.lua", Span::All, READS;
+    SCHEDULE_DUE => "schedules/schedule_due.lua", Span::All, DRAINS;
+    SCHEDULE_FIRE => "schedules/schedule_fire.lua", Span::All, ADDS;
+    WORKER_BEAT => "workers/worker_beat.lua", GlobalKey::WORKERS, ADDS;
+    WORKER_REMOVE => "workers/worker_remove.lua", GlobalKey::WORKERS, DRAINS;
+    WORKER_LIST => "workers/worker_list.lua", GlobalKey::WORKERS, READS;
 }
 
 /// Whether `e` says the server lacks a function (so the library must be loaded). The text,
@@ -260,24 +293,124 @@ async fn has_library(conn: &mut Conn) -> redis::RedisResult<bool> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
 
-    /// Each file's header names its KEYS; the registry must pass exactly that many, and every
-    /// operation file must be registered.
+    use super::*;
+    use crate::protocol::keys::SCRIPT_KEYS;
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol");
+
+    /// The names of the keys `takes` passes, as scripts read them (`K.<name>`).
+    fn names(takes: Takes) -> BTreeSet<&'static str> {
+        match takes {
+            Takes::Span(span) => SCRIPT_KEYS[..span.len()].iter().copied().collect(),
+            Takes::GlobalKey(g) => BTreeSet::from([g.name]),
+        }
+    }
+
+    /// Code lines of a Lua text: comments and the text of strings dropped (a rough cut that
+    /// fits these files: no long strings, no `--` inside a string).
+    fn code(text: &str) -> String {
+        text.lines()
+            .map(|l| l.split("--").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The names of `K` a piece of Lua code reads or passes on: `K.<name>`, and for `K.s[..]`
+    /// every scheduled set by priority. `pl`, `pn` and `woke` are per-call state, not keys.
+    fn keys_read(code: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (at, _) in code.match_indices("K.") {
+            if at > 0 && code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let name: String = code[at + 2..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            match name.as_str() {
+                "pl" | "pn" | "woke" => {}
+                "s" => {
+                    out.insert("sched".to_owned());
+                    out.extend((1..=9).map(|p| format!("sched:{p}")));
+                }
+                _ => {
+                    out.insert(name);
+                }
+            }
+        }
+        out
+    }
+
+    /// The helpers of `lib/` (name → code of its body), split at each top-level
+    /// `local function`.
+    fn helpers() -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for (_, text) in LIB {
+            let text = code(text);
+            let mut starts: Vec<usize> = text
+                .match_indices("\nlocal function ")
+                .map(|(at, _)| at + 1)
+                .collect();
+            starts.push(text.len());
+            for w in starts.windows(2) {
+                let body = &text[w[0]..w[1]];
+                let name: String = body["local function ".len()..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                out.insert(name, body.to_owned());
+            }
+        }
+        out
+    }
+
+    /// Whether `code` calls `name(` (not a longer name ending in it).
+    fn calls(code: &str, name: &str) -> bool {
+        code.match_indices(&format!("{name}(")).any(|(at, _)| {
+            !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '.')
+        })
+    }
+
+    /// Every key `code` reads, itself or through the helpers it calls (and those they call).
+    fn keys_used(code: &str, helpers: &BTreeMap<String, String>) -> BTreeSet<String> {
+        let mut used = keys_read(code);
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![code.to_owned()];
+        while let Some(c) = todo.pop() {
+            for (name, body) in helpers {
+                // they build `K`: reading it there is not using a key
+                if name == "queue_keys" || name == "global_key" {
+                    continue;
+                }
+                if !seen.contains(name) && calls(&c, name) {
+                    seen.insert(name.clone());
+                    used.extend(keys_read(body));
+                    todo.push(body.clone());
+                }
+            }
+        }
+        used
+    }
+
+    /// Each file's header names what it takes in KEYS, as the registry does; every operation
+    /// file is registered; and every key an operation reads, itself or through the helpers
+    /// it calls, is among those its call passes (on Redis Cluster a script may touch only
+    /// keys passed in KEYS).
     #[test]
-    fn headers_match_registry() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol");
+    fn headers_and_keys_match_registry() {
         let registered: Vec<_> = SOURCES.iter().map(|(f, _, _, _)| *f).collect();
         let mut found = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap() {
+        for entry in std::fs::read_dir(DIR).unwrap() {
             let path = entry.unwrap().path();
-            if !path.is_dir() {
+            let resource = path.file_name().unwrap().to_str().unwrap().to_owned();
+            if !path.is_dir() || resource == "lib" {
                 continue;
             }
             for file in std::fs::read_dir(&path).unwrap() {
                 let name = file.unwrap().file_name().into_string().unwrap();
                 if name.ends_with(".lua") {
-                    let resource = path.file_name().unwrap().to_str().unwrap();
                     found.push(format!("{resource}/{name}"));
                 }
             }
@@ -289,57 +422,66 @@ mod tests {
             );
         }
         assert_eq!(found.len(), registered.len(), "{found:?}");
-        for &(file, _, keys, _) in SOURCES {
-            let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+        let helpers = helpers();
+        assert!(helpers.len() > 50, "{:?}", helpers.keys());
+        for &(file, text, takes, _) in SOURCES {
             let first = text.lines().next().unwrap();
-            let op = file.rsplit('/').next().unwrap().trim_end_matches(".lua");
+            let op = op_of(file);
             assert!(
                 first.starts_with(&format!("-- {op}: ")),
                 "{file}: bad first line"
             );
             assert!(text.contains("-- Returns:"), "{file}: no Returns line");
             let header: String = text.lines().take_while(|l| l.starts_with("--")).collect();
-            // `KEYS[a..b]` declares a range; `group_keys(a)` uses the nine keys from `a`,
-            // `option_keys(a)` the ten from `a`
-            let ranges = |text: &str, open: &str, close: &str| -> Vec<usize> {
-                text.match_indices(open)
-                    .filter_map(|(at, _)| {
-                        let rest = &text[at + open.len()..];
-                        let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                        rest[n.len()..]
-                            .starts_with(close)
-                            .then(|| n.parse().unwrap())
-                    })
-                    .collect()
-            };
-            let mut declared: Vec<usize> = (1..=40)
-                .filter(|i| header.contains(&format!("KEYS[{i}]")))
+            let body = code(text);
+            assert!(!body.contains("KEYS["), "{file}: reads KEYS by number");
+            match takes {
+                Takes::Span(span) => {
+                    let said = format!("-- KEYS: queue_keys, Span::{span:?} (keys.rs)");
+                    assert!(header.contains(&said), "{file}: header lacks {said:?}");
+                    assert!(body.contains("queue_keys()"), "{file}");
+                }
+                Takes::GlobalKey(g) => {
+                    let said = format!("-- KEYS: global_key('{}'): {}", g.name, g.key);
+                    assert!(header.contains(&said), "{file}: header lacks {said:?}");
+                    assert!(
+                        body.contains(&format!("global_key('{}')", g.name)),
+                        "{file}"
+                    );
+                }
+            }
+            let passed = names(takes);
+            let used = keys_used(&body, &helpers);
+            let missing: Vec<_> = used
+                .iter()
+                .filter(|k| !passed.contains(k.as_str()))
                 .collect();
-            for a in ranges(&header, "KEYS[", "..") {
-                let len = if header.contains(&format!("KEYS[{a}..{}]", a + 8)) {
-                    9
-                } else {
-                    assert!(header.contains(&format!("KEYS[{a}..{}]", a + 9)), "{file}");
-                    10
-                };
-                declared.extend(a..a + len);
-            }
-            assert_eq!(declared.len(), keys, "{file}: header declares {declared:?}");
-            let body: String = text.lines().filter(|l| !l.starts_with("--")).collect();
-            let mut used: Vec<usize> = (1..=40)
-                .filter(|i| body.contains(&format!("KEYS[{i}]")))
-                .collect();
-            for a in ranges(&body, "group_keys(", ")") {
-                used.extend(a..a + 9);
-            }
-            for a in ranges(&body, "option_keys(", ")") {
-                // the priority-0 set is the script's KEYS[1] (lib.lua)
-                used.extend(a..a + 10);
-                used.push(1);
-            }
-            used.sort_unstable();
-            used.dedup();
-            assert_eq!(used.len(), keys, "{file}: body uses {used:?}");
+            assert!(missing.is_empty(), "{file} reads {missing:?}, not passed");
         }
+    }
+
+    /// `queue_keys` in `lib/keys.lua` reads each key at its place in [`SCRIPT_KEYS`].
+    #[test]
+    fn lua_key_names_match_keys_rs() {
+        let lua = code(LIB[1].1);
+        for (i, name) in SCRIPT_KEYS.iter().enumerate() {
+            if !name.starts_with("sched:") {
+                let n = i + 1;
+                assert!(
+                    lua.contains(&format!("{name} = KEYS[{n}]")),
+                    "{name} is not KEYS[{n}]"
+                );
+            }
+        }
+        // the sets of priorities 1 to 9 follow `sched`, in order
+        assert_eq!(SCRIPT_KEYS[18], "sched");
+        let sets: Vec<String> = (1..=9).map(|p| format!("sched:{p}")).collect();
+        assert_eq!(SCRIPT_KEYS[19..28], sets[..]);
+        let s = &lua[lua.find("K.s = {").unwrap()..];
+        let s = &s[..s.find('}').unwrap()];
+        let listed: Vec<String> = (20..=28).map(|n| format!("KEYS[{n}]")).collect();
+        let want = format!("K.s = {{[0] = KEYS[19], {}", listed.join(", "));
+        let squeeze = |t: &str| t.split_whitespace().collect::<String>();
+        assert_eq!(squeeze(s), squeeze(&want));
     }
 }

@@ -1,9 +1,7 @@
 -- dead_bulk: retries, deletes or only counts the dead tasks that match a filter, one slice of
 --   the dead-letter queue a call (in order of death, oldest first), so a call's work stays
 --   bounded however large the queue is; the caller calls again with the cursor it returns.
--- KEYS[1] sched  KEYS[2] dead  KEYS[3] tasks  KEYS[4] keys  KEYS[5] errors
--- KEYS[6..14] group keys, KEYS[15..24] option keys (see lib.lua)  KEYS[25] meta
--- KEYS[26] dead_keys
+-- KEYS: queue_keys, Span::Dead (keys.rs)
 -- ARGV[1] action ('retry' | 'delete' | 'count'), ARGV[2] wake channel
 -- ARGV[3] at: the death time (ms) to go on from, ARGV[4] skip: how many dead tasks of that
 --   very death time earlier calls looked at and left (they come first in its order)
@@ -17,9 +15,7 @@
 --   again)}
 -- Tasks of one death time are in id order, and those a call acts on leave the queue, so the
 -- ones it left are the first of their time: the next call skips that many.
-local D = {dead = KEYS[2], tasks = KEYS[3], keys = KEYS[4], errors = KEYS[5],
-  G = group_keys(6), O = option_keys(15), dead_keys = KEYS[26]}
-D.G.meta = KEYS[25]
+local K = queue_keys()
 local now = now_ms()
 local action = ARGV[1]
 local at, skip, before = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -28,7 +24,7 @@ local scan, limit = tonumber(ARGV[6]), tonumber(ARGV[7])
 local err_has, prefix, group = ARGV[8], ARGV[9], ARGV[10]
 local spread = tonumber(ARGV[11])
 
-local page = redis.call('ZRANGE', D.dead, int(at), '(' .. int(before), 'BYSCORE', 'WITHSCORES',
+local page = redis.call('ZRANGE', K.dead, int(at), '(' .. int(before), 'BYSCORE', 'WITHSCORES',
   'LIMIT', skip, scan)
 local ids, scores, n = {}, {}, 0
 for i = 1, #page, 2 do
@@ -36,13 +32,13 @@ for i = 1, #page, 2 do
   ids[n], scores[n] = page[i], tonumber(page[i + 1])
 end
 
-local recs = hmget_chunked(D.tasks, ids)
-local errs = err_has ~= '' and hmget_chunked(D.errors, ids)
-local groups = group ~= '' and hmget_chunked(D.G.groups, ids)
+local recs = hmget_chunked(K.tasks, ids)
+local errs = err_has ~= '' and hmget_chunked(K.errors, ids)
+local groups = group ~= '' and hmget_chunked(K.groups, ids)
 local matched, done, conflicts = 0, 0, 0
 -- whether each task left the dead-letter queue in this call
 local gone = {}
-local before_due = action == 'retry' and earliest_due(KEYS[1], D.G)
+local before_due = action == 'retry' and earliest_due(K)
 for i = 1, n do
   local id, rec = ids[i], recs[i]
   local ok = true
@@ -55,13 +51,13 @@ for i = 1, n do
     matched = matched + 1
     if action ~= 'count' and done + conflicts < limit then
       if action == 'delete' then
-        dead_delete_one(D, id, rec)
+        dead_delete_one(K, id, rec)
         done = done + 1
         gone[i] = true
       elseif rec and rec_ok(rec) then
         local due = now
         if spread > 0 then due = now + tonumber(string.sub(redis.sha1hex(id), 1, 8), 16) % spread end
-        if dead_retry_one(D, id, rec, due, now) == 'retried' then
+        if dead_retry_one(K, id, rec, due, now) == 'retried' then
           done = done + 1
           gone[i] = true
         else

@@ -17,8 +17,7 @@ pub(crate) async fn dead_list(
 ) -> Result<DeadPage> {
     let mut a = Args::default();
     a.n(offset).n(limit.clamp(1, MAX_BATCH as u64));
-    let keys = [&k.dead, &k.tasks, &k.errors, &k.meta].map(String::as_str);
-    let mut r = run(conn, "dead_list", &scripts::DEAD_LIST, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::DEAD_LIST, k, a.take()).await?;
     r.u64()?;
     let total = r.u64()?;
     let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
@@ -65,10 +64,7 @@ pub(crate) async fn dead_retry(
     for id in ids {
         a.s(id.as_str());
     }
-    let mut keys = k.with_lane_keys(&[&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors]);
-    keys.push(&k.meta);
-    keys.push(&k.dead_keys);
-    let mut r = run(conn, "dead_retry", &scripts::DEAD_RETRY, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::DEAD_RETRY, k, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(ids.len());
     for _ in ids {
@@ -91,8 +87,7 @@ pub(crate) async fn dead_delete(
     for id in ids {
         a.s(id.as_str());
     }
-    let keys = [&k.dead, &k.tasks, &k.errors, &k.groups, &k.dead_keys].map(String::as_str);
-    let mut r = run(conn, "dead_delete", &scripts::DEAD_DELETE, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::DEAD_DELETE, k, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(ids.len());
     for _ in ids {
@@ -170,10 +165,7 @@ pub(crate) async fn dead_bulk(
         .s(filter.key_prefix)
         .s(filter.group)
         .n(spread_ms);
-    let mut keys = k.with_lane_keys(&[&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors]);
-    keys.push(&k.meta);
-    keys.push(&k.dead_keys);
-    let mut r = run(conn, "dead_bulk", &scripts::DEAD_BULK, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::DEAD_BULK, k, a.take()).await?;
     r.u64()?;
     let next_at = r.i64()?;
     let skip = r.u64()?;

@@ -1,14 +1,13 @@
 -- ack: completes active tasks whose lease token is still current (fencing).
--- KEYS[1] active  KEYS[2] leases  KEYS[3] tasks  KEYS[4] keys  KEYS[5] done  KEYS[6] stats  KEYS[7] meta
--- KEYS[8] errors  KEYS[9] hist  KEYS[10..18] group keys (see lib.lua)
+-- KEYS: queue_keys, Span::Finish (keys.rs)
 -- ARGV[1] wake channel (told when a slot under a concurrency limit frees up), ARGV[2] n,
 --   then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 acknowledged | 0 lease_lost}
 -- a local for the per-task loop: a global is a table lookup per use in Lua 5.1
 local ARGV = ARGV
-local active, leases, tasks, keys, done, stats, meta, errors, hist =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local G = group_keys(10)
+local K = queue_keys()
+local active, leases, tasks, keys, done, stats, meta, errors, hist = K.active, K.leases,
+  K.tasks, K.keys, K.done, K.stats, K.meta, K.errors, K.hist
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out = {now}
@@ -17,7 +16,7 @@ for i = 1, n do ids[i] = ARGV[1 + 2 * i] end
 local lvs = hmget_chunked(leases, ids)
 local cfg = redis.call('HMGET', meta, 'done_max', 'concurrency', 'gprio')
 -- the priorities grouped tasks use, for a parked group's head (gfinish)
-G.pl, G.pn = prios_of(cfg[3])
+K.pl, K.pn = prios_of(cfg[3])
 local keep = tonumber(cfg[1] or '0')
 local conc = tonumber(cfg[2] or '0') or 0
 -- lease values repeat across a batch (one token per claim call): split each once
@@ -65,16 +64,16 @@ if nok > 0 then
   local wake_up = at_concurrency(meta, active, conc)
   chunked('ZREM', active, okids)
   if ngrouped > 0 then
-    local gs = hmget_chunked(G.groups, grouped)
+    local gs = hmget_chunked(K.groups, grouped)
     local per = {}
     for j = 1, ngrouped do
       if gs[j] then per[gs[j]] = (per[gs[j]] or 0) + 1 end
     end
     for g, count in pairs(per) do
-      if gfinish(G, g, now, stats, count) then wake_up = true end
+      if gfinish(K, g, now, count) then wake_up = true end
     end
     -- a task kept as succeeded keeps its group (as a dead one does) until trim drops it
-    if keep == 0 then chunked('HDEL', G.groups, grouped) end
+    if keep == 0 then chunked('HDEL', K.groups, grouped) end
   end
   if wake_up then redis.call('PUBLISH', ARGV[1], int(now)) end
   chunked('HDEL', leases, okids)
@@ -102,14 +101,14 @@ if nok > 0 then
         drop[nd] = grouped[j]
       end
     end
-    if nd > 0 then chunked('HDEL', G.groups, drop) end
+    if nd > 0 then chunked('HDEL', K.groups, drop) end
     chunked('ZADD', done, dargs)
-    trim(done, tasks, errors, keep, G.groups)
+    trim(done, tasks, errors, keep, K.groups)
   else
     chunked('HDEL', tasks, okids)
     chunked('HDEL', errors, failed)
     -- retention was turned off: let go of what it kept, a slice per call
-    if redis.call('EXISTS', done) == 1 then trim(done, tasks, errors, 0, G.groups) end
+    if redis.call('EXISTS', done) == 1 then trim(done, tasks, errors, 0, K.groups) end
   end
   redis.call('HINCRBY', stats, 'succeeded_total', #okids)
   -- run times: one per lease value (the tasks of one claim share it)

@@ -1,10 +1,7 @@
 -- claim: hands out up to `max` due tasks under a fresh lease each, within the queue's limits.
--- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] claims
--- KEYS[7] errors  KEYS[8] dead  KEYS[9] stats  KEYS[10] hist  KEYS[11] keys
--- KEYS[12..20] group keys (gsched, gdue, groups, gready, gactive, gparked, rate, rate_n,
---   rate_idle; see lib.lua)  KEYS[21..30] option keys (priority sets 1..9, expiry; lib.lua)
--- KEYS[31] schedule_state (a missed tick counts in its schedule's skipped_total)
--- KEYS[32] dead_keys (an expired task kept in the dead-letter queue stays findable by key)
+-- KEYS: queue_keys, Span::Claims (keys.rs). `schedule_state`: a missed tick counts in its
+--   schedule's skipped_total; `dead_keys`: an expired task kept in the dead-letter queue stays
+--   findable by key.
 -- ARGV[1] max (0..1000; 0 only reports timing)  ARGV[2] lease_ms override (0 = each task's own)
 -- ARGV[3] claim id ('' = untracked): remember what this call hands out, so that a caller that
 --   never got the reply can ask for it again
@@ -35,13 +32,11 @@
 -- off its fired_total.
 -- One lease token serves every task of a call: a token only has to differ between two claims
 -- of the same task, and those are always different calls.
-local sched, active, leases, tasks, meta, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local errors = KEYS[7]
-local G = group_keys(12)
-local O = option_keys(21)
-local K = {dead = KEYS[8], errors = KEYS[7], stats = KEYS[9], hist = KEYS[10], G = G, O = O,
-  tasks = tasks, keys = KEYS[11], meta = meta, dead_keys = KEYS[32]}
-local sstate = KEYS[31]
+local K = queue_keys()
+-- locals for what the per-task loops use: a table field is a lookup per use in Lua 5.1
+local active, leases, tasks, meta, claims, errors = K.active, K.leases, K.tasks, K.meta,
+  K.claims, K.errors
+local sstate = K.schedule_state
 local max = tonumber(ARGV[1])
 local override = tonumber(ARGV[2])
 local claim_id, forget = ARGV[3], ARGV[4]
@@ -61,8 +56,7 @@ local default_lease = tonumber(cfg[12] or '30000') or 30000
 local pl, pn = prios_of(cfg[13])
 local exp_on, to_dead = cfg[14] ~= false, cfg[15] == 'dead'
 -- the priorities grouped tasks use (each a range of a group's own in `gsched`)
-G.pl, G.pn = prios_of(cfg[16])
-G.meta = meta
+K.pl, K.pn = prios_of(cfg[16])
 local out = {now, paused and 1 or 0, -1, -1, 0, cfg[8] or '0', '', -1, cfg[11] or '5', 0, 0, 0}
 -- (index, group) of the grouped tasks handed out, appended after the tasks, and the
 -- schedule names of missed ticks, appended after those
@@ -125,7 +119,7 @@ for i = 1, tonumber(ARGV[6]) do
       if rec and rec_ok(rec) then
         local _, _, _, due = rec_head(rec)
         local _, _, _, _, grouped = lease_split(lv)
-        hand_out(id, token, rec, due, grouped and (redis.call('HGET', G.groups, id) or '') or '')
+        hand_out(id, token, rec, due, grouped and (redis.call('HGET', K.groups, id) or '') or '')
       end
     end
   end
@@ -143,7 +137,7 @@ local late_n, late_b, late_run = {}, 1, 0
 local function drop_missed(id, rec, group, once)
   release_key(K.keys, rec, id)
   redis.call('HDEL', tasks, id)
-  if group ~= '' then redis.call('HDEL', G.groups, id) end
+  if group ~= '' then redis.call('HDEL', K.groups, id) end
   redis.call('HINCRBY', K.stats, 'cancelled_total', 1)
   local name = string.match(rec_key(rec), '^schedule:(.+):%d+$')
   if not name then return end
@@ -167,7 +161,7 @@ local function hand_out_all(ids, dues, n, group)
   if not token then token = int(redis.call('HINCRBY', meta, 'seq', 1)) end
   local recs = hmget_chunked(tasks, ids)
   -- expiry times of these tasks (n <= 1000, the claim's cap, so one call)
-  local exps = exp_on and redis.call('ZMSCORE', O.expiry, unpack(ids, 1, n))
+  local exps = exp_on and redis.call('ZMSCORE', K.expiry, unpack(ids, 1, n))
   local started, ns = {}, 0
   local given = 0
   for j = 1, n do
@@ -181,7 +175,7 @@ local function hand_out_all(ids, dues, n, group)
     if e and e <= now and ok then
       expire_task(K, ids[j], rec, now, to_dead)
     elseif md and md < now then
-      if e then redis.call('ZREM', O.expiry, ids[j]) end
+      if e then redis.call('ZREM', K.expiry, ids[j]) end
       drop_missed(ids[j], rec, group, once)
     elseif ok then
       if e then
@@ -202,10 +196,10 @@ local function hand_out_all(ids, dues, n, group)
       late_run = late_run + 1
     else
       if recs[j] then quarantine(K, ids[j], now) end
-      if group ~= '' then redis.call('HDEL', G.groups, ids[j]) end
+      if group ~= '' then redis.call('HDEL', K.groups, ids[j]) end
     end
   end
-  if ns > 0 then chunked('ZREM', O.expiry, started) end
+  if ns > 0 then chunked('ZREM', K.expiry, started) end
   fresh = fresh + given
   return given
 end
@@ -217,7 +211,7 @@ local function read_plain(room)
   for i = 1, pn do
     if n >= room then break end
     local p = pl[i]
-    local r = redis.call('ZRANGEBYSCORE', O.s[p], '-inf', now, 'WITHSCORES', 'LIMIT', 0, room - n)
+    local r = redis.call('ZRANGEBYSCORE', K.s[p], '-inf', now, 'WITHSCORES', 'LIMIT', 0, room - n)
     for j = 1, #r, 2 do
       n = n + 1
       ids[n] = r[j]
@@ -245,7 +239,7 @@ local function take_plain(plain, n)
   while i <= n do
     local p, j = plain.sets[i], i
     while j < n and plain.sets[j + 1] == p do j = j + 1 end
-    redis.call('ZREMRANGEBYRANK', O.s[p], 0, j - i)
+    redis.call('ZREMRANGEBYRANK', K.s[p], 0, j - i)
     i = j + 1
   end
   return hand_out_all(ids, dues, n, '')
@@ -257,16 +251,16 @@ end
 local function serve_group(g, q)
   local running = 0
   if gconc > 0 then
-    running = tonumber(redis.call('HGET', G.gactive, g) or '0') or 0
+    running = tonumber(redis.call('HGET', K.gactive, g) or '0') or 0
     q = math.min(q, gconc - running)
     if q <= 0 then
       -- parked only while it has due work held back; else it waits for its next task
-      local head = ghead(G, g)
+      local head = ghead(K, g)
       if head and head > now then
-        redis.call('ZADD', G.gready, head, g)
+        redis.call('ZADD', K.gready, head, g)
       else
-        redis.call('ZREM', G.gready, g)
-        redis.call('HSET', G.gparked, g, int(now))
+        redis.call('ZREM', K.gready, g)
+        redis.call('HSET', K.gparked, g, int(now))
       end
       return 0
     end
@@ -274,10 +268,10 @@ local function serve_group(g, q)
   local limit = nil
   if grmax > 0 and grper > 0 and q > 0 then
     local room, opens
-    room, opens, limit = rate_room(G, g, grmax, grper, now)
+    room, opens, limit = rate_room(K, g, grmax, grper, now)
     if room <= 0 then
-      redis.call('ZADD', G.gready, opens, g)
-      rate_hold(G, limit, now)
+      redis.call('ZADD', K.gready, opens, g)
+      rate_hold(K, limit, now)
       return 0
     end
     q = math.min(q, room)
@@ -285,10 +279,10 @@ local function serve_group(g, q)
   -- per priority in use (0 first), one read gives the due tasks to take (at most q in all)
   -- and that priority's next task after them; `head` is the earliest task not taken
   local ids, dues, n, head = {}, {}, 0, nil
-  for k = 1, G.pn do
-    local p = gpprefix(g, G.pl[k])
+  for k = 1, K.pn do
+    local p = gpprefix(g, K.pl[k])
     local want = q - n
-    local r = redis.call('ZRANGEBYLEX', G.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, want + 1)
+    local r = redis.call('ZRANGEBYLEX', K.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, want + 1)
     local last = 0
     for i = 1, #r do
       local d = struct.unpack('>I6', r[i], #p + 1)
@@ -301,30 +295,30 @@ local function serve_group(g, q)
       dues[n] = d
       ids[n] = string.sub(r[i], #p + 7)
     end
-    if last > 0 then redis.call('ZREMRANGEBYLEX', G.gsched, '[' .. r[1], '[' .. r[last]) end
+    if last > 0 then redis.call('ZREMRANGEBYLEX', K.gsched, '[' .. r[1], '[' .. r[last]) end
   end
   if n > 0 then
-    chunked('ZREM', G.gdue, ids)
+    chunked('ZREM', K.gdue, ids)
     n = hand_out_all(ids, dues, n, g)
     if n > 0 then
-      redis.call('HINCRBY', G.gactive, g, n)
+      redis.call('HINCRBY', K.gactive, g, n)
       if limit then
         -- the time the group was held back, counted now that it is served (summed over groups)
         if limit.held then
           redis.call('HINCRBY', K.stats, 'throttled_ms_group_rate', math.max(now - limit.held, 0))
           limit.held = nil
         end
-        rate_take(G, limit, n, now)
+        rate_take(K, limit, n, now)
       end
     end
   end
   if not head then
-    redis.call('ZREM', G.gready, g)
+    redis.call('ZREM', K.gready, g)
   elseif gconc > 0 and running + n >= gconc and head <= now then
-    redis.call('ZREM', G.gready, g)
-    redis.call('HSET', G.gparked, g, int(now))
+    redis.call('ZREM', K.gready, g)
+    redis.call('HSET', K.gparked, g, int(now))
   else
-    redis.call('ZADD', G.gready, math.max(head, now), g)
+    redis.call('ZADD', K.gready, math.max(head, now), g)
   end
   return n
 end
@@ -336,7 +330,7 @@ end
 local function take_groups(room)
   local taken, visits = 0, 0
   while room > 0 and visits < room + 100 do
-    local ready = redis.call('ZRANGEBYSCORE', G.gready, '-inf', now, 'LIMIT', 0, room)
+    local ready = redis.call('ZRANGEBYSCORE', K.gready, '-inf', now, 'LIMIT', 0, room)
     if #ready == 0 then break end
     local share = math.max(1, math.floor(room / #ready))
     for i = 1, #ready do
@@ -360,7 +354,7 @@ local function take_due(room, g0)
   if not g0 or g0 > now then return take_plain(plain, np) end
   local nplain = 0
   if np > 0 then
-    local ng = redis.call('ZCOUNT', G.gready, '-inf', now)
+    local ng = redis.call('ZCOUNT', K.gready, '-inf', now)
     nplain = math.min(np, math.max(1, math.floor(room / (ng + 1))))
   end
   local taken = take_groups(room - nplain)
@@ -382,7 +376,7 @@ end
 local room = max - nz / 2
 if max > 0 and exp_on then expire_due(K, now, to_dead) end
 -- the earliest due time decides whether to look further (an idle poll stops here)
-local first_plain, first_group = earliest_plain(O, pl, pn), earliest(G.gready)
+local first_plain, first_group = earliest_plain(K, pl, pn), earliest(K.gready)
 local first = first_plain
 if first_group and (not first or first_group < first) then first = first_group end
 local due_now = not paused and room > 0 and first ~= nil and first <= now
@@ -396,7 +390,7 @@ if due_now then
   local limit = nil
   if rmax > 0 and rper > 0 and room > 0 then
     local r, opens
-    r, opens, limit = rate_room(G, '', rmax, rper, now)
+    r, opens, limit = rate_room(K, '', rmax, rper, now)
     if r <= 0 then
       by_rate = true
       out[8] = opens
@@ -405,16 +399,16 @@ if due_now then
   end
   if room > 0 then
     local n = take_due(room, first_group)
-    if limit and n > 0 then rate_take(G, limit, n, now) end
+    if limit and n > 0 then rate_take(K, limit, n, now) end
   end
-  first = earliest_plain(O, pl, pn)
-  local fg = earliest(G.gready)
+  first = earliest_plain(K, pl, pn)
+  local fg = earliest(K.gready)
   if fg and (not first or fg < first) then first = fg end
 end
 -- logs of owners idle for a window go, also while the queue is idle
-if max > 0 and (rmax > 0 or grmax > 0) then rate_forget(G, now - math.max(rper, grper)) end
+if max > 0 and (rmax > 0 or grmax > 0) then rate_forget(K, now - math.max(rper, grper)) end
 if by_conc then out[7] = 'concurrency' elseif by_rate then out[7] = 'rate' end
-if by_conc or (gconc > 0 and redis.call('HLEN', G.gparked) > 0) then out[10] = 1 end
+if by_conc or (gconc > 0 and redis.call('HLEN', K.gparked) > 0) then out[10] = 1 end
 if max > 0 then
   if conc > 0 or cfg[10] then throttle_clock('concurrency', cfg[10], by_conc) end
   if rmax > 0 or cfg[9] then throttle_clock('rate', cfg[9], by_rate) end

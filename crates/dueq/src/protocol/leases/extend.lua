@@ -1,8 +1,9 @@
 -- extend: pushes back the lease deadline of active tasks whose token is still current.
--- KEYS[1] active  KEYS[2] leases
+-- KEYS: queue_keys, Span::Leases (keys.rs)
 -- ARGV[1] n, then per task: id, lease_token, lease_ms (new lease, counted from now)
 -- Returns: {now_ms, then per task: new lease deadline (ms) | 0 lease_lost}
-local active, leases = KEYS[1], KEYS[2]
+local K = queue_keys()
+local active, leases = K.active, K.leases
 local n = tonumber(ARGV[1])
 local now = now_ms()
 local out = {now}

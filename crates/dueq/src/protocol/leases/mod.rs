@@ -73,13 +73,7 @@ pub(crate) async fn claim(
     for r in tracking.resume {
         a.s(r);
     }
-    let mut keys = k.with_lane_keys(&[
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.claims, &k.errors, &k.dead, &k.stats,
-        &k.hist, &k.keys,
-    ]);
-    keys.push(&k.schedule_state);
-    keys.push(&k.dead_keys);
-    let mut r = run(conn, "claim", &scripts::CLAIM, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::CLAIM, k, a.take()).await?;
     let now_ms = r.u64()?;
     let paused = r.i64()? == 1;
     let next_due_ms = r.opt_u64()?;
@@ -162,10 +156,7 @@ pub(crate) async fn ack(
     for (id, token) in items {
         a.s(id.as_str()).s(token.as_str());
     }
-    let keys = k.with_group_keys(&[
-        &k.active, &k.leases, &k.tasks, &k.keys, &k.done, &k.stats, &k.meta, &k.errors, &k.hist,
-    ]);
-    let mut r = run(conn, "ack", &scripts::ACK, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::ACK, k, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
     for _ in items {
@@ -207,12 +198,7 @@ pub(crate) async fn nack(
             .s(if it.permanent { "1" } else { "0" })
             .s(it.error);
     }
-    let mut keys = k.with_lane_keys(&[
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.errors,
-        &k.hist,
-    ]);
-    keys.push(&k.dead_keys);
-    let mut r = run(conn, "nack", &scripts::NACK, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::NACK, k, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
     for _ in items {
@@ -237,8 +223,7 @@ pub(crate) async fn extend(
     for (id, token, lease_ms) in items {
         a.s(id.as_str()).s(token.as_str()).n(lease_ms);
     }
-    let keys = [&k.active, &k.leases].map(String::as_str);
-    let mut r = run(conn, "extend", &scripts::EXTEND, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::EXTEND, k, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
     for _ in items {
@@ -258,8 +243,7 @@ pub(crate) async fn release(
     for (id, token) in items {
         a.s(id.as_str()).s(token.as_str());
     }
-    let keys = k.with_lane_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.meta, &k.stats]);
-    let mut r = run(conn, "release", &scripts::RELEASE, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::RELEASE, k, a.take()).await?;
     r.u64()?;
     let mut out = Vec::with_capacity(items.len());
     for _ in items {
@@ -295,12 +279,7 @@ pub(crate) async fn recover(
     for d in backoff_ms {
         a.n(d);
     }
-    let mut keys = k.with_lane_keys(&[
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.stats, &k.meta, &k.claims,
-        &k.errors, &k.hist,
-    ]);
-    keys.push(&k.dead_keys);
-    let mut r = run(conn, "recover", &scripts::RECOVER, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::RECOVER, k, a.take()).await?;
     Ok(RecoverReply {
         now_ms: r.u64()?,
         recovered: r.u64()?,

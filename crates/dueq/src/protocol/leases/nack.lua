@@ -1,15 +1,11 @@
 -- nack: fails the current attempt of active tasks: back to scheduled after a delay, or dead.
--- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
--- KEYS[7] stats  KEYS[8] meta  KEYS[9] errors  KEYS[10] hist  KEYS[11..19] group keys
--- KEYS[20..29] option keys (see lib.lua)  KEYS[30] dead_keys
+-- KEYS: queue_keys, Span::Dead (keys.rs)
 -- ARGV[1] wake channel, ARGV[2] m, ARGV[3..2+m] backoff (ms) after attempt 1, 2, ..., m (later
 --   attempts use the last value), ARGV[3+m] n, then per task: id, lease_token,
 --   retry_in_ms (-1 = use the backoff), permanent (0|1), error
 -- Returns: {now_ms, then per task: code, due_at_ms}: 1 rescheduled, 2 dead, 0 lease_lost
-local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
-  errors = KEYS[9], hist = KEYS[10], G = group_keys(11), O = option_keys(20), dead_keys = KEYS[30]}
-local active, leases = KEYS[2], KEYS[3]
-K.G.meta = K.meta
+local K = queue_keys()
+local active, leases = K.active, K.leases
 local channel = ARGV[1]
 local m = tonumber(ARGV[2])
 local n = tonumber(ARGV[3 + m])

@@ -3,19 +3,15 @@
 -- forgets claim records (see claim.lua) of callers gone for over an hour, drops idle
 -- rate-limit logs, and expires up to 100 scheduled tasks whose expiry passed (by the `expiry`
 -- index; dropped, or dead-lettered when the queue's `on_expire` is 'dead').
--- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead
--- KEYS[7] stats  KEYS[8] meta  KEYS[9] claims  KEYS[10] errors  KEYS[11] hist
--- KEYS[12..20] group keys, KEYS[21..30] option keys (see lib.lua)  KEYS[31] dead_keys
+-- KEYS: queue_keys, Span::Claims (keys.rs)
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none), swept (1 when the
 --   sweep of the leases hash came back to its start during this call), expired (tasks
 --   expired), more_expired (1 when the expiry batch was full: call again), next_expiry_ms
 --   (earliest expiry of a scheduled task, -1 = none)}
-local K = {sched = KEYS[1], tasks = KEYS[4], keys = KEYS[5], dead = KEYS[6], stats = KEYS[7], meta = KEYS[8],
-  errors = KEYS[10], hist = KEYS[11], G = group_keys(12), O = option_keys(21), dead_keys = KEYS[31]}
-local active, leases, claims = KEYS[2], KEYS[3], KEYS[9]
-K.G.meta = K.meta
+local K = queue_keys()
+local active, leases, claims = K.active, K.leases, K.claims
 local channel = ARGV[1]
 local max = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
@@ -90,11 +86,11 @@ local per = redis.call('HMGET', K.meta, 'rate_per_ms', 'group_rate_per_ms', 'exp
 local nexpired, more = 0, false
 if per[3] then nexpired, more = expire_due(K, now, per[4] == 'dead') end
 local window = math.max(tonumber(per[1] or '0') or 0, tonumber(per[2] or '0') or 0)
-if window > 0 then rate_forget(K.G, now - window, 100) end
+if window > 0 then rate_forget(K, now - window, 100) end
 local next_deadline = earliest(active)
 if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
   next_deadline = orphan_next
 end
-local next_expiry = per[3] and earliest(K.O.expiry)
+local next_expiry = per[3] and earliest(K.expiry)
 return {now, recovered, dead, next_deadline or -1, swept, nexpired, more and 1 or 0,
   next_expiry or -1}

@@ -1,21 +1,17 @@
 -- release: hands leases back unfinished (graceful shutdown): the task is due again at once,
 -- at its old due time, and the attempt is not counted.
--- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] meta  KEYS[6] stats
--- KEYS[7..15] group keys, KEYS[16..25] option keys (see lib.lua)
+-- KEYS: queue_keys, Span::Scheduled (keys.rs)
 -- ARGV[1] wake channel, ARGV[2] n, then per task: id, lease_token
 -- Returns: {now_ms, then per task: 1 released | 0 lease_lost}
-local sched, active, leases, tasks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local meta, stats = KEYS[5], KEYS[6]
-local G = group_keys(7)
-G.meta = meta
-local O = option_keys(16)
+local K = queue_keys()
+local active, leases, tasks = K.active, K.leases, K.tasks
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out = {now}
-local before = earliest_due(sched, G)
+local before = earliest_due(K)
 local soonest = nil
-local wake_up = at_concurrency(meta, active)
+local wake_up = at_concurrency(K.meta, active)
 for i = 1, n do
   local id, token = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
   local lv = redis.call('HGET', leases, id)
@@ -29,12 +25,12 @@ for i = 1, n do
     local _, _, _, due = rec_head(rec)
     -- a tick's task handed back has started: it is no longer judged by its misfire deadline
     if rec_misfire(rec) then redis.call('HSET', tasks, id, rec_update(rec, nil, nil)) end
-    local g = redis.call('HGET', G.groups, id)
+    local g = redis.call('HGET', K.groups, id)
     if g then
-      if gfinish(G, g, now, stats) then wake_up = true end
-      gschedule(G, g, id, due, now, rec_prio(rec))
+      if gfinish(K, g, now) then wake_up = true end
+      gschedule(K, g, id, due, now, rec_prio(rec))
     else
-      redis.call('ZADD', O.s[rec_prio(rec)], due, id)
+      redis.call('ZADD', K.s[rec_prio(rec)], due, id)
     end
     if soonest == nil or due < soonest then soonest = due end
     ok = 1

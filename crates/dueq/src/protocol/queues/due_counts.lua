@@ -2,26 +2,25 @@
 --   hours by the Redis clock, without scanning: one ZCOUNT per bucket per scheduled set (the
 --   priorities in use and the groups' `gdue`), O(buckets x sets x log n); a set's buckets past
 --   its last task are not asked for.
--- KEYS[1] sched  KEYS[2] meta  KEYS[3] gdue  KEYS[4..13] option keys (see lib.lua)
+-- KEYS: queue_keys, Span::Scheduled (keys.rs)
 -- ARGV: none
 -- Returns: {now_ms, due (due time at or before now), later (due after now + 24 h), then 60
 --   minute counts, then 24 hour counts}: minute i (from 1) counts due times in
 --   (now + (i - 1) min, now + i min], hour i those in (now + (i - 1) h, now + i h]; hour 1 is
 --   the sum of the minutes
-local sched, meta, gdue = KEYS[1], KEYS[2], KEYS[3]
-local O = option_keys(4)
+local K = queue_keys()
 local MINUTE_MS, HOUR_MS, MINUTES, HOURS = 60000, 3600000, 60, 24
 local now = now_ms()
 local minutes, hours = {}, {}
 for i = 1, MINUTES do minutes[i] = 0 end
 for i = 1, HOURS do hours[i] = 0 end
 local due, later = 0, 0
-local pl, pn = prios_of(redis.call('HGET', meta, 'prio'))
--- priority 0's set is `sched` (prios_of lists 0 first), the others come from the option keys
-local sets, n = {gdue, sched}, 2
+local pl, pn = prios_of(redis.call('HGET', K.meta, 'prio'))
+-- priority 0's set is `sched` (prios_of lists 0 first), the others come from `K.s`
+local sets, n = {K.gdue, K.sched}, 2
 for i = 2, pn do
   n = n + 1
-  sets[n] = O.s[pl[i]]
+  sets[n] = K.s[pl[i]]
 end
 -- Counts the tasks of `z` in each bucket of `width` ms from `from` into `into`, while
 -- `left` (tasks of `z` not counted yet) is above 0; returns the new `left`.

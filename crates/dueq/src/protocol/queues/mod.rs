@@ -2,7 +2,7 @@
 //! defaults, caps, limits), the `dueq:queues` registry used for listing, and the
 //! `dueq:recovery` index of queues with leases or expiries to watch.
 
-use super::call::{Args, MAX_BATCH, run};
+use super::call::{Args, MAX_BATCH, run, run_global};
 use super::conn::Conn;
 use super::keys::{
     MAX_PARTITIONS, QUEUES_KEY, QueueKeys, RECOVERY_KEY, SCHEDULES_KEY, WEBHOOKS_KEY,
@@ -13,13 +13,7 @@ use crate::settings::{QueueSettings, RateLimit, STORED_FIELDS};
 use crate::stats::{LATENESS_BOUNDS_MS, MinuteStats, QueueStats, RUN_TIME_BOUNDS_MS, Timings};
 
 pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> {
-    let mut keys: Vec<&str> = [
-        &k.sched, &k.active, &k.dead, &k.done, &k.stats, &k.meta, &k.gdue, &k.gready, &k.gparked,
-    ]
-    .map(String::as_str)
-    .to_vec();
-    keys.extend(k.option_keys());
-    let mut r = run(conn, "stats", &scripts::STATS, &keys, Vec::new()).await?;
+    let mut r = run(conn, &scripts::STATS, k, Vec::new()).await?;
     let mut s = QueueStats {
         queue: k.name.clone(),
         now_ms: r.u64()?,
@@ -65,7 +59,7 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
             "lateness_sum_ms" => s.lateness.sum_ms = value,
             "run_time_sum_ms" => s.run_time.sum_ms = value,
             other => {
-                // histogram buckets: "lateness:<i>", "run_time:<i>" (lib.lua)
+                // histogram buckets: "lateness:<i>", "run_time:<i>" (lib/stats.lua)
                 let bucket = |prefix: &str| {
                     other
                         .strip_prefix(prefix)
@@ -105,7 +99,7 @@ pub(crate) async fn stats(conn: &mut Conn, k: &QueueKeys) -> Result<QueueStats> 
 pub(crate) const HISTORY_MINUTES: u64 = 60;
 
 pub(crate) async fn history(conn: &mut Conn, k: &QueueKeys) -> Result<Vec<MinuteStats>> {
-    let mut r = run(conn, "history", &scripts::HISTORY, &[&k.hist], Vec::new()).await?;
+    let mut r = run(conn, &scripts::HISTORY, k, Vec::new()).await?;
     let now_minute = r.u64()? / 60_000;
     let first = now_minute.saturating_sub(HISTORY_MINUTES - 1);
     let mut out: Vec<MinuteStats> = (first..=now_minute)
@@ -161,9 +155,7 @@ pub(crate) struct DueCounts {
 /// How many scheduled tasks fall due in each of the next [`DUE_MINUTES`] minutes and
 /// [`DUE_HOURS`] hours, by the Redis clock.
 pub(crate) async fn due_counts(conn: &mut Conn, k: &QueueKeys) -> Result<DueCounts> {
-    let mut keys: Vec<&str> = [&k.sched, &k.meta, &k.gdue].map(String::as_str).to_vec();
-    keys.extend(k.option_keys());
-    let mut r = run(conn, "due_counts", &scripts::DUE_COUNTS, &keys, Vec::new()).await?;
+    let mut r = run(conn, &scripts::DUE_COUNTS, k, Vec::new()).await?;
     let (now_ms, due, later) = (r.u64()?, r.u64()?, r.u64()?);
     let mut read = |n: usize| (0..n).map(|_| r.u64()).collect::<Result<Vec<u64>>>();
     let minutes = read(DUE_MINUTES)?;
@@ -192,15 +184,7 @@ pub(crate) async fn settings_set(
     for name in clear {
         a.s(name);
     }
-    let keys = k.with_group_keys(&[&k.meta, &k.stats]);
-    let mut r = run(
-        conn,
-        "settings_set",
-        &scripts::SETTINGS_SET,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::SETTINGS_SET, k, a.take()).await?;
     r.u64()?;
     r.u64()
 }
@@ -283,14 +267,7 @@ pub(crate) struct RecoveryDue {
 pub(crate) async fn recovery_due(conn: &mut Conn, max: usize, hold_ms: u64) -> Result<RecoveryDue> {
     let mut a = Args::default();
     a.n(max).n(hold_ms);
-    let mut r = run(
-        conn,
-        "recovery_due",
-        &scripts::RECOVERY_DUE,
-        &[RECOVERY_KEY],
-        a.take(),
-    )
-    .await?;
+    let mut r = run_global(conn, &scripts::RECOVERY_DUE, a.take()).await?;
     let now_ms = r.u64()?;
     let mark = r.string()?;
     let mut queues = Vec::with_capacity(r.remaining());
@@ -317,14 +294,7 @@ pub(crate) async fn recovery_done(
         for (name, next) in chunk {
             a.s(name).n(next.map_or(-1, |t| t as i64));
         }
-        run(
-            conn,
-            "recovery_done",
-            &scripts::RECOVERY_DONE,
-            &[RECOVERY_KEY],
-            a.take(),
-        )
-        .await?;
+        run_global(conn, &scripts::RECOVERY_DONE, a.take()).await?;
     }
     Ok(())
 }
@@ -376,9 +346,7 @@ pub(crate) async fn purge(
         PurgeState::Succeeded => "succeeded",
     })
     .n(max.clamp(1, MAX_BATCH));
-    let mut keys = k.with_lane_keys(&[&k.sched, &k.dead, &k.tasks, &k.keys, &k.errors]);
-    keys.extend([k.meta.as_str(), &k.dead_keys, &k.done, &k.stats]);
-    let mut r = run(conn, "purge", &scripts::PURGE, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::PURGE, k, a.take()).await?;
     r.u64()?;
     Ok((r.u64()?, r.u64()?))
 }
@@ -387,22 +355,8 @@ pub(crate) async fn purge(
 /// without `force` only when no task is scheduled or active. Whether it deleted.
 pub(crate) async fn queue_delete(conn: &mut Conn, k: &QueueKeys, force: bool) -> Result<bool> {
     let mut a = Args::default();
-    a.n(u8::from(force)).n(k.psched.len());
-    let mut keys: Vec<&str> = vec![&k.sched, &k.active, &k.gdue];
-    keys.extend(k.psched.iter().map(String::as_str));
-    for key in k.all() {
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
-    let mut r = run(
-        conn,
-        "queue_delete",
-        &scripts::QUEUE_DELETE,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    a.n(u8::from(force));
+    let mut r = run(conn, &scripts::QUEUE_DELETE, k, a.take()).await?;
     r.u64()?;
     Ok(r.u64()? == 1)
 }

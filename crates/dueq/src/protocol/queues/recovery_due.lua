@@ -2,11 +2,12 @@
 --   front of the recovery index (`dueq:recovery`, queue -> when to look, ms). Each one's entry
 --   moves to a mark, now + hold + 0.5 ms, until the recoverer reports back (recovery_done):
 --   a claim meanwhile writes a whole-ms deadline below it (ZADD LT), which the report keeps.
--- KEYS[1] dueq:recovery
+-- KEYS: global_key('recovery'): dueq:recovery
 -- ARGV[1] max (queues to take), ARGV[2] hold_ms
 -- Returns: {now_ms, mark, then the queue names}
+local K = global_key('recovery')
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local due = redis.call('ZRANGEBYSCORE', K.recovery, '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local mark = now + tonumber(ARGV[2]) + 0.5
 local n = #due
 if n > 0 then
@@ -15,7 +16,7 @@ if n > 0 then
     args[2 * i - 1] = mark
     args[2 * i] = due[i]
   end
-  chunked('ZADD', KEYS[1], args)
+  chunked('ZADD', K.recovery, args)
 end
 local out = {now, string.format('%.1f', mark)}
 for i = 1, n do out[i + 2] = due[i] end

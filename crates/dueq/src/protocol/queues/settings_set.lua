@@ -1,14 +1,12 @@
 -- settings_set: changes a queue's stored settings (pause, defaults, caps, limits, alert
 -- thresholds); every process reads them at its next claim, and idle workers are woken.
--- KEYS[1] meta  KEYS[2] stats  KEYS[3..11] group keys (see lib.lua)
+-- KEYS: queue_keys, Span::Finish (keys.rs)
 -- ARGV[1] wake channel, ARGV[2] n, then n name, value pairs to set, then names to clear
 -- The name `seq_floor` is not stored: it raises the task sequence to at least its value (a
 -- partition p numbers its tasks from p << 40, so an id names its partition).
 -- Returns: {now_ms, settings version}, or an error for an unknown name (nothing written)
-local meta = KEYS[1]
-local stats = KEYS[2]
-local G = group_keys(3)
-G.meta = meta
+local K = queue_keys()
+local meta, stats = K.meta, K.stats
 local now = now_ms()
 local allowed = {paused = true, dead_max = true, done_max = true, max_attempts = true,
   lease_ms = true, backoff_base_ms = true, backoff_factor = true, backoff_max_ms = true,
@@ -42,22 +40,22 @@ local budget = 10000
 if after[1] ~= before[1] then
   local cursor = '0'
   repeat
-    local scan = redis.call('HSCAN', G.gparked, cursor, 'COUNT', 500)
+    local scan = redis.call('HSCAN', K.gparked, cursor, 'COUNT', 500)
     cursor = scan[1]
     for i = 1, #scan[2], 2 do
       local g = scan[2][i]
-      redis.call('HDEL', G.gparked, g)
-      local head = ghead(G, g)
-      if head then redis.call('ZADD', G.gready, math.max(head, now), g) end
+      redis.call('HDEL', K.gparked, g)
+      local head = ghead(K, g)
+      if head then redis.call('ZADD', K.gready, math.max(head, now), g) end
       budget = budget - 1
     end
   until cursor == '0' or budget <= 0
 end
 if after[2] ~= before[2] or after[3] ~= before[3] then
-  local held = redis.call('ZRANGEBYSCORE', G.gready, '(' .. int(now), '+inf', 'LIMIT', 0, budget)
+  local held = redis.call('ZRANGEBYSCORE', K.gready, '(' .. int(now), '+inf', 'LIMIT', 0, budget)
   for i = 1, #held do
-    local head = ghead(G, held[i])
-    if head and head <= now then redis.call('ZADD', G.gready, now, held[i]) end
+    local head = ghead(K, held[i])
+    if head and head <= now then redis.call('ZADD', K.gready, now, held[i]) end
   end
 end
 -- a queue limit removed ends its throttled time
@@ -70,7 +68,7 @@ for _, l in ipairs({{'rate', 4}, {'concurrency', 5}}) do
 end
 -- no rate limit left: drop the logs
 if not redis.call('HGET', meta, 'rate_max') and not redis.call('HGET', meta, 'group_rate_max') then
-  redis.call('DEL', G.rate, G.rate_n, G.rate_idle)
+  redis.call('DEL', K.rate, K.rate_n, K.rate_idle)
 end
 local v = redis.call('HINCRBY', meta, 'settings_v', 1)
 redis.call('PUBLISH', ARGV[1], int(now))

@@ -35,26 +35,6 @@ fn raws(r: &mut Reply) -> Result<Vec<Raw>> {
     Ok(out)
 }
 
-/// The keys of the scripts that change a schedule: they fire ticks or take back ticks fired
-/// ahead, so they touch the queue's tasks too. KEYS[1..8] sched, tasks, keys, meta, stats,
-/// `sixth`, schedule_state, schedule_next; then the group and option keys (KEYS[9..27]);
-/// KEYS[28] schedule_fired. `sixth` is `leases` for the fire script (is a task live?) and
-/// `errors` for the scripts that take a task back.
-fn schedule_keys<'a>(k: &'a QueueKeys, sixth: &'a String) -> Vec<&'a str> {
-    let mut keys = k.with_lane_keys(&[
-        &k.sched,
-        &k.tasks,
-        &k.keys,
-        &k.meta,
-        &k.stats,
-        sixth,
-        &k.schedule_state,
-        &k.schedule_next,
-    ]);
-    keys.push(&k.schedule_fired);
-    keys
-}
-
 /// The Redis server's time, epoch ms (to compute the fire times a set or resume offers).
 pub(crate) async fn redis_time_ms(conn: &mut Conn) -> Result<u64> {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
@@ -87,16 +67,7 @@ pub(crate) async fn set(
     for t in upcoming {
         a.n(t);
     }
-    let mut keys = schedule_keys(k, &k.errors);
-    keys.push(&k.schedules);
-    let mut r = run(
-        conn,
-        "schedule_set",
-        &scripts::SCHEDULE_SET,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::SCHEDULE_SET, k, a.take()).await?;
     r.u64()?;
     let answer = (r.string()?, r.i64()?);
     if joined == 1 {
@@ -114,16 +85,7 @@ pub(crate) async fn set(
 pub(crate) async fn delete(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<bool> {
     let mut a = Args::default();
     a.s(name);
-    let mut keys = schedule_keys(k, &k.errors);
-    keys.push(&k.schedules);
-    let mut r = run(
-        conn,
-        "schedule_delete",
-        &scripts::SCHEDULE_DELETE,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::SCHEDULE_DELETE, k, a.take()).await?;
     r.u64()?;
     Ok(r.i64()? == 1)
 }
@@ -157,15 +119,7 @@ pub(crate) async fn pause(
     for t in upcoming {
         a.n(t);
     }
-    let keys = schedule_keys(k, &k.errors);
-    let mut r = run(
-        conn,
-        "schedule_pause",
-        &scripts::SCHEDULE_PAUSE,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::SCHEDULE_PAUSE, k, a.take()).await?;
     r.u64()?;
     let code = r.i64()?;
     let next = r.i64()?;
@@ -180,15 +134,7 @@ pub(crate) async fn pause(
 pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, name: &str) -> Result<(u64, Option<Raw>)> {
     let mut a = Args::default();
     a.s(name);
-    let keys = [&k.schedules, &k.schedule_state, &k.schedule_fired].map(String::as_str);
-    let mut r = run(
-        conn,
-        "schedule_get",
-        &scripts::SCHEDULE_GET,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::SCHEDULE_GET, k, a.take()).await?;
     let now = r.u64()?;
     if r.remaining() == 0 {
         return Ok((now, None));
@@ -221,15 +167,7 @@ pub(crate) async fn list_page(
 ) -> Result<(u64, String, Vec<Raw>)> {
     let mut a = Args::default();
     a.s(cursor).n(count);
-    let keys = [&k.schedules, &k.schedule_state, &k.schedule_fired].map(String::as_str);
-    let mut r = run(
-        conn,
-        "schedule_list",
-        &scripts::SCHEDULE_LIST,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::SCHEDULE_LIST, k, a.take()).await?;
     let now = r.u64()?;
     let next = r.string()?;
     Ok((now, next, raws(&mut r)?))
@@ -250,21 +188,7 @@ pub(crate) struct Due {
 pub(crate) async fn due(conn: &mut Conn, k: &QueueKeys, max: usize) -> Result<Due> {
     let mut a = Args::default();
     a.n(max).n(rand::random::<u32>().max(1));
-    let keys = [
-        &k.schedule_next,
-        &k.schedules,
-        &k.schedule_state,
-        &k.schedule_fired,
-    ]
-    .map(String::as_str);
-    let mut r = run(
-        conn,
-        "schedule_due",
-        &scripts::SCHEDULE_DUE,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::SCHEDULE_DUE, k, a.take()).await?;
     Ok(Due {
         now_ms: r.u64()?,
         earliest_ms: r.opt_u64()?,
@@ -330,16 +254,7 @@ pub(crate) async fn fire(
             .s(if it.fire_once { "o" } else { "s" })
             .n(it.grace_ms);
     }
-    let mut keys = schedule_keys(k, &k.leases);
-    keys.push(&k.schedules);
-    let mut r = run(
-        conn,
-        "schedule_fire",
-        &scripts::SCHEDULE_FIRE,
-        &keys,
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::SCHEDULE_FIRE, k, a.take()).await?;
     let now = r.u64()?;
     let mut out = Vec::with_capacity(items.len());
     while r.remaining() >= 3 {

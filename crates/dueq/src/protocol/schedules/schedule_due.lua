@@ -1,7 +1,7 @@
 -- schedule_due: the schedules a firer should act on now (their score in `schedule_next`,
---   sched_act_at in lib.lua, has come: a tick is due or may fire ahead), with what firing
+--   sched_act_at in lib/schedules.lua, has come: a tick is due or may fire ahead), with what firing
 --   them needs.
--- KEYS[1] schedule_next  KEYS[2] schedules  KEYS[3] schedule_state  KEYS[4] schedule_fired
+-- KEYS: queue_keys, Span::All (keys.rs)
 -- ARGV[1] most schedules to return (at most 1000)  ARGV[2] spread (a random number, 0 = none)
 -- Returns: {now_ms, earliest score (when to act next) or -1, then name, definition, state,
 --   fired ticks ('' none) per schedule to act on}
@@ -10,7 +10,9 @@
 -- index's lowest ranks, so a slice of them at a random rank is as cheap as the first one, and
 -- processes firing at once take mostly different schedules instead of racing for the same
 -- ones (the loser of a race is refused and has done its work for nothing).
-local index, defs, state, ticks = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K = queue_keys()
+local index, defs, state, ticks = K.schedule_next, K.schedules, K.schedule_state,
+  K.schedule_fired
 local now = now_ms()
 local max = math.min(tonumber(ARGV[1]), 1000)
 local spread = tonumber(ARGV[2] or '0') or 0

@@ -1,8 +1,5 @@
 -- schedule_fire: fires planned schedule ticks, each at most once however many processes try.
--- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
---   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)  KEYS[28] schedule_fired (sched_ticks)  KEYS[29] schedules
---   (hash name -> definition)
+-- KEYS: queue_keys, Span::All (keys.rs)
 -- ARGV[1] task wake channel, ARGV[2] n (schedules in this batch), ARGV[3] ahead_max (most
 --   ticks of a schedule fired ahead of their time at once), ARGV[4] refill (a schedule is
 --   acted on again once at most this many of them still wait, sched_act_at), then per
@@ -11,11 +8,11 @@
 --   fire_once tick for a missed span first, then the ticks from the next one on, the later
 --   ones ahead of their time); next fire ms after them (-1 none); overlap ('a' allow | 's'
 --   skip); the tasks' group ('' none); lead ms (how far ahead of its time a tick may fire: 0
---   or FIRE_AHEAD_MS); the ticks' task spec (the record without its tail, lib.lua) with an
+--   or FIRE_AHEAD_MS); the ticks' task spec (the record without its tail, lib/record.lua) with an
 --   empty key: each tick's task gets business key 'schedule:<name>:<tick ms>' put in; the
 --   definition the step was planned from (as read); the misfire policy ('s' skip | 'o'
 --   fire_once); misfire_grace_ms. Each task carries its tick's misfire deadline and policy
---   (lib.lua): the tick + grace under skip, the next tick + grace under fire_once, so a task
+--   (lib/record.lua): the tick + grace under skip, the next tick + grace under fire_once, so a task
 --   that has not started by then is a missed tick. A fire_once tick already missed when it
 --   fires is its span's one run and carries none, nor does a tick with no next tick.
 -- Returns: {now_ms, then per schedule: code, tasks created, ticks skipped (overlap + missed)}
@@ -28,17 +25,18 @@
 -- be after the last fired tick), so a tick fires exactly once. The task's due time is the
 -- tick, so it is handed out by the normal claim path, never early, also when it was fired
 -- ahead of it.
-local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local state, index, ticks, defs = KEYS[7], KEYS[8], KEYS[28], KEYS[29]
-local G = group_keys(9)
-G.meta = meta
-local O = option_keys(18)
+local K = queue_keys()
+-- locals for what the per-tick loops use: a table field is a lookup per use in Lua 5.1
+local sched, tasks, keys, meta, stats, leases = K.sched, K.tasks, K.keys, K.meta, K.stats,
+  K.leases
+local state, index, ticks, defs = K.schedule_state, K.schedule_next, K.schedule_fired,
+  K.schedules
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
 local ahead_max, refill = tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 local created_at = struct.pack('<I6', now)
-local before = earliest_due(sched, G)
+local before = earliest_due(K)
 local soonest = nil
 
 -- whether the task under business key `key` is live (scheduled, in its priority's set or its
@@ -49,8 +47,8 @@ local function live(key)
   if redis.call('HEXISTS', leases, id) == 1 then return true end
   local rec = redis.call('HGET', tasks, id)
   if not (rec and rec_ok(rec)) then return false end
-  return redis.call('ZSCORE', O.s[rec_prio(rec)], id) ~= false
-    or redis.call('ZSCORE', G.gdue, id) ~= false
+  return redis.call('ZSCORE', K.s[rec_prio(rec)], id) ~= false
+    or redis.call('ZSCORE', K.gdue, id) ~= false
 end
 
 -- The work is batched: one HMGET of the states and fired ticks, one of the ticks' keys, then
@@ -221,12 +219,12 @@ if count > 0 then
     end
   end
   chunked('HSET', tasks, recs)
-  for p, z in pairs(byprio) do chunked('ZADD', O.s[p], z) end
+  for p, z in pairs(byprio) do chunked('ZADD', K.s[p], z) end
   prios_mark(meta, used)
   if #grouped > 0 then
     prios_mark(meta, gused, 'gprio')
-    G.pl = nil
-    for _, g in ipairs(grouped) do gschedule(G, g[1], g[2], g[3], now, g[4]) end
+    K.pl = nil
+    for _, g in ipairs(grouped) do gschedule(K, g[1], g[2], g[3], now, g[4]) end
   end
   chunked('HSET', keys, kargs)
   redis.call('HINCRBY', stats, 'enqueued_total', count)

@@ -2,20 +2,15 @@
 --   counted as skipped; a resume continues at the schedule's first tick after now. A pause
 --   takes back the ticks fired ahead whose tasks still wait (sched_withdraw); so does a
 --   resume, for ticks a pause by an older version (which took back only the newest) left.
--- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] errors
---   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)  KEYS[28] schedule_fired
+-- KEYS: queue_keys, Span::All (keys.rs)
 -- ARGV[1] name, ARGV[2] paused (0|1), ARGV[3] schedule wake channel, ARGV[4] lead ms,
 --   ARGV[5] refill (see schedule_fire.lua), ARGV[6..] for a resume, the next fire times after
 --   the client's reading of the Redis time, ascending
 -- Returns: {now_ms, 1 if the schedule exists else 0, next fire ms or -1}; for a resume
 --   whose offered times were all past by the script's now, {now_ms, 2, -1} (stale, nothing
 --   written: offer newer ones)
-local T = {tasks = KEYS[2], keys = KEYS[3], stats = KEYS[5], errors = KEYS[6]}
-local G = group_keys(9)
-G.meta = KEYS[4]
-local O = option_keys(18)
-local state, index, ticks = KEYS[7], KEYS[8], KEYS[28]
+local K = queue_keys()
+local state, index, ticks = K.schedule_state, K.schedule_next, K.schedule_fired
 local name, flag, lead, refill = ARGV[1], ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local st = redis.call('HGET', state, name)
@@ -38,7 +33,7 @@ if flag == '0' then
   if next_at == '-1' and #ARGV >= 6 then return {now, 2, -1} end
 end
 local _
-_, last, prev, fired = sched_withdraw(T, G, O, name, S, N, fired, now)
+_, last, prev, fired = sched_withdraw(K, name, S, N, fired, now)
 if #S > 0 then
   redis.call('HSET', ticks, name, sched_ticks_text(S, #S))
 else

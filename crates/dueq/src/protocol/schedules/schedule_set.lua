@@ -1,27 +1,22 @@
 -- schedule_set: creates or replaces a schedule by name (idempotent: the same definition twice
 --   changes nothing).
--- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] errors
---   KEYS[7] schedule_state  KEYS[8] schedule_next  KEYS[9..17] group keys, KEYS[18..27]
---   option keys (see lib.lua)  KEYS[28] schedule_fired  KEYS[29] schedules (hash name ->
---   definition)
---   (schedule_state: hash name -> state; schedule_next: sorted set name -> when to act,
---   sched_act_at; schedule_fired: sched_ticks)
+-- KEYS: queue_keys, Span::All (keys.rs). `schedules`: hash name -> definition;
+--   `schedule_state`: hash name -> state; `schedule_next`: sorted set name -> when to act,
+--   sched_act_at; `schedule_fired`: sched_ticks
 -- ARGV[1] name, ARGV[2] definition, ARGV[3] timing fingerprint, ARGV[4] schedule wake channel,
 --   ARGV[5] lead ms, ARGV[6] refill (see schedule_fire.lua), ARGV[7..] the next fire times
 --   after the client's reading of the Redis time, ascending
 -- Returns: {now_ms, outcome ('created' | 'replaced' | 'unchanged' | 'stale'), next fire ms
 --   or -1 (none, or paused)}; 'stale' (nothing written) when the offered times were all
 --   past by the script's now although the grid goes on: offer newer ones
--- State: see sched_state (lib.lua). A replace that keeps the timing (same fingerprint) keeps
+-- State: see sched_state (lib/schedules.lua). A replace that keeps the timing (same fingerprint) keeps
 -- the next fire time and every counter; a replace keeps the paused flag (registering at
 -- start-up must not resume a schedule an operator paused). A changed definition takes back
 -- the ticks fired ahead whose tasks still wait (sched_withdraw), so those ticks fire by the
 -- new definition: with the same timing the first of them is the next tick again.
-local T = {tasks = KEYS[2], keys = KEYS[3], stats = KEYS[5], errors = KEYS[6]}
-local G = group_keys(9)
-G.meta = KEYS[4]
-local O = option_keys(18)
-local state, index, ticks, defs = KEYS[7], KEYS[8], KEYS[28], KEYS[29]
+local K = queue_keys()
+local state, index, ticks, defs = K.schedule_state, K.schedule_next, K.schedule_fired,
+  K.schedules
 local name, def, fp, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local lead, refill = tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = now_ms()
@@ -53,7 +48,7 @@ if not next_at then
   next_at, last, skipped, paused, fired, prev = int(pick), '-1', '0', '0', '0', '-1'
 else
   local first
-  first, last, prev, fired = sched_withdraw(T, G, O, name, S, N, fired, now)
+  first, last, prev, fired = sched_withdraw(K, name, S, N, fired, now)
   if old_fp ~= fp then
     next_at = int(pick)
   elseif first then

@@ -1,6 +1,5 @@
 -- browse: one page of scheduled tasks in due order, or of active tasks in lease-deadline order, after a cursor.
--- KEYS[1] sched  KEYS[2] active  KEYS[3] tasks  KEYS[4] meta  KEYS[5] errors  KEYS[6] gdue
--- KEYS[7] groups  KEYS[8..17] option keys (see lib.lua)  KEYS[18] leases
+-- KEYS: queue_keys, Span::Scheduled (keys.rs)
 -- ARGV[1] state ('scheduled' | 'active'), ARGV[2] cursor score (-1 = from the start),
 -- ARGV[3] cursor id ('' = none), ARGV[4] limit (1..1000)
 -- Returns: {now_ms, the queue's max_attempts, the queue's lease_ms, n, then per task: id,
@@ -13,9 +12,9 @@
 -- entries, from the cursor task's rank + 1 when it is still in the set, else from the first
 -- entry after (score, id), found by halving the rank range of the entries with that score.
 -- O(sets x (log^2 n + limit)), never a scan.
-local sched, active, tasks, meta, errors, gdue, groups = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
-  KEYS[5], KEYS[6], KEYS[7]
-local O = option_keys(8)
+local K = queue_keys()
+local active, tasks, meta, errors, gdue, groups = K.active, K.tasks, K.meta, K.errors, K.gdue,
+  K.groups
 local now = now_ms()
 local state = ARGV[1]
 local as, aid = tonumber(ARGV[2]), ARGV[3]
@@ -26,7 +25,7 @@ if state == 'active' then
   sets[1] = active
 else
   local pl, pn = prios_of(redis.call('HGET', meta, 'prio'))
-  for i = 1, pn do sets[i] = O.s[pl[i]] end
+  for i = 1, pn do sets[i] = K.s[pl[i]] end
   sets[pn + 1] = gdue
 end
 
@@ -76,8 +75,8 @@ if n == 0 then return out end
 local recs = redis.call('HMGET', tasks, unpack(ids))
 local gs = redis.call('HMGET', groups, unpack(ids))
 local errs = redis.call('HMGET', errors, unpack(ids))
-local exps = state ~= 'active' and redis.call('ZMSCORE', O.expiry, unpack(ids))
-local lvs = state == 'active' and redis.call('HMGET', KEYS[18], unpack(ids))
+local exps = state ~= 'active' and redis.call('ZMSCORE', K.expiry, unpack(ids))
+local lvs = state == 'active' and redis.call('HMGET', K.leases, unpack(ids))
 local m, o = 0, 4
 for i = 1, n do
   -- a task whose record is gone (deleted by hand) or unreadable is left out

@@ -1,13 +1,12 @@
 -- enqueue: adds a batch of tasks; a live business key keeps (or replaces) its task.
--- KEYS[1] sched  KEYS[2] tasks  KEYS[3] keys  KEYS[4] meta  KEYS[5] stats  KEYS[6] leases
--- KEYS[7..15] group keys, KEYS[16..25] option keys (see lib.lua)
+-- KEYS: queue_keys, Span::Scheduled (keys.rs)
 -- ARGV[1] wake channel
 -- ARGV[2] n (tasks in this batch), ARGV[3] values per task (4, or 5 when a task of the batch
 --   has a group), then per task:
 --   key ('' = none); mode: on_conflict ('k' keep | 'r' replace | 'b' debounce) followed by due
 --   kind ('a' at | 'd' delay), e.g. 'kd', then optionally ' p' (a priority above 0, which the
 --   spec carries), ' t<ms>' (ttl), ' e<ms>' (expires at) and ' m<ms>' (debounce_max_ms); due value (ms); spec (the record without its tail,
---   see lib.lua; it carries the priority); group (5th value; '' = none; a replace keeps the
+--   see lib/record.lua; it carries the priority); group (5th value; '' = none; a replace keeps the
 --   task's group)
 --   After the tasks' values, for partition p > 0 of a queue of several: the partition count
 --   the client routed by.
@@ -22,11 +21,11 @@
 -- A replace (or debounce) takes the new spec whole: payload, settings, priority and expiry
 -- (none given: the old expiry goes). A debounce never moves the due time past the task's
 -- creation (its first enqueue) + debounce_max_ms.
-local sched, tasks, keys, meta, stats, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local G = group_keys(7)
-G.meta = meta
-local O = option_keys(16)
--- locals for what the per-task loops use: a global is a table lookup per use in Lua 5.1
+local K = queue_keys()
+-- locals for what the per-task loops use: a global or a table field is a lookup per use in
+-- Lua 5.1
+local sched, tasks, keys, meta, stats, leases = K.sched, K.tasks, K.keys, K.meta, K.stats,
+  K.leases
 local ARGV, byte, format = ARGV, string.byte, string.format
 local channel = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -75,7 +74,7 @@ for i = 1, n do
   end
 end
 
-local before = earliest_due(sched, G)
+local before = earliest_due(K)
 local first = redis.call('HINCRBY', meta, 'seq', n) - n
 -- zl[p]: score, id pairs for the set of priority p, written at the end (nzl[p] values)
 local hargs, zl, nzl = {}, {[0] = {}}, {[0] = 0}
@@ -121,17 +120,17 @@ local function gmark(p)
   if p > 0 and not gmarked[p] then
     gmarked[p] = true
     prios_mark(meta, {[p] = true}, 'gprio')
-    G.pl = nil
+    K.pl = nil
   end
 end
 
 -- Sets or drops the expiry of task `id` as task `i` of the batch asks.
 local function set_expiry(i, id)
   if exps[i] then
-    redis.call('ZADD', O.expiry, exps[i], id)
+    redis.call('ZADD', K.expiry, exps[i], id)
     anyexp = true
   else
-    redis.call('ZREM', O.expiry, id)
+    redis.call('ZREM', K.expiry, id)
   end
 end
 
@@ -190,11 +189,11 @@ for i = 1, n do
         local rec = redis.call('HGET', tasks, existing)
         local ok = rec and rec_ok(rec)
         local op = ok and rec_prio(rec) or 0
-        local score = redis.call('ZSCORE', O.s[op], existing)
+        local score = redis.call('ZSCORE', K.s[op], existing)
         local g = nil
         if not score then
-          score = redis.call('ZSCORE', G.gdue, existing)
-          if score then g = redis.call('HGET', G.groups, existing) end
+          score = redis.call('ZSCORE', K.gdue, existing)
+          if score then g = redis.call('HGET', K.groups, existing) end
         end
         local active = redis.call('HEXISTS', leases, existing) == 1
         if ok and (score or active) then
@@ -207,16 +206,16 @@ for i = 1, n do
             redis.call('HSET', tasks, existing, struct.pack('<I4', attempt) .. string.sub(spec, 5)
               .. struct.pack(TAIL, due, cr))
             if g then
-              gunschedule(G, g, existing, tonumber(score), op)
+              gunschedule(K, g, existing, tonumber(score), op)
               gmark((prio[i] or 0))
-              gschedule(G, g, existing, due, now, (prio[i] or 0))
+              gschedule(K, g, existing, due, now, (prio[i] or 0))
             else
               local p = (prio[i] or 0)
               if p ~= op then
-                redis.call('ZREM', O.s[op], existing)
+                redis.call('ZREM', K.s[op], existing)
                 if p > 0 then used[p] = true end
               end
-              redis.call('ZADD', O.s[p], due, existing)
+              redis.call('ZADD', K.s[p], due, existing)
             end
             set_expiry(i, existing)
             if soonest == nil or due < soonest then soonest = due end
@@ -277,18 +276,18 @@ end
 if nh > 0 then chunked('HSET', tasks, hargs) end
 if nz > 0 then chunked('ZADD', sched, zargs) end
 for p = 1, 9 do
-  if zl[p] and nzl[p] > 0 then chunked('ZADD', O.s[p], zl[p]) end
+  if zl[p] and nzl[p] > 0 then chunked('ZADD', K.s[p], zl[p]) end
 end
 -- a task moved between priorities within the batch leaves only its last set's entry
 for j = 1, nmoved do
   local f = moved[j]
   for p in pairs(f.ps) do
-    if p ~= f.p then redis.call('ZREM', O.s[p], f.id) end
+    if p ~= f.p then redis.call('ZREM', K.s[p], f.id) end
   end
 end
 prios_mark(meta, used)
 if anyexp then redis.call('HSETNX', meta, 'exp', '1') end
-for g, b in pairs(gbatch) do gschedule_batch(G, g, b, now) end
+for g, b in pairs(gbatch) do gschedule_batch(K, g, b, now) end
 if created > 0 then redis.call('HINCRBY', stats, 'enqueued_total', created) end
 if soonest ~= nil then wake(channel, soonest, before) end
 return out

@@ -1,7 +1,5 @@
 -- get: reads one task (by id or business key) with its state.
--- KEYS[1] sched  KEYS[2] active  KEYS[3] leases  KEYS[4] tasks  KEYS[5] keys  KEYS[6] dead  KEYS[7] done
--- KEYS[8] errors  KEYS[9] meta  KEYS[10..18] group keys, KEYS[19..28] option keys (lib.lua)
--- KEYS[29] dead_keys
+-- KEYS: queue_keys, Span::Dead (keys.rs)
 -- ARGV[1] 'id' | 'key', ARGV[2] the id or key: by key, the live task under it, else the
 --   newest dead one
 -- Returns: {now_ms} when unknown, else {now_ms, id, state, record, score, last error ('' = none),
@@ -10,26 +8,26 @@
 --   (-1 = unknown), the holding worker ('' = unnamed)}: state 'scheduled' (score
 --   = due time) | 'active' (score = lease deadline) | 'dead' (score = when it died) |
 --   'succeeded' (score = when it finished; only with retention)
-local sched, active, leases, tasks, keys, dead, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local G = group_keys(10)
-local O = option_keys(19)
+local K = queue_keys()
+local active, leases, tasks, keys, dead, done = K.active, K.leases, K.tasks, K.keys, K.dead,
+  K.done
 local now = now_ms()
 local id = resolve(keys, ARGV[1], ARGV[2])
 if not id and ARGV[1] == 'key' then
-  id = redis.call('HGET', KEYS[29], ARGV[2])
+  id = redis.call('HGET', K.dead_keys, ARGV[2])
   if id and not redis.call('ZSCORE', dead, id) then id = nil end
 end
 if not id then return {now} end
 local rec = redis.call('HGET', tasks, id)
 if not rec then return {now} end
-local err = redis.call('HGET', KEYS[8], id) or ''
-local group = redis.call('HGET', G.groups, id) or ''
-local d = redis.call('HMGET', KEYS[9], 'max_attempts', 'lease_ms')
+local err = redis.call('HGET', K.errors, id) or ''
+local group = redis.call('HGET', K.groups, id) or ''
+local d = redis.call('HMGET', K.meta, 'max_attempts', 'lease_ms')
 local dm, dl = d[1] or '5', d[2] or '30000'
-local set = O.s[rec_ok(rec) and rec_prio(rec) or 0]
-local s = redis.call('ZSCORE', set, id) or redis.call('ZSCORE', G.gdue, id)
+local set = K.s[rec_ok(rec) and rec_prio(rec) or 0]
+local s = redis.call('ZSCORE', set, id) or redis.call('ZSCORE', K.gdue, id)
 if s then
-  local e = redis.call('ZSCORE', O.expiry, id)
+  local e = redis.call('ZSCORE', K.expiry, id)
   return {now, id, 'scheduled', rec, tonumber(s), err, group, dm, dl, tonumber(e or '-1')}
 end
 s = redis.call('ZSCORE', active, id)

@@ -89,8 +89,7 @@ pub(crate) async fn enqueue(
     if checked && k.partition > 0 {
         a.n(k.partitions);
     }
-    let keys = k.with_lane_keys(&[&k.sched, &k.tasks, &k.keys, &k.meta, &k.stats, &k.leases]);
-    let mut r = run(conn, "enqueue", &scripts::ENQUEUE, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::ENQUEUE, k, a.take()).await?;
     let status = r.string()?;
     let now = r.u64()?;
     let next_expiry_ms = items
@@ -154,11 +153,7 @@ pub(crate) async fn cancel(
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let mut keys = k.with_lane_keys(&[
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.stats, &k.errors,
-    ]);
-    keys.push(&k.meta);
-    let mut r = run(conn, "cancel", &scripts::CANCEL, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::CANCEL, k, a.take()).await?;
     let now_ms = r.u64()?;
     let outcome = match r.string()?.as_str() {
         "cancelled" => CancelOutcome::Cancelled,
@@ -184,9 +179,7 @@ pub(crate) async fn reschedule(
     let (kind, due_value) = due.parts()?;
     let mut a = Args::default();
     a.s(&k.wake).s(by).s(value).s(kind).n(due_value);
-    let mut keys = k.with_lane_keys(&[&k.sched, &k.active, &k.leases, &k.tasks, &k.keys]);
-    keys.push(&k.meta);
-    let mut r = run(conn, "reschedule", &scripts::RESCHEDULE, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::RESCHEDULE, k, a.take()).await?;
     r.u64()?;
     let outcome = r.string()?;
     r.string()?;
@@ -252,14 +245,7 @@ pub(crate) async fn browse(
         None => a.n(-1i64).s(""),
     };
     a.n(limit);
-    let mut keys: Vec<&str> = [
-        &k.sched, &k.active, &k.tasks, &k.meta, &k.errors, &k.gdue, &k.groups,
-    ]
-    .map(String::as_str)
-    .to_vec();
-    keys.extend(k.option_keys());
-    keys.push(&k.leases);
-    let mut r = run(conn, "browse", &scripts::BROWSE, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::BROWSE, k, a.take()).await?;
     r.u64()?;
     let default_max_attempts = r.u64()?.min(u64::from(u32::MAX)) as u32;
     let default_lease_ms = r.u64()?;
@@ -294,11 +280,7 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
-    let mut keys = k.with_lane_keys(&[
-        &k.sched, &k.active, &k.leases, &k.tasks, &k.keys, &k.dead, &k.done, &k.errors, &k.meta,
-    ]);
-    keys.push(&k.dead_keys);
-    let mut r = run(conn, "get", &scripts::GET, &keys, a.take()).await?;
+    let mut r = run(conn, &scripts::GET, k, a.take()).await?;
     r.u64()?;
     if r.remaining() == 0 {
         return Ok(None);

@@ -60,14 +60,7 @@ pub(crate) async fn set(conn: &mut Conn, k: &QueueKeys, w: &SetArgs<'_>) -> Resu
         .n(w.concurrency)
         .n(w.timeout_ms)
         .n(w.rotation_ms);
-    let mut r = run(
-        conn,
-        "webhook_set",
-        &scripts::WEBHOOK_SET,
-        &[&k.webhook],
-        a.take(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::WEBHOOK_SET, k, a.take()).await?;
     Ok(SetReply {
         now_ms: r.u64()?,
         secret: r.string()?,
@@ -77,14 +70,7 @@ pub(crate) async fn set(conn: &mut Conn, k: &QueueKeys, w: &SetArgs<'_>) -> Resu
 
 /// Removes the webhook; whether there was one.
 pub(crate) async fn clear(conn: &mut Conn, k: &QueueKeys) -> Result<bool> {
-    let mut r = run(
-        conn,
-        "webhook_clear",
-        &scripts::WEBHOOK_CLEAR,
-        &[&k.webhook],
-        Vec::new(),
-    )
-    .await?;
+    let mut r = run(conn, &scripts::WEBHOOK_CLEAR, k, Vec::new()).await?;
     r.u64()?;
     Ok(r.i64()? == 1)
 }
@@ -141,14 +127,7 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys) -> Result<Option<Stored>
 pub(crate) async fn failed(conn: &mut Conn, k: &QueueKeys, error: &str) -> Result<()> {
     let mut a = Args::default();
     a.s(error);
-    run(
-        conn,
-        "webhook_failed",
-        &scripts::WEBHOOK_FAILED,
-        &[&k.webhook],
-        a.take(),
-    )
-    .await?;
+    run(conn, &scripts::WEBHOOK_FAILED, k, a.take()).await?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 -- webhook_clear: removes the queue's push delivery target.
--- KEYS[1] webhook (hash)
+-- KEYS: queue_keys, Span::All (keys.rs)
 -- ARGV: none
 -- Returns: {now_ms, 1 if a webhook was removed else 0}
+local K = queue_keys()
 local now = now_ms()
-return {now, redis.call('DEL', KEYS[1])}
+return {now, redis.call('DEL', K.webhook)}

@@ -1,5 +1,5 @@
 -- webhook_set: stores the queue's push delivery target (replacing any earlier one).
--- KEYS[1] webhook (hash)
+-- KEYS: queue_keys, Span::All (keys.rs)
 -- ARGV[1] url, ARGV[2] secret ('' = keep the stored one, else ARGV[3]), ARGV[3] new random
 --   secret to use when none is given or stored, ARGV[4] concurrency, ARGV[5] timeout_ms,
 --   ARGV[6] rotation_ms: how long deliveries stay signed with a replaced secret too
@@ -7,7 +7,8 @@
 -- The client validates every argument before calling; the script only decides the secret, so
 -- "keep the stored secret" is atomic with the write. A new secret keeps the one it replaces
 -- as previous_secret until previous_until_ms, so receivers can switch at their own pace.
-local webhook = KEYS[1]
+local K = queue_keys()
+local webhook = K.webhook
 local now = now_ms()
 local old = redis.call('HGET', webhook, 'secret')
 local secret = ARGV[2]

@@ -9,7 +9,7 @@
 //! stops beating, readers skip it at once after its expiry and later beats delete it
 //! (`worker_beat.lua`), so the registry stays within its cap.
 
-use super::call::{Args, run};
+use super::call::{Args, run_global};
 use super::conn::Conn;
 use super::keys::WORKERS_KEY;
 use super::scripts;
@@ -38,14 +38,7 @@ pub(crate) async fn beat(
 ) -> Result<BeatReply> {
     let mut a = Args::default();
     a.s(id).n(ttl_ms).n(in_hand).s(info_json).n(cap).n(SAMPLE);
-    let mut r = run(
-        conn,
-        "worker_beat",
-        &scripts::WORKER_BEAT,
-        &[WORKERS_KEY],
-        a.take(),
-    )
-    .await?;
+    let mut r = run_global(conn, &scripts::WORKER_BEAT, a.take()).await?;
     let now_ms = r.u64()?;
     let registered = r.i64()? == 1;
     let _started_at_ms = r.opt_u64()?;
@@ -60,14 +53,7 @@ pub(crate) async fn beat(
 pub(crate) async fn remove(conn: &mut Conn, id: &str) -> Result<bool> {
     let mut a = Args::default();
     a.s(id);
-    let mut r = run(
-        conn,
-        "worker_remove",
-        &scripts::WORKER_REMOVE,
-        &[WORKERS_KEY],
-        a.take(),
-    )
-    .await?;
+    let mut r = run_global(conn, &scripts::WORKER_REMOVE, a.take()).await?;
     r.u64()?;
     Ok(r.i64()? == 1)
 }
@@ -84,14 +70,7 @@ pub(crate) struct Entry {
 
 /// The Redis time and every live entry (unsorted); malformed entries are skipped.
 pub(crate) async fn list(conn: &mut Conn) -> Result<(u64, Vec<Entry>)> {
-    let mut r = run(
-        conn,
-        "worker_list",
-        &scripts::WORKER_LIST,
-        &[WORKERS_KEY],
-        Vec::new(),
-    )
-    .await?;
+    let mut r = run_global(conn, &scripts::WORKER_LIST, Vec::new()).await?;
     let now_ms = r.u64()?;
     let mut out = Vec::new();
     while r.remaining() > 0 {

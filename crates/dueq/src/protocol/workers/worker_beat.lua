@@ -1,6 +1,6 @@
 -- worker_beat: registers or refreshes one live worker process (its heartbeat) and trims
 --   entries whose heartbeat expired.
--- KEYS[1] workers (hash: worker id -> "<last_seen_ms> <expires_at_ms> <started_at_ms>
+-- KEYS: global_key('workers'): dueq:workers (hash: worker id -> "<last_seen_ms> <expires_at_ms> <started_at_ms>
 --   <in_hand>\n<info JSON>"; global, outside any hash tag)
 -- ARGV[1] worker id, ARGV[2] ttl_ms (the entry expires this long after this beat),
 --   ARGV[3] in_hand (tasks whose handlers run now), ARGV[4] info JSON (opaque here),
@@ -10,7 +10,7 @@
 -- Trimming: each beat checks ARGV[6] random entries (HRANDFIELD) and deletes the expired
 -- ones, like Redis' own active expiry; a full registry is swept completely before a new id is
 -- refused. Readers (worker_list) skip expired entries, so trimming only bounds the size.
-local workers = KEYS[1]
+local workers = global_key('workers').workers
 local id = ARGV[1]
 local now = now_ms()
 local function expired(v)
