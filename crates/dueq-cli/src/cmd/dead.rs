@@ -43,10 +43,11 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 outln!("{} dead in {queue}", page.total);
                 for d in &page.tasks {
                     outln!(
-                        "{} key={} attempts={} died {} error={}",
+                        "{} key={} attempts={}/{} died {} error={}",
                         d.task.id,
                         d.task.key.as_deref().unwrap_or("-"),
                         d.task.attempt,
+                        d.task.max_attempts,
                         when(d.died_at_ms),
                         d.task.last_error.as_deref().unwrap_or("-")
                     );

@@ -210,6 +210,8 @@ fn a_due_time_in_rfc3339_and_text_times_with_date_and_distance() {
     });
     let text = stdout(&dueq_utc(&url, &["dead", "list", "d"]));
     let line = text.lines().nth(1).unwrap();
+    // attempts made of attempts allowed, as the dashboard and `dueq get` show them
+    assert!(line.contains(" attempts=1/1 "), "{text}");
     let died = line
         .split(" died ")
         .nth(1)

@@ -92,11 +92,18 @@ async fn a_dead_task_is_found_by_key_until_it_is_retried_or_deleted() {
         q.get(&key("order:44:cancel")).await.unwrap().unwrap().id,
         newer.id
     );
-    // deleted: the entry goes with it (the older dead task is found by id only)
+    // the newer one deleted: the older dead task, neither retried nor deleted, is found again
     assert_eq!(
         q.dead_delete(std::slice::from_ref(&newer.id))
             .await
             .unwrap(),
+        [true]
+    );
+    let got = q.get(&key("order:44:cancel")).await.unwrap().unwrap();
+    assert_eq!((got.id, got.state), (dead.id.clone(), TaskState::Dead));
+    // both deleted: nothing is found under the key
+    assert_eq!(
+        q.dead_delete(std::slice::from_ref(&dead.id)).await.unwrap(),
         [true]
     );
     assert!(q.get(&key("order:44:cancel")).await.unwrap().is_none());

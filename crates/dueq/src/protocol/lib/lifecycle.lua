@@ -146,7 +146,7 @@ local function dead_retry_one(K, id, rec, due, now)
   local holder = key ~= '' and redis.call('HGET', K.keys, key)
   if holder and holder ~= id then return 'conflict' end
   redis.call('ZREM', K.dead, id)
-  dead_key_drop(K.dead_keys, rec, id)
+  dead_key_drop(K.dead_keys, rec, id, K.dead, K.tasks)
   redis.call('HSET', K.tasks, id, rec_update(rec, 0, due))
   -- attempts count afresh, so the old error goes too (a claim only looks for errors of
   -- tasks with attempts behind them)
@@ -164,7 +164,7 @@ end
 -- Deletes dead task `id` (record `rec`, or false) for good.
 local function dead_delete_one(K, id, rec)
   redis.call('ZREM', K.dead, id)
-  dead_key_drop(K.dead_keys, rec, id)
+  dead_key_drop(K.dead_keys, rec, id, K.dead, K.tasks)
   redis.call('HDEL', K.tasks, id)
   redis.call('HDEL', K.errors, id)
   redis.call('HDEL', K.groups, id)

@@ -90,19 +90,71 @@ local function release_key(keys_key, rec, id)
   end
 end
 
--- Dead tasks by business key (`dead_keys`: key -> id of the newest dead task under it), so
--- get by key finds a task that died. Written only when a keyed task dies.
-local function dead_key_add(dead_keys, rec, id)
-  local key = rec_key(rec)
-  if key ~= '' then redis.call('HSET', dead_keys, key, id) end
+-- Dead tasks by business key (`dead_keys`: key -> the id of the newest dead task under it,
+-- followed by ' ' and how many dead tasks hold the key when more than one), so get by key
+-- finds a task that died. Written only when a keyed task dies.
+local function dead_key_read(v)
+  local id, n = string.match(v, '^(%S+) (%d+)$')
+  if id then return id, tonumber(n) end
+  return v, 1
 end
 
--- Drops the dead-key entry of task `id` (record `rec`) if it points at it.
-local function dead_key_drop(dead_keys, rec, id)
+local function dead_key_add(dead_keys, rec, id)
+  local key = rec_key(rec)
+  if key == '' then return end
+  local old = redis.call('HGET', dead_keys, key)
+  local n = 1
+  if old then
+    local _, m = dead_key_read(old)
+    n = m + 1
+  end
+  if n > 1 then
+    redis.call('HSET', dead_keys, key, id .. ' ' .. n)
+  else
+    redis.call('HSET', dead_keys, key, id)
+  end
+end
+
+-- The newest task in dead-letter queue `dead` other than `gone` whose key is `key`, or nil.
+-- Visits the queue newest first; it is capped (dead_max), so the work stays bounded.
+local function newest_dead_with_key(dead, tasks_key, key, gone)
+  local total = redis.call('ZCARD', dead)
+  for start = 0, total - 1, CHUNK do
+    local ids = redis.call('ZREVRANGE', dead, start, start + CHUNK - 1)
+    local recs = hmget_chunked(tasks_key, ids)
+    for i = 1, #ids do
+      if ids[i] ~= gone and recs[i] and rec_ok(recs[i]) and rec_key(recs[i]) == key then
+        return ids[i]
+      end
+    end
+  end
+  return nil
+end
+
+-- Task `id` (record `rec`) leaves the dead-letter queue `dead`: its key's count drops, and
+-- when it was the newest dead task under its key the next newest takes its place.
+local function dead_key_drop(dead_keys, rec, id, dead, tasks_key)
   if not (rec and rec_ok(rec)) then return end
   local key = rec_key(rec)
-  if key ~= '' and redis.call('HGET', dead_keys, key) == id then
-    redis.call('HDEL', dead_keys, key)
+  if key == '' then return end
+  local v = redis.call('HGET', dead_keys, key)
+  if not v then return end
+  local newest, n = dead_key_read(v)
+  if n <= 1 then
+    if newest == id then redis.call('HDEL', dead_keys, key) end
+    return
+  end
+  if newest == id then
+    newest = newest_dead_with_key(dead, tasks_key, key, id)
+    if not newest then
+      redis.call('HDEL', dead_keys, key)
+      return
+    end
+  end
+  if n - 1 > 1 then
+    redis.call('HSET', dead_keys, key, newest .. ' ' .. (n - 1))
+  else
+    redis.call('HSET', dead_keys, key, newest)
   end
 end
 
@@ -113,11 +165,12 @@ local function trim(zkey, tasks_key, errors_key, cap, groups_key, dead_keys)
   local excess = redis.call('ZCARD', zkey) - cap
   if excess <= 0 then return end
   local victims = redis.call('ZRANGE', zkey, 0, math.min(excess, CHUNK) - 1)
-  if dead_keys then
-    local recs = hmget_chunked(tasks_key, victims)
-    for i = 1, #victims do dead_key_drop(dead_keys, recs[i], victims[i]) end
-  end
   chunked('ZREM', zkey, victims)
+  if dead_keys then
+    -- out of the queue first, so none of them takes another's place in the dead-key index
+    local recs = hmget_chunked(tasks_key, victims)
+    for i = 1, #victims do dead_key_drop(dead_keys, recs[i], victims[i], zkey, tasks_key) end
+  end
   chunked('HDEL', tasks_key, victims)
   chunked('HDEL', errors_key, victims)
   if groups_key then chunked('HDEL', groups_key, victims) end

@@ -14,7 +14,8 @@ local active, leases, tasks, keys, dead, done = K.active, K.leases, K.tasks, K.k
 local now = now_ms()
 local id = resolve(keys, ARGV[1], ARGV[2])
 if not id and ARGV[1] == 'key' then
-  id = redis.call('HGET', K.dead_keys, ARGV[2])
+  local v = redis.call('HGET', K.dead_keys, ARGV[2])
+  id = v and dead_key_read(v)
   if id and not redis.call('ZSCORE', dead, id) then id = nil end
 end
 if not id then return {now} end

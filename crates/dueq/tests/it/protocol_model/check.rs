@@ -305,10 +305,14 @@ fn raw(env: &Env<'_>, ctx: &str) {
         .arg(&k.dead_keys)
         .query(&mut conn)
         .unwrap();
+    // the newest dead task's id, then how many dead tasks hold the key when more than one
     let want_dead_keys: BTreeMap<String, String> = m
         .dead_keys
         .iter()
-        .map(|(k, id)| (k.clone(), id.as_str().to_owned()))
+        .map(|(k, id)| match m.dead_with_key(k) {
+            n if n > 1 => (k.clone(), format!("{} {n}", id.as_str())),
+            _ => (k.clone(), id.as_str().to_owned()),
+        })
         .collect();
     assert_eq!(dead_keys, want_dead_keys, "{ctx}: the dead-key index");
     for (key, id) in &m.dead_keys {

@@ -163,8 +163,30 @@ impl Model {
         if let Some(k) = self.tasks[id].key.clone()
             && self.dead_keys.get(&k) == Some(id)
         {
-            self.dead_keys.remove(&k);
+            // the next newest dead task under the key, if any (by death time, then id)
+            let next = self
+                .tasks
+                .values()
+                .filter(|t| &t.id != id && t.key.as_deref() == Some(k.as_str()))
+                .filter_map(|t| match t.state {
+                    St::Dead { at_ms } => Some((at_ms, t.id.as_str().to_owned(), t.id.clone())),
+                    _ => None,
+                })
+                .max()
+                .map(|(_, _, id)| id);
+            match next {
+                Some(n) => self.dead_keys.insert(k, n),
+                None => self.dead_keys.remove(&k),
+            };
         }
+    }
+
+    /// How many dead tasks hold business key `key`.
+    pub fn dead_with_key(&self, key: &str) -> usize {
+        self.tasks
+            .values()
+            .filter(|t| matches!(t.state, St::Dead { .. }) && t.key.as_deref() == Some(key))
+            .count()
     }
 
     fn release_key(&mut self, id: &TaskId) {
@@ -417,9 +439,13 @@ impl Model {
             .collect();
         kept.sort();
         let excess = kept.len().saturating_sub(cap as usize);
+        // out of the retention set first, as the script does, so no victim takes another's
+        // place in the dead-key index
+        for (_, id) in &kept[..excess] {
+            self.task_mut(id).state = St::Gone;
+        }
         for (_, id) in &kept[..excess] {
             self.drop_dead_key(id);
-            self.task_mut(id).state = St::Gone;
         }
         excess as u64
     }
