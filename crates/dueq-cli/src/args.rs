@@ -4,6 +4,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod dead;
+mod serve;
+
+pub use dead::{DeadBulkArgs, DeadCommand, PurgeArgs, PurgeStateArg, QueueCommand};
+pub use serve::{OutboxArgs, RelayArgs, ServeArgs};
+
 /// dueq: a delay queue and task scheduler on Redis sorted sets.
 #[derive(Debug, Parser)]
 #[command(name = "dueq", version, about)]
@@ -108,9 +114,9 @@ pub enum Command {
     /// wait --shutdown-grace for running commands, then hand their tasks back.
     Work(WorkArgs),
     /// Replay the Olist order trace through a queue and check every task ran as it should.
-    Replay(ReplayArgs),
+    Replay(dueq_lab::ReplayArgs),
     /// Measure throughput, lateness, idle cost and memory (DESIGN section 6 workloads).
-    Bench(BenchArgs),
+    Bench(dueq_lab::BenchArgs),
     /// PostgreSQL outbox: carry committed `dueq_outbox` rows into Redis, write outcomes back,
     /// and reconcile both sides (at start and every --reconcile-interval-ms). Migrates the
     /// table first. SIGINT/SIGTERM stop it.
@@ -120,115 +126,10 @@ pub enum Command {
     /// Redis, kills connections, flushes scripts and pauses Redis; then checks a ledger kept
     /// outside Redis and reports lost, duplicated, recovered, unexpected and early tasks
     /// (exit status 1 unless lost, duplicated, unexpected and early are 0).
-    Chaos(ChaosArgs),
+    Chaos(dueq_lab::ChaosArgs),
     /// One worker process of `dueq chaos` (started by it; not for use by hand).
     #[command(hide = true)]
-    ChaosWorker(ChaosWorkerArgs),
-}
-
-/// `dueq chaos`.
-#[derive(Debug, Args)]
-pub struct ChaosArgs {
-    /// How long tasks are enqueued and faults injected, ms (1 to 600000); draining and the
-    /// check add a few seconds.
-    #[arg(long, default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(1..=600_000))]
-    pub duration_ms: u64,
-    /// Tasks enqueued over --duration-ms, at an even pace (1 to 1000000; default 250 per
-    /// second).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub tasks: Option<u64>,
-    /// Worker processes (1 to 32).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
-    pub workers: u32,
-    /// Seed of the fault schedule, fault choices and task due times (default: from the
-    /// clock; the report prints it).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Write the ledgers (producer.jsonl, worker-N.jsonl: one JSON event per line) into this
-    /// new or empty directory and keep them (default: a temporary directory, removed).
-    #[arg(long)]
-    pub ledger_dir: Option<PathBuf>,
-    /// Run against a local Redis Cluster of 3 masters and 3 replicas (AOF on,
-    /// cluster-node-timeout 1000 ms) with the queue split into 6 partitions, and inject master
-    /// failovers instead of the single-server faults: kill -9 of a master (seeded), its
-    /// replica promoted, the node started again as a replica; with --replicas 1 (durable
-    /// writes) also the same kill with the node started again only at the next fault, so that
-    /// durable writes to the failed partitions answer not_replicated meanwhile. Adds to the
-    /// report the per-partition lateness of healthy and failed partitions during each fault
-    /// and checks that every duplicate is a task of a killed master's partition.
-    #[arg(long)]
-    pub cluster: bool,
-}
-
-/// `dueq chaos-worker` (hidden): claims through `DueClaimer`, acks by hand, and appends each
-/// delivery and ack answer to its ledger; exits when its stdin closes.
-#[derive(Debug, Args)]
-pub struct ChaosWorkerArgs {
-    /// The ledger file it appends to (JSON lines).
-    #[arg(long)]
-    pub ledger: PathBuf,
-    /// Queue name.
-    #[arg(long)]
-    pub queue: String,
-    /// Lease of each claim, ms.
-    #[arg(long)]
-    pub lease_ms: u64,
-    /// Partitions of the queue: above 1, the acks of a claim go out per partition at once,
-    /// without holding up the next claim, so that a failing partition's answers delay no
-    /// other partition's tasks.
-    #[arg(long, default_value_t = 1)]
-    pub partitions: u16,
-}
-
-/// `dueq relay`.
-#[derive(Debug, Args)]
-pub struct RelayArgs {
-    /// PostgreSQL URL of the database holding the outbox table (postgres://user@host/db).
-    #[arg(long, env = "DUEQ_POSTGRES_URL")]
-    pub postgres: String,
-    /// Run one reconciler pass, print its report and exit (no relaying).
-    #[arg(long)]
-    pub reconcile_once: bool,
-    /// The relay's settings.
-    #[command(flatten)]
-    pub outbox: OutboxArgs,
-}
-
-/// The outbox relay's settings, shared by `dueq relay` and `dueq serve --postgres` (each
-/// needs `--postgres`).
-#[derive(Debug, Args)]
-pub struct OutboxArgs {
-    /// Time between two reconciler passes (at least 1s).
-    #[arg(long = "reconcile-interval", alias = "reconcile-interval-ms", value_name = "DURATION",
-          default_value = "5m", value_parser = duration, requires = "postgres")]
-    pub reconcile_interval_ms: u64,
-    /// The reconciler checks rows due before now plus this.
-    #[arg(long = "horizon", alias = "horizon-ms", value_name = "DURATION", default_value = "1h",
-          value_parser = duration, requires = "postgres")]
-    pub horizon_ms: u64,
-    /// Rows one reconciler pass looks at, at most (the next pass goes on).
-    #[arg(long, default_value_t = 100_000, requires = "postgres")]
-    pub max_rows_per_pass: usize,
-    /// Fallback poll when no NOTIFY arrives.
-    #[arg(long = "poll", alias = "poll-ms", value_name = "DURATION", default_value = "1s",
-          value_parser = duration, requires = "postgres")]
-    pub poll_ms: u64,
-    /// Rows per batch (1 to 1000).
-    #[arg(long, default_value_t = 1_000, requires = "postgres")]
-    pub batch: usize,
-    /// Succeeded tasks each served queue keeps in Redis so the relay can record completions
-    /// (0: leave the queue's setting alone).
-    #[arg(long, default_value_t = 10_000, requires = "postgres")]
-    pub succeeded_retention: u64,
-    /// Most PostgreSQL connections.
-    #[arg(long, default_value_t = 4, requires = "postgres")]
-    pub max_connections: u32,
-    /// A queue written only through the outbox (repeatable): the reconciler also removes its
-    /// Redis tasks that have no live row and no tombstone (e.g. after restoring the database
-    /// from a backup). Never name a queue that also gets tasks enqueued directly.
-    #[arg(long = "owned-queue", value_name = "QUEUE", requires = "postgres")]
-    pub owned_queues: Vec<String>,
+    ChaosWorker(dueq_lab::ChaosWorkerArgs),
 }
 
 /// A queue name.
@@ -371,155 +272,6 @@ pub struct WorkersArgs {
     /// Only workers that serve this queue.
     #[arg(long)]
     pub queue: Option<String>,
-}
-
-/// `dueq dead ...`.
-#[derive(Debug, Subcommand)]
-pub enum DeadCommand {
-    /// List dead tasks, newest first.
-    List {
-        /// Queue name.
-        queue: String,
-        /// Skip this many.
-        #[arg(long, default_value_t = 0)]
-        offset: u64,
-        /// Show at most this many (1..1000).
-        #[arg(long, default_value_t = 20)]
-        limit: u64,
-    },
-    /// Schedule dead tasks again, due now, attempts counted afresh: the tasks named by id,
-    /// or without ids every dead task the filters match (all filters given must match;
-    /// --all: every dead task). A bulk retry works through the dead-letter queue in bounded
-    /// steps, with progress on stderr for a large one, and prints the counts; a task whose
-    /// business key is live on another task is not retried (counted as a conflict).
-    Retry {
-        /// Queue name.
-        queue: String,
-        /// Task ids (none: a bulk retry by the filters).
-        ids: Vec<String>,
-        /// Which dead tasks, without ids.
-        #[command(flatten)]
-        bulk: DeadBulkArgs,
-        /// Bulk retry: spread the due times evenly over this long from now (30s, 10m, ...),
-        /// so that retrying many tasks does not stampede the workers (default: all due now).
-        #[arg(long = "spread", alias = "spread-ms", value_name = "DURATION",
-              value_parser = duration, conflicts_with = "ids")]
-        spread_ms: Option<u64>,
-    },
-    /// Delete dead tasks for good: the tasks named by id, or without ids every dead task the
-    /// filters match (all filters given must match; --all: every dead task), in bounded
-    /// steps as a bulk retry.
-    Delete {
-        /// Queue name.
-        queue: String,
-        /// Task ids (none: a bulk delete by the filters).
-        ids: Vec<String>,
-        /// Which dead tasks, without ids.
-        #[command(flatten)]
-        bulk: DeadBulkArgs,
-    },
-}
-
-/// Which dead tasks a bulk `dueq dead retry|delete` acts on. A bulk run needs at least one
-/// filter, or --all.
-#[derive(Debug, Args)]
-#[group(id = "bulk", multiple = true, conflicts_with = "ids")]
-pub struct DeadBulkArgs {
-    /// Only tasks whose last error contains this text (case-sensitive).
-    #[arg(long, value_name = "TEXT")]
-    pub error_contains: Option<String>,
-    /// Only tasks that died at or after this time (RFC 3339 or Unix epoch ms).
-    #[arg(long = "died-after", alias = "died-after-ms", value_name = "TIME",
-          value_parser = time)]
-    pub died_after_ms: Option<u64>,
-    /// Only tasks that died before this time (default: when the run starts, so a task that
-    /// dies again during the run is not taken twice).
-    #[arg(long = "died-before", alias = "died-before-ms", value_name = "TIME",
-          value_parser = time)]
-    pub died_before_ms: Option<u64>,
-    /// Only tasks whose business key starts with this.
-    #[arg(long, value_name = "PREFIX")]
-    pub key_prefix: Option<String>,
-    /// Only tasks of this group.
-    #[arg(long)]
-    pub group: Option<String>,
-    /// Every dead task of the queue (needed when no filter is given).
-    #[arg(long, conflicts_with_all = DEAD_FILTERS)]
-    pub all: bool,
-    /// Act on at most this many tasks (conflicts count too).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub limit: Option<u64>,
-    /// Only count the matching tasks; change nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// How long one step of the run works (tests use 0 for a step per Redis call).
-    #[arg(long = "step", value_name = "DURATION", default_value = STEP_DEFAULT,
-          value_parser = duration, hide = true)]
-    pub step_ms: u64,
-}
-
-/// `--step` default of the bulk commands: long enough that a step's overhead is nothing,
-/// short enough that the progress line moves.
-const STEP_DEFAULT: &str = "250ms";
-
-/// The filter flags of [`DeadBulkArgs`], as clap names them (their field names).
-pub const DEAD_FILTERS: [&str; 5] = [
-    "error_contains",
-    "died_after_ms",
-    "died_before_ms",
-    "key_prefix",
-    "group",
-];
-
-impl DeadBulkArgs {
-    /// Whether any filter is given (`--all` is not one).
-    pub fn has_filter(&self) -> bool {
-        self.error_contains.is_some()
-            || self.died_after_ms.is_some()
-            || self.died_before_ms.is_some()
-            || self.key_prefix.is_some()
-            || self.group.is_some()
-    }
-}
-
-/// `dueq purge`.
-#[derive(Debug, Args)]
-pub struct PurgeArgs {
-    /// Queue name.
-    pub queue: String,
-    /// The state whose tasks go.
-    #[arg(long, value_enum)]
-    pub state: PurgeStateArg,
-    /// How long one step works (tests use 0 for a step per Redis call).
-    #[arg(long = "step", value_name = "DURATION", default_value = STEP_DEFAULT,
-          value_parser = duration, hide = true)]
-    pub step_ms: u64,
-}
-
-/// `--state` of `dueq purge`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PurgeStateArg {
-    /// Every task waiting for its due time or a retry (each counted as cancelled).
-    Scheduled,
-    /// Every dead task.
-    Dead,
-    /// Every succeeded task kept by retention.
-    Succeeded,
-}
-
-/// `dueq queue ...`.
-#[derive(Debug, Subcommand)]
-pub enum QueueCommand {
-    /// Delete a queue: its tasks in every state, settings, counters, schedules and webhook.
-    /// Refused (not_empty, exit status 1) while any task is scheduled or running, unless
-    /// --force. Stop its producers first.
-    Delete {
-        /// Queue name.
-        queue: String,
-        /// Delete it even while tasks are scheduled or running (they are lost).
-        #[arg(long)]
-        force: bool,
-    },
 }
 
 /// `dueq schedule set`: exactly one of `--cron` and `--every-ms`.
@@ -762,136 +514,6 @@ fn parse_queue_weight(s: &str) -> Result<(String, u32), String> {
     }
 }
 
-/// `dueq replay`.
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    /// The order trace (Olist orders CSV).
-    #[arg(long, default_value = "../shared/data/olist_orders_union_sample.csv")]
-    pub trace: PathBuf,
-    /// How many times faster than real time the trace plays.
-    #[arg(long, default_value_t = 1_000_000.0)]
-    pub speedup: f64,
-    /// Longest real pause between two consecutive trace events or due times, ms: quiet
-    /// stretches are shortened to it (event order is kept). Use "inf" for none.
-    #[arg(long, default_value_t = 100.0)]
-    pub max_gap_ms: f64,
-    /// Only orders purchased at or after this time (YYYY-MM-DD or "YYYY-MM-DD HH:MM:SS").
-    #[arg(long)]
-    pub from: Option<String>,
-    /// Only orders purchased before this time.
-    #[arg(long)]
-    pub to: Option<String>,
-    /// Worker instances (each with its own connection).
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
-    /// Handlers running at once per worker.
-    #[arg(long, default_value_t = 64)]
-    pub concurrency: usize,
-    /// Queue to use (default: a fresh name per run).
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Data directory of the embedded redis-server (default: a temporary directory).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
-    /// Play the trace through the PostgreSQL outbox at this URL: every enqueue and cancel is
-    /// a row written in a transaction, and a relay in this process carries them into Redis
-    /// (the table is migrated first; the replay's rows are deleted at the end).
-    #[arg(long)]
-    pub postgres: Option<String>,
-    /// With --postgres: FLUSHALL Redis when half the steps are played, and let the reconciler
-    /// restore what the wipe lost (the report says how many). Wipes the WHOLE Redis the
-    /// replay runs on: use the embedded one (no --redis) or a Redis of its own.
-    #[arg(long, requires = "postgres")]
-    pub flush_midway: bool,
-    /// Split the replay's queue into this many partitions (1 to 1024) before it starts.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub partitions: u16,
-}
-
-/// `dueq bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W8,
-    /// IDLE-SCHEDULES, OUTBOX, W9 (default: all but W2-PRIO, W8, IDLE-SCHEDULES, OUTBOX and
-    /// W9). W9 starts its own local 3-master Redis Cluster (redis-server and redis-cli on
-    /// PATH) and refuses --redis.
-    #[arg(long, value_delimiter = ',')]
-    pub workload: Vec<crate::bench::Workload>,
-    /// Runs of each workload; the median is reported.
-    #[arg(long, default_value_t = 3)]
-    pub runs: usize,
-    /// Tiny sizes that only check the bench still works (for CI).
-    #[arg(long)]
-    pub smoke: bool,
-    /// Pending counts of W4 and of W9's W4 part, comma-separated, instead of the sizes of
-    /// DESIGN 6 (10 000, 100 000, 1 M and 10 M).
-    #[arg(long, value_delimiter = ',')]
-    pub pending: Vec<usize>,
-    /// PostgreSQL URL for the OUTBOX workload (its rows are deleted after each run).
-    #[arg(long, env = "DUEQ_POSTGRES_URL")]
-    pub postgres: Option<String>,
-}
-
-/// `dueq serve`.
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Address to listen on (port 0: any free port; the chosen address is printed).
-    #[arg(long, env = "DUEQ_LISTEN", default_value = "127.0.0.1:7878")]
-    pub listen: String,
-    /// Data directory of the embedded redis-server (only without --redis). While it runs,
-    /// the other dueq commands started in the directory holding ./dueq-data (or with the same
-    /// DUEQ_DATA_DIR) and without --redis use this Redis.
-    #[arg(long, env = "DUEQ_DATA_DIR", default_value = "./dueq-data")]
-    pub data_dir: PathBuf,
-    /// File of bearer tokens, one per line (# comments); DUEQ_TOKENS adds comma-separated
-    /// ones. With no token the API is open.
-    #[arg(long)]
-    pub tokens_file: Option<PathBuf>,
-    /// Require a token on /metrics too (default: open for Prometheus).
-    #[arg(long)]
-    pub metrics_auth: bool,
-    /// Largest payload accepted, bytes (default 1 MiB); request bodies may be 64 KiB more.
-    #[arg(long, default_value_t = dueq::DEFAULT_PAYLOAD_LIMIT_BYTES)]
-    pub payload_limit_bytes: usize,
-    /// Time between two heartbeats that keep this server in `dueq workers` and
-    /// `GET /v1/workers` (100ms to 1m).
-    #[arg(long = "heartbeat", alias = "heartbeat-ms", value_name = "DURATION",
-          default_value = HEARTBEAT_DEFAULT, value_parser = duration)]
-    pub heartbeat_ms: u64,
-    /// Time a client has to send a complete request head: from the connection's accept,
-    /// or from the first byte of a later request on a keep-alive connection. Past it the
-    /// connection is closed (slow-header clients); 0: no limit.
-    #[arg(long = "header-read-timeout", alias = "header-read-timeout-ms",
-          value_name = "DURATION", default_value = HEADER_READ_TIMEOUT_DEFAULT,
-          value_parser = duration)]
-    pub header_read_timeout_ms: u64,
-    /// Time a keep-alive connection may stay idle between two requests before it is
-    /// closed; 0: no limit.
-    #[arg(long = "idle-timeout", alias = "idle-timeout-ms", value_name = "DURATION",
-          default_value = IDLE_TIMEOUT_DEFAULT, value_parser = duration)]
-    pub idle_timeout_ms: u64,
-    /// Most HTTP connections open at once (1 to 1000000). At the cap no new connection is
-    /// accepted: they wait in the kernel's listen backlog and are served as open ones close
-    /// (keep it below the open-file limit, `ulimit -n`).
-    #[arg(long, default_value_t = dueq_server::DEFAULT_MAX_CONNECTIONS as u64,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_http_connections: u64,
-    /// Also run the PostgreSQL outbox relay and its reconciler in this server, against the
-    /// database at this URL (as `dueq relay` does: migrates the table first), and include the
-    /// database in /readyz. The server starts while the database is unreachable (/readyz is
-    /// 503 naming postgres; the relay retries with backoff).
-    #[arg(long)]
-    pub postgres: Option<String>,
-    /// The relay's settings (with --postgres).
-    #[command(flatten)]
-    pub outbox: OutboxArgs,
-}
-
-/// `--header-read-timeout` default: [`dueq_server::DEFAULT_HEADER_READ_TIMEOUT_MS`].
-const HEADER_READ_TIMEOUT_DEFAULT: &str = "10s";
-/// `--idle-timeout` default: [`dueq_server::DEFAULT_IDLE_TIMEOUT_MS`].
-const IDLE_TIMEOUT_DEFAULT: &str = "1m";
-
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -899,6 +521,7 @@ mod tests {
     /// The readable defaults in the help are the library's constants.
     #[test]
     fn readable_defaults_match_the_constants() {
+        use super::serve::{HEADER_READ_TIMEOUT_DEFAULT, IDLE_TIMEOUT_DEFAULT};
         use super::*;
         let ms = |s| crate::human::parse_duration_ms(s);
         assert_eq!(

@@ -2,8 +2,8 @@
 //! it dies) and stops, for `serve` and `replay` when no `--redis` is given.
 //!
 //! It listens on a unix socket only (no TCP port to collide with), keeps its data in a data
-//! directory with AOF on (`appendfsync everysec`; `dueq chaos` asks for `always` and the
-//! `DEBUG` command), and runs with `maxmemory-policy noeviction`.
+//! directory with AOF on (`appendfsync everysec`), and runs with `maxmemory-policy
+//! noeviction`.
 //!
 //! One data directory, one supervisor: `dueq` holds an exclusive lock on `dueq.lock` in the
 //! directory for as long as its redis-server may run, so a second `dueq` on the same directory
@@ -29,7 +29,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use redis::aio::MultiplexedConnection;
 use tokio::process::{Child, Command};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -51,25 +51,8 @@ const ORPHAN_EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct EmbeddedRedis {
     url: String,
     stop: watch::Sender<bool>,
-    /// Asks the supervisor to SIGKILL its redis-server (`dueq chaos`); it restarts it as after
-    /// any exit.
-    kill: mpsc::UnboundedSender<()>,
-    /// How many times a redis-server of this supervisor has become ready (1 after the start).
-    ready: watch::Receiver<u64>,
     supervisor: JoinHandle<()>,
     _temp: Option<tempfile::TempDir>,
-}
-
-/// How the embedded redis-server is configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Profile {
-    /// AOF on, `appendfsync everysec` (`serve`, `replay`).
-    Durable,
-    /// No persistence (`bench`).
-    Ephemeral,
-    /// AOF on with `appendfsync always` (every reply follows an fsync, so `kill -9` loses no
-    /// confirmed write) and `enable-debug-command local` for `DEBUG SLEEP` (`dueq chaos`).
-    Chaos,
 }
 
 /// First pause before restarting a redis-server that exited.
@@ -77,15 +60,9 @@ const RESTART_PAUSE: Duration = Duration::from_millis(200);
 /// Longest pause between restart attempts.
 const MAX_RESTART_PAUSE: Duration = Duration::from_secs(5);
 
-fn args(dir: &Path, socket: &Path, profile: Profile) -> Vec<String> {
+fn args(dir: &Path, socket: &Path) -> Vec<String> {
     let s = |p: &Path| p.display().to_string();
-    let persist = profile != Profile::Ephemeral;
-    let fsync = if profile == Profile::Chaos {
-        "always"
-    } else {
-        "everysec"
-    };
-    let mut args: Vec<String> = vec![
+    vec![
         "--port".into(),
         "0".into(),
         "--unixsocket".into(),
@@ -95,9 +72,9 @@ fn args(dir: &Path, socket: &Path, profile: Profile) -> Vec<String> {
         "--dir".into(),
         s(dir),
         "--appendonly".into(),
-        if persist { "yes" } else { "no" }.into(),
+        "yes".into(),
         "--appendfsync".into(),
-        fsync.into(),
+        "everysec".into(),
         "--save".into(),
         String::new(),
         "--maxmemory-policy".into(),
@@ -106,12 +83,7 @@ fn args(dir: &Path, socket: &Path, profile: Profile) -> Vec<String> {
         s(&dir.join("redis.log")),
         "--daemonize".into(),
         "no".into(),
-    ];
-    if profile == Profile::Chaos {
-        // `local`: only from loopback and unix sockets; this server has only a socket anyway
-        args.extend(["--enable-debug-command".into(), "local".into()]);
-    }
-    args
+    ]
 }
 
 /// The socket of the redis-server of `dir` (canonical): `dir/redis.sock`, or, when that path is
@@ -457,21 +429,6 @@ impl EmbeddedRedis {
     /// When another `dueq` uses `data_dir`, a redis-server left behind there cannot be
     /// stopped, or redis-server does not start.
     pub async fn start(data_dir: Option<&Path>) -> Result<Self> {
-        Self::start_with(data_dir, Profile::Durable).await
-    }
-
-    /// A server in a fresh temporary directory with persistence off (for benchmarks).
-    pub async fn start_ephemeral() -> Result<Self> {
-        Self::start_with(None, Profile::Ephemeral).await
-    }
-
-    /// A server in a fresh temporary directory for `dueq chaos`: AOF with `appendfsync
-    /// always`, and `DEBUG` allowed on its socket.
-    pub async fn start_chaos() -> Result<Self> {
-        Self::start_with(None, Profile::Chaos).await
-    }
-
-    async fn start_with(data_dir: Option<&Path>, profile: Profile) -> Result<Self> {
         let (dir, temp) = match data_dir {
             Some(d) => {
                 std::fs::create_dir_all(d)
@@ -488,7 +445,7 @@ impl EmbeddedRedis {
         let socket = socket_path(&dir);
         let url = format!("redis+unix://{}", socket.display());
         stop_orphan(&url, &socket).await?;
-        let args = args(&dir, &socket, profile);
+        let args = args(&dir, &socket);
         let mut child = spawn(&args)?;
         if let Err(e) = wait_ready(&url, &mut child).await {
             let _ = child.start_kill();
@@ -507,8 +464,6 @@ impl EmbeddedRedis {
             None => None,
         };
         let (stop, mut stop_rx) = watch::channel(false);
-        let (kill, mut kill_rx) = mpsc::unbounded_channel::<()>();
-        let (ready_tx, ready) = watch::channel(1u64);
         let url2 = url.clone();
         let supervisor = tokio::spawn(async move {
             let _lock = lock;
@@ -517,8 +472,6 @@ impl EmbeddedRedis {
             // after each failed restart the pause doubles (with jitter) up to 5 s: a server
             // that cannot start (disk full, port taken) is retried, not respawned in a loop
             let mut pause = RESTART_PAUSE;
-            // the exit was asked for (`kill9`): not an error worth a log line
-            let mut killed = false;
             loop {
                 tokio::select! {
                     _ = stop_rx.changed() => {
@@ -526,16 +479,8 @@ impl EmbeddedRedis {
                         stop_child(&url2, &mut child).await;
                         return;
                     }
-                    Some(()) = kill_rx.recv() => {
-                        killed = true;
-                        let _ = child.start_kill();
-                    }
                     status = child.wait() => {
-                        if std::mem::take(&mut killed) {
-                            tracing::info!(?status, "embedded redis-server killed as asked; restarting it");
-                        } else {
-                            tracing::error!(?status, "embedded redis-server exited; restarting it");
-                        }
+                        tracing::error!(?status, "embedded redis-server exited; restarting it");
                         tokio::select! {
                             _ = stop_rx.changed() => return,
                             () = tokio::time::sleep(dueq::backoff::jittered(pause)) => {}
@@ -547,7 +492,6 @@ impl EmbeddedRedis {
                                     Ok(()) => {
                                         tracing::info!("embedded redis-server restarted");
                                         pause = RESTART_PAUSE;
-                                        ready_tx.send_modify(|n| *n += 1);
                                     }
                                     Err(e) => tracing::error!(error = %e,
                                         "embedded redis-server restart failed; trying again"),
@@ -568,8 +512,6 @@ impl EmbeddedRedis {
         Ok(Self {
             url,
             stop,
-            kill,
-            ready,
             supervisor,
             _temp: temp,
         })
@@ -578,29 +520,6 @@ impl EmbeddedRedis {
     /// Its URL (`redis+unix://...`).
     pub fn url(&self) -> &str {
         &self.url
-    }
-
-    /// `kill -9` of the redis-server, then waits (at most `timeout`) until the supervisor has
-    /// restarted it on the same data directory and socket and it answers `PING` (its AOF
-    /// loaded).
-    ///
-    /// # Errors
-    /// When no restarted server is ready within `timeout` (the supervisor keeps trying).
-    pub async fn kill9(&self, timeout: Duration) -> Result<()> {
-        let mut ready = self.ready.clone();
-        let before = *ready.borrow_and_update();
-        if self.kill.send(()).is_err() {
-            bail!("the embedded redis-server's supervisor has stopped");
-        }
-        let restarted = tokio::time::timeout(timeout, ready.wait_for(|n| *n > before)).await;
-        match restarted {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(_)) => bail!("the embedded redis-server's supervisor has stopped"),
-            Err(_) => bail!(
-                "the embedded redis-server was not back within {} ms of kill -9",
-                timeout.as_millis()
-            ),
-        }
     }
 
     /// Stops the server and waits for it (then releases the data directory).

@@ -1,28 +1,16 @@
 //! The `dueq` command-line tool: enqueue, inspect and cancel tasks, work a queue with any
 //! command, and replay the Olist order trace (`dueq replay`).
 //!
-//! `anyhow` is used here only; the library returns typed errors.
+//! `anyhow` is used here and in the lab (`dueq-lab`) only; the libraries return typed errors.
 
-/// `println!` that ends the process quietly when stdout is closed (`dueq ... | head`) instead
-/// of panicking on the broken pipe.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        if writeln!(std::io::stdout(), $($arg)*).is_err() {
-            std::process::exit(0);
-        }
-    }};
-}
+#[macro_use]
+extern crate dueq_lab;
 
 mod args;
-mod bench;
-mod chaos;
-mod cluster;
 mod cmd;
 mod embedded;
 mod human;
 mod logging;
-mod replay;
 
 use anyhow::Result;
 use clap::Parser;
@@ -31,21 +19,7 @@ use args::{Cli, Command};
 
 const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379";
 
-/// Completes on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
-    }
-}
+pub use dueq_lab::shutdown_signal;
 
 /// The Redis to use: `--redis` / `DUEQ_REDIS_URL`, else the embedded Redis of a `dueq serve`
 /// running on `./dueq-data` (or `$DUEQ_DATA_DIR`), else [`DEFAULT_REDIS`].
@@ -105,36 +79,12 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Replay(a) => cmd::replay::run(redis, a, json).await,
         Command::Relay(a) => cmd::relay::run(connect(redis).await?, a, json).await,
-        Command::Chaos(a) => cmd::chaos::run(redis, replicas, a, json).await,
+        Command::Chaos(a) => dueq_lab::chaos::command::run(redis, replicas, a, json).await,
         Command::ChaosWorker(a) => {
             let url = redis.ok_or_else(|| anyhow::anyhow!("chaos-worker needs --redis"))?;
-            chaos::worker::run(url, replicas, a).await
+            dueq_lab::chaos::worker::run(url, replicas, a).await
         }
-        Command::Bench(a) => {
-            let workloads = if a.workload.is_empty() {
-                bench::Workload::ALL.to_vec()
-            } else {
-                a.workload.clone()
-            };
-            let mut sizes = if a.smoke {
-                bench::Sizes::smoke()
-            } else {
-                bench::Sizes::full()
-            };
-            if !a.pending.is_empty() {
-                sizes.w4.clone_from(&a.pending);
-                sizes.w9_w4.clone_from(&a.pending);
-            }
-            bench::run(
-                redis,
-                &workloads,
-                a.runs,
-                &sizes,
-                json,
-                a.postgres.as_deref(),
-            )
-            .await
-        }
+        Command::Bench(a) => dueq_lab::bench::command(redis, a, json).await,
     }
 }
 

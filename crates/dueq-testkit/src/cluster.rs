@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::Error;
 use crate::helpers::parse_info_field;
 use crate::server::{RedisServer, tail};
 
@@ -83,22 +84,33 @@ impl RedisClusterBuilder {
     /// If `masters < 3` (`redis-cli --cluster create` requires at least 3 masters), or if
     /// any step fails; the message includes `redis-cli`'s output.
     pub fn start(self) -> RedisCluster {
+        self.try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Self::start`] for callers that report failures themselves (the lab's `dueq bench`
+    /// and `dueq chaos --cluster`).
+    ///
+    /// # Errors
+    ///
+    /// When [`Self::start`] would panic, with the same message.
+    pub fn try_start(self) -> Result<RedisCluster, Error> {
         let masters = self.masters;
-        assert!(
-            masters >= 3,
-            "a Redis Cluster needs at least 3 masters, got {masters}"
-        );
+        if masters < 3 {
+            return Err(Error::new(format!(
+                "a Redis Cluster needs at least 3 masters, got {masters}"
+            )));
+        }
         let total = masters * (1 + self.replicas_per_master);
-        let nodes: Vec<RedisServer> = (0..total)
+        let nodes = (0..total)
             .map(|_| {
                 RedisServer::builder()
                     .cluster_node()
                     .appendonly(self.appendonly)
                     .args(["--cluster-node-timeout", &self.node_timeout_ms.to_string()])
                     .args(&self.extra_args)
-                    .start()
+                    .try_start()
             })
-            .collect();
+            .collect::<Result<Vec<RedisServer>, Error>>()?;
         let mut cluster = RedisCluster {
             nodes,
             replica_of: vec![None; total],
@@ -119,51 +131,56 @@ impl RedisClusterBuilder {
                 "--cluster-yes",
             ])
             .output()
-            .unwrap_or_else(|e| panic!("spawn redis-cli (is it on PATH?): {e}"));
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster create {} failed with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            addrs.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr),
-        );
+            .map_err(|e| Error::new(format!("spawn redis-cli (is it on PATH?): {e}")))?;
+        if !output.status.success() {
+            return Err(Error::new(format!(
+                "redis-cli --cluster create {} failed with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                addrs.join(" "),
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr),
+            )));
+        }
 
         let known = total.to_string();
-        let mut conns: Vec<redis::Connection> = cluster.nodes.iter().map(|n| n.conn()).collect();
-        crate::wait_until(
-            CLUSTER_DEADLINE,
-            "every cluster node reports cluster_state:ok with all slots assigned, \
-             and every replica's master link is up",
-            || {
-                conns.iter_mut().all(|conn| {
-                    let Ok(info) = redis::cmd("CLUSTER").arg("INFO").query::<String>(conn) else {
-                        return false;
-                    };
-                    let field = |name| parse_info_field(&info, name);
-                    let cluster_ok = field("cluster_state").as_deref() == Some("ok")
-                        && field("cluster_slots_assigned").as_deref() == Some(SLOTS)
-                        && field("cluster_slots_ok").as_deref() == Some(SLOTS)
-                        && field("cluster_known_nodes").as_deref() == Some(known.as_str());
-                    let Ok(repl) = redis::cmd("INFO").arg("replication").query::<String>(conn)
-                    else {
-                        return false;
-                    };
-                    let linked = parse_info_field(&repl, "role").as_deref() == Some("master")
-                        || parse_info_field(&repl, "master_link_status").as_deref() == Some("up");
-                    cluster_ok && linked
-                })
-            },
-        );
+        let mut conns = Vec::with_capacity(total);
+        for n in &cluster.nodes {
+            conns.push(
+                n.client()
+                    .get_connection()
+                    .map_err(|e| Error::new(format!("connect to {}: {e}", n.url())))?,
+            );
+        }
+        let what = "every cluster node reports cluster_state:ok with all slots assigned, \
+                    and every replica's master link is up";
+        let ok = crate::wait::poll_until(CLUSTER_DEADLINE, || {
+            conns.iter_mut().all(|conn| {
+                let Ok(info) = redis::cmd("CLUSTER").arg("INFO").query::<String>(conn) else {
+                    return false;
+                };
+                let field = |name| parse_info_field(&info, name);
+                let cluster_ok = field("cluster_state").as_deref() == Some("ok")
+                    && field("cluster_slots_assigned").as_deref() == Some(SLOTS)
+                    && field("cluster_slots_ok").as_deref() == Some(SLOTS)
+                    && field("cluster_known_nodes").as_deref() == Some(known.as_str());
+                let Ok(repl) = redis::cmd("INFO").arg("replication").query::<String>(conn) else {
+                    return false;
+                };
+                let linked = parse_info_field(&repl, "role").as_deref() == Some("master")
+                    || parse_info_field(&repl, "master_link_status").as_deref() == Some("up");
+                cluster_ok && linked
+            })
+        });
+        if !ok {
+            return Err(Error::timeout(CLUSTER_DEADLINE, what));
+        }
         for i in 0..total {
             cluster.replica_of[i] = match cluster.replication(i) {
-                Some(Replication::Replica { master_port, .. }) => {
-                    Some(cluster.index_of_port(master_port))
-                }
+                Some(Role::Replica { master_port, .. }) => Some(cluster.index_of_port(master_port)),
                 _ => None,
             };
         }
-        cluster
+        Ok(cluster)
     }
 }
 
@@ -301,15 +318,27 @@ impl RedisCluster {
     ///
     /// If no node answers, or none owns the slot.
     pub fn master_of_slot(&self, slot: u16) -> usize {
-        let mut conn = self.any_running_conn();
-        let ranges =
-            cluster_slots(&mut conn).unwrap_or_else(|e| panic!("CLUSTER SLOTS failed: {e}"));
+        self.try_master_of_slot(slot)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Self::master_of_slot`] for callers that report failures themselves.
+    ///
+    /// # Errors
+    ///
+    /// When [`Self::master_of_slot`] would panic, with the same message.
+    pub fn try_master_of_slot(&self, slot: u16) -> Result<usize, Error> {
+        let mut conn = (0..self.nodes.len())
+            .find_map(|i| self.node_conn(i))
+            .ok_or_else(|| Error::new("no node of the cluster answers".to_owned()))?;
+        let ranges = cluster_slots(&mut conn)
+            .map_err(|e| Error::new(format!("CLUSTER SLOTS failed: {e}")))?;
         let port = ranges
             .iter()
             .find(|(a, b, _)| (*a..=*b).contains(&slot))
             .map(|(_, _, port)| *port)
-            .unwrap_or_else(|| panic!("no master serves slot {slot}: {ranges:?}"));
-        self.index_of_port(port)
+            .ok_or_else(|| Error::new(format!("no master serves slot {slot}: {ranges:?}")))?;
+        Ok(self.index_of_port(port))
     }
 
     /// The index of the master serving `key`'s slot.
@@ -338,11 +367,26 @@ impl RedisCluster {
     ///
     /// If `killed` has no replica, or the deadline passes.
     pub fn wait_for_promotion(&mut self, killed: usize, deadline: Duration) -> usize {
+        self.try_wait_for_promotion(killed, deadline)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Self::wait_for_promotion`] for callers that report failures themselves.
+    ///
+    /// # Errors
+    ///
+    /// When [`Self::wait_for_promotion`] would panic, with the same message.
+    pub fn try_wait_for_promotion(
+        &mut self,
+        killed: usize,
+        deadline: Duration,
+    ) -> Result<usize, Error> {
         let candidates = self.replicas_of(killed);
-        assert!(
-            !candidates.is_empty(),
-            "node {killed} has no replica to promote"
-        );
+        if candidates.is_empty() {
+            return Err(Error::new(format!(
+                "node {killed} has no replica to promote"
+            )));
+        }
         let killed_port = self.ports()[killed];
         let live: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| i != killed && self.nodes[i].is_running())
@@ -351,11 +395,11 @@ impl RedisCluster {
             let new = candidates
                 .iter()
                 .copied()
-                .find(|&c| self.replication(c) == Some(Replication::Master))?;
+                .find(|&c| self.replication(c) == Some(Role::Master))?;
             let new_port = self.ports()[new];
             let followers_moved = candidates.iter().filter(|&&c| c != new).all(|&c| {
                 self.replication(c)
-                    == Some(Replication::Replica {
+                    == Some(Role::Replica {
                         master_port: new_port,
                         link_up: true,
                     })
@@ -380,15 +424,7 @@ impl RedisCluster {
                 break new;
             }
             if start.elapsed() >= deadline {
-                let nodes: String = live
-                    .iter()
-                    .find_map(|&i| {
-                        redis::cmd("CLUSTER")
-                            .arg("NODES")
-                            .query(&mut self.node_conn(i)?)
-                            .ok()
-                    })
-                    .unwrap_or_else(|| "<no node answers>".to_owned());
+                let nodes = self.cluster_nodes(&live);
                 let logs: Vec<String> = candidates
                     .iter()
                     .map(|&c| {
@@ -396,11 +432,11 @@ impl RedisCluster {
                         format!("--- tail of node {c}'s log ---\n{}", tail(&log, 20))
                     })
                     .collect();
-                panic!(
+                return Err(Error::new(format!(
                     "timed out after {deadline:?} waiting until a replica of node {killed} \
                      (port {killed_port}) is promoted\n--- CLUSTER NODES ---\n{nodes}\n{}",
                     logs.join("\n")
-                );
+                )));
             }
             std::thread::sleep(POLL);
         };
@@ -408,7 +444,114 @@ impl RedisCluster {
             self.replica_of[c] = (c != new).then_some(new);
         }
         self.replica_of[killed] = None;
-        new
+        Ok(new)
+    }
+
+    /// Starts killed node `i` again on its port and data directory (its `nodes.conf` and
+    /// AOF) and waits until it answers `PING`. Follow with [`Self::wait_for_rejoin`].
+    ///
+    /// # Panics
+    ///
+    /// If it does not come back within 10 s.
+    pub fn restart(&mut self, i: usize) {
+        self.try_restart(i).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`Self::restart`] for callers that report failures themselves.
+    ///
+    /// # Errors
+    ///
+    /// When [`Self::restart`] would panic, with the same message.
+    pub fn try_restart(&mut self, i: usize) -> Result<(), Error> {
+        self.nodes[i].try_restart()
+    }
+
+    /// After [`Self::restart`] of node `i`: waits (up to `deadline`) until it is a replica
+    /// with its link to its master up, and every running node reports `cluster_state:ok`
+    /// with all slots ok and knows every node. Returns its master and records it for
+    /// [`Self::replicas_of`].
+    ///
+    /// # Panics
+    ///
+    /// If the deadline passes.
+    pub fn wait_for_rejoin(&mut self, i: usize, deadline: Duration) -> usize {
+        self.try_wait_for_rejoin(i, deadline)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Self::wait_for_rejoin`] for callers that report failures themselves.
+    ///
+    /// # Errors
+    ///
+    /// When [`Self::wait_for_rejoin`] would panic, with the same message.
+    pub fn try_wait_for_rejoin(&mut self, i: usize, deadline: Duration) -> Result<usize, Error> {
+        let n = self.nodes.len();
+        let known = n.to_string();
+        let live: Vec<usize> = (0..n).filter(|&j| self.nodes[j].is_running()).collect();
+        let rejoined_now = || -> Option<usize> {
+            let Some(Role::Replica {
+                master_port,
+                link_up: true,
+            }) = self.replication(i)
+            else {
+                return None;
+            };
+            let master = self.ports().iter().position(|&p| p == master_port)?;
+            let everyone_ok = live.iter().all(|&j| {
+                let Some(mut conn) = self.node_conn(j) else {
+                    return false;
+                };
+                let Ok(info) = redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut conn) else {
+                    return false;
+                };
+                let field = |name| parse_info_field(&info, name);
+                field("cluster_state").as_deref() == Some("ok")
+                    && field("cluster_slots_assigned").as_deref() == Some(SLOTS)
+                    && field("cluster_slots_ok").as_deref() == Some(SLOTS)
+                    && field("cluster_known_nodes").as_deref() == Some(known.as_str())
+            });
+            everyone_ok.then_some(master)
+        };
+        let start = Instant::now();
+        loop {
+            if let Some(master) = rejoined_now() {
+                self.replica_of[i] = Some(master);
+                return Ok(master);
+            }
+            if start.elapsed() >= deadline {
+                let nodes = self.cluster_nodes(&live);
+                return Err(Error::new(format!(
+                    "timed out after {deadline:?} waiting until node {i} (port {}) rejoins as \
+                     a replica\n--- CLUSTER NODES ---\n{nodes}",
+                    self.ports()[i]
+                )));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// The running masters that have a replica, as this handle last learned it.
+    pub fn masters_with_replica(&mut self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| {
+                self.nodes[i].is_running()
+                    && self.replica_of[i].is_none()
+                    && self.replica_of.contains(&Some(i))
+            })
+            .collect()
+    }
+
+    /// `CLUSTER NODES` of the first of `nodes` that answers, for error messages.
+    fn cluster_nodes(&self, nodes: &[usize]) -> String {
+        nodes
+            .iter()
+            .find_map(|&i| {
+                redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query(&mut self.node_conn(i)?)
+                    .ok()
+            })
+            .unwrap_or_else(|| "<no node answers>".to_owned())
     }
 
     /// A connection to node `i` with short timeouts, or `None` if it does not answer.
@@ -430,58 +573,104 @@ impl RedisCluster {
     }
 
     /// Node `i`'s `INFO replication`, or `None` if it does not answer.
-    fn replication(&self, i: usize) -> Option<Replication> {
+    fn replication(&self, i: usize) -> Option<Role> {
         let mut conn = self.node_conn(i)?;
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query(&mut conn)
             .ok()?;
-        if parse_info_field(&info, "role")? == "master" {
-            return Some(Replication::Master);
-        }
-        Some(Replication::Replica {
-            master_port: parse_info_field(&info, "master_port").and_then(|p| p.parse().ok())?,
-            link_up: parse_info_field(&info, "master_link_status").as_deref() == Some("up"),
-        })
+        parse_role(&info)
     }
 }
 
-/// A node's role as its `INFO replication` tells it.
+/// What `INFO replication` of a node says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Replication {
+enum Role {
+    /// A master.
     Master,
-    Replica { master_port: u16, link_up: bool },
+    /// A replica of the master on `master_port`, its link up or not.
+    Replica {
+        /// The master's port.
+        master_port: u16,
+        /// `master_link_status:up`.
+        link_up: bool,
+    },
+}
+
+/// Parses `INFO replication`.
+fn parse_role(info: &str) -> Option<Role> {
+    match parse_info_field(info, "role")?.as_str() {
+        "master" => Some(Role::Master),
+        _ => Some(Role::Replica {
+            master_port: parse_info_field(info, "master_port")?.parse().ok()?,
+            link_up: parse_info_field(info, "master_link_status").as_deref() == Some("up"),
+        }),
+    }
 }
 
 /// `CLUSTER SLOTS` as (first slot, last slot, master port) ranges.
 fn cluster_slots(conn: &mut redis::Connection) -> redis::RedisResult<Vec<(u16, u16, u16)>> {
-    let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query(conn)?;
+    let v: Value = redis::cmd("CLUSTER").arg("SLOTS").query(conn)?;
+    parse_slots(&v).ok_or_else(|| {
+        redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "unexpected CLUSTER SLOTS reply",
+            format!("{v:?}"),
+        ))
+    })
+}
+
+/// A `CLUSTER SLOTS` reply as (first slot, last slot, master port) ranges.
+fn parse_slots(v: &Value) -> Option<Vec<(u16, u16, u16)>> {
+    let Value::Array(ranges) = v else {
+        return None;
+    };
     let int = |v: &Value| match v {
         Value::Int(n) => u16::try_from(*n).ok(),
         _ => None,
     };
     ranges
         .iter()
-        .map(|range| {
-            let parsed = match range {
-                Value::Array(f) if f.len() >= 3 => match &f[2] {
-                    Value::Array(master) if master.len() >= 2 => {
-                        match (int(&f[0]), int(&f[1]), int(&master[1])) {
-                            (Some(a), Some(b), Some(port)) => Some((a, b, port)),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                },
+        .map(|range| match range {
+            Value::Array(f) if f.len() >= 3 => match &f[2] {
+                Value::Array(master) if master.len() >= 2 => {
+                    Some((int(&f[0])?, int(&f[1])?, int(&master[1])?))
+                }
                 _ => None,
-            };
-            parsed.ok_or_else(|| {
-                redis::RedisError::from((
-                    redis::ErrorKind::Parse,
-                    "unexpected CLUSTER SLOTS entry",
-                    format!("{range:?}"),
-                ))
-            })
+            },
+            _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn roles_and_slots_parse() {
+        assert_eq!(
+            parse_role("# Replication\r\nrole:master\r\n"),
+            Some(Role::Master)
+        );
+        assert_eq!(
+            parse_role(
+                "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:7001\r\nmaster_link_status:down\r\n"
+            ),
+            Some(Role::Replica {
+                master_port: 7001,
+                link_up: false
+            })
+        );
+        let v = Value::Array(vec![Value::Array(vec![
+            Value::Int(0),
+            Value::Int(5460),
+            Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::Int(7000),
+            ]),
+        ])]);
+        assert_eq!(parse_slots(&v), Some(vec![(0, 5460, 7000)]));
+    }
 }

@@ -8,7 +8,8 @@
 //!   It can be killed with SIGKILL, restarted on the same socket/port and data
 //!   directory, run with AOF, or run as a replica of another server.
 //! * [`RedisCluster`] — N masters forming a Redis Cluster, with or without
-//!   replicas; a master can be killed and its replica's promotion awaited.
+//!   replicas; a master can be killed, its replica's promotion awaited, and
+//!   the killed node restarted and awaited as a replica again.
 //! * [`RedisSentinels`] — a primary, replicas and `redis-server --sentinel`
 //!   processes watching them, with a forced failover.
 //! * [`wait_until`] / [`wait_until_async`] — poll a condition with a deadline.
@@ -22,6 +23,10 @@
 //! `Result`s: a helper that cannot start Redis or cannot talk to it has made
 //! the calling test fail, and the panic message (which includes the tail of
 //! the server log where relevant) is the diagnostic.
+//!
+//! The lab (`dueq bench` and `dueq chaos`) starts its servers and clusters here too and
+//! reports failures itself: the calls it makes have `try_` forms that return an [`Error`]
+//! with the same message instead.
 //!
 //! # Processes
 //!
@@ -41,12 +46,14 @@
 //! unwinds and cleans up.
 
 mod cluster;
+mod error;
 mod helpers;
 mod sentinel;
 mod server;
 mod wait;
 
 pub use cluster::{RedisCluster, RedisClusterBuilder};
+pub use error::Error;
 pub use helpers::{hlen, info_field, keys_matching, slowlog_max_us, zcard};
 pub use sentinel::{MASTER_NAME, RedisSentinels};
 pub use server::{RedisServer, RedisServerBuilder};

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::Error;
 use crate::helpers::parse_info_field;
 
 /// Name of the server binary looked up on `PATH`.
@@ -139,22 +140,38 @@ impl RedisServerBuilder {
     /// If the server cannot be spawned or does not become ready; the panic
     /// message contains the tail of its log.
     pub fn start(self) -> RedisServer {
+        self.try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Self::start`] for callers that report failures themselves (the lab's
+    /// `dueq bench` and `dueq chaos`).
+    ///
+    /// # Errors
+    ///
+    /// When [`Self::start`] would panic, with the same message.
+    pub fn try_start(self) -> Result<RedisServer, Error> {
         let tmp = tempfile::Builder::new()
             .prefix("dueq-redis-")
             .tempdir()
-            .expect("create a temporary directory for redis-server");
+            .map_err(|e| {
+                Error::new(format!(
+                    "create a temporary directory for redis-server: {e}"
+                ))
+            })?;
         let data_dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_owned());
-        std::fs::create_dir_all(&data_dir)
-            .unwrap_or_else(|e| panic!("create redis data dir {}: {e}", data_dir.display()));
+        std::fs::create_dir_all(&data_dir).map_err(|e| {
+            Error::new(format!("create redis data dir {}: {e}", data_dir.display()))
+        })?;
         let socket = if self.tcp {
             None
         } else {
             let socket = tmp.path().join("redis.sock");
-            assert!(
-                socket.as_os_str().len() <= MAX_UNIX_SOCKET_PATH,
-                "unix socket path {} is too long (set TMPDIR to a shorter directory)",
-                socket.display()
-            );
+            if socket.as_os_str().len() > MAX_UNIX_SOCKET_PATH {
+                return Err(Error::new(format!(
+                    "unix socket path {} is too long (set TMPDIR to a shorter directory)",
+                    socket.display()
+                )));
+            }
             Some(socket)
         };
         let mut server = RedisServer {
@@ -172,23 +189,31 @@ impl RedisServerBuilder {
                 server.port = Some(free_port(server.opts.cluster_bus));
                 match server.launch() {
                     Ok(()) => break,
-                    // A timeout is not a port clash: don't retry.
-                    Err(e @ LaunchError::Timeout(_)) => server.fail_launch(e),
-                    Err(e) if attempt >= PORT_ATTEMPTS => server.fail_launch(e),
+                    // A timeout or a missing binary is not a port clash: don't retry.
+                    Err(e @ (LaunchError::Timeout(_) | LaunchError::Spawn(_))) => {
+                        return Err(server.launch_error(e));
+                    }
+                    Err(e) if attempt >= PORT_ATTEMPTS => return Err(server.launch_error(e)),
                     Err(_) => attempt += 1,
                 }
             }
         } else if let Err(e) = server.launch() {
-            server.fail_launch(e);
+            return Err(server.launch_error(e));
         }
         if server.opts.replica_of.is_some() {
-            let mut conn = server.conn();
-            crate::wait_until(START_DEADLINE, "the replica's master link is up", || {
+            let mut conn = server
+                .client()
+                .get_connection()
+                .map_err(|e| Error::new(format!("connect to {}: {e}", server.url())))?;
+            let what = "the replica's master link is up";
+            if !crate::wait::poll_until(START_DEADLINE, || {
                 crate::info_field(&mut conn, "replication", "master_link_status").as_deref()
                     == Some("up")
-            });
+            }) {
+                return Err(Error::timeout(START_DEADLINE, what));
+            }
         }
-        server
+        Ok(server)
     }
 }
 
@@ -365,10 +390,17 @@ impl RedisServer {
     /// If the server does not come back within 10 s (e.g. its TCP port was
     /// taken meanwhile).
     pub fn restart(&mut self) {
+        self.try_restart().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`Self::restart`] for callers that report failures themselves.
+    ///
+    /// # Errors
+    ///
+    /// When [`Self::restart`] would panic, with the same message.
+    pub fn try_restart(&mut self) -> Result<(), Error> {
         self.kill9();
-        if let Err(e) = self.launch() {
-            self.fail_launch(e);
-        }
+        self.launch().map_err(|e| self.launch_error(e))
     }
 
     /// The full `redis-server` command line for the current configuration.
@@ -440,7 +472,7 @@ impl RedisServer {
             .stdout(stdio)
             .stderr(stderr)
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {REDIS_SERVER} (is it on PATH?): {e}"));
+            .map_err(LaunchError::Spawn)?;
         self.pid = child.id();
         self.child = Some(child);
 
@@ -496,8 +528,9 @@ impl RedisServer {
             .ok_or_else(|| "INFO server has no process_id".to_owned())
     }
 
-    fn fail_launch(&self, err: LaunchError) -> ! {
-        panic!(
+    /// What a failed launch reports: the error, the command line and the tails of the logs.
+    fn launch_error(&self, err: LaunchError) -> Error {
+        Error::new(format!(
             "redis-server failed to start ({err})\ncommand: {REDIS_SERVER} {}\n\
              --- tail of {} ---\n{}\n--- tail of {} ---\n{}",
             self.command_args()
@@ -509,7 +542,7 @@ impl RedisServer {
             tail(&self.log_path(), LOG_TAIL_LINES),
             self.stdio_path().display(),
             tail(&self.stdio_path(), LOG_TAIL_LINES),
-        )
+        ))
     }
 }
 
@@ -526,6 +559,7 @@ impl Drop for RedisServer {
 /// Why a launch attempt failed.
 #[derive(Debug)]
 enum LaunchError {
+    Spawn(std::io::Error),
     Exited(ExitStatus),
     OtherServer(u32),
     Timeout(String),
@@ -534,6 +568,9 @@ enum LaunchError {
 impl fmt::Display for LaunchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            LaunchError::Spawn(e) => {
+                write!(f, "could not spawn {REDIS_SERVER} (is it on PATH?): {e}")
+            }
             LaunchError::Exited(status) => write!(f, "exited early with {status}"),
             LaunchError::OtherServer(pid) => {
                 write!(f, "another redis-server (pid {pid}) answered on its port")

@@ -10,14 +10,22 @@ const POLL: Duration = Duration::from_millis(5);
 ///
 /// `f` is evaluated at least once. Panics with a message containing `what`
 /// if `f` has not returned `true` within `deadline` (measured from the call).
-pub fn wait_until(deadline: Duration, what: &str, mut f: impl FnMut() -> bool) {
+pub fn wait_until(deadline: Duration, what: &str, f: impl FnMut() -> bool) {
+    if !poll_until(deadline, f) {
+        panic!("{}", crate::Error::timeout(deadline, what));
+    }
+}
+
+/// Polls `f` every 5 ms until it returns `true` (then `true`) or `deadline` passes (then
+/// `false`). `f` is evaluated at least once.
+pub(crate) fn poll_until(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     loop {
         if f() {
-            return;
+            return true;
         }
         if start.elapsed() >= deadline {
-            panic!("timed out after {deadline:?} waiting until {what}");
+            return false;
         }
         std::thread::sleep(POLL);
     }

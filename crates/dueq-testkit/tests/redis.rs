@@ -229,6 +229,42 @@ fn three_master_cluster_serves_keys_on_all_slots() {
     }
 }
 
+/// The failover steps of `dueq chaos --cluster`: a killed master's replica is promoted, the
+/// killed node comes back on its port and data as the new master's replica.
+#[test]
+fn killed_master_rejoins_as_replica_of_the_promoted_one() {
+    require_redis!();
+    let mut cluster = RedisCluster::start_with_replicas(3, 1);
+    let masters = cluster.masters_with_replica();
+    assert_eq!(masters, [0, 1, 2]);
+    let slot = cluster.slot_of_key("k");
+    let victim = cluster.master_of_slot(slot);
+    cluster.kill9(victim);
+    let promoted = cluster.wait_for_promotion(victim, Duration::from_secs(30));
+    assert_eq!(cluster.master_of_slot(slot), promoted);
+    assert!(!cluster.masters_with_replica().contains(&promoted));
+    cluster.restart(victim);
+    let master = cluster.wait_for_rejoin(victim, Duration::from_secs(30));
+    assert_eq!(master, promoted);
+    assert_eq!(cluster.replicas_of(promoted), [victim]);
+    assert!(cluster.masters_with_replica().contains(&promoted));
+}
+
+/// A `try_` form reports what the panicking form panics with.
+#[test]
+fn try_start_returns_the_error_the_start_panics_with() {
+    require_redis!();
+    let e = RedisServer::builder()
+        .arg("--no-such-option")
+        .arg("x")
+        .try_start()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("redis-server failed to start"),
+        "{e}"
+    );
+}
+
 #[test]
 #[should_panic(expected = "redis-server failed to start")]
 fn bad_arguments_panic_with_the_log() {

@@ -1,6 +1,5 @@
 //! One module per command group; shared output helpers.
 
-pub mod chaos;
 pub mod cleanup;
 pub mod dead;
 pub mod relay;

@@ -14,28 +14,9 @@ use dueq::CancelOutcome;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::run::ReplayConfig;
+use super::outbox::OutboxReport;
+use super::records::{CancelRecord, Lateness, ReplayConfig, Run};
 use super::trace::{Plan, TaskKind};
-
-/// One run of a task's handler.
-#[derive(Debug, Clone, Copy)]
-pub struct Run {
-    /// Due time, epoch ms (Redis clock).
-    pub due_at_ms: u64,
-    /// Claimed, epoch ms (Redis clock).
-    pub claimed_at_ms: u64,
-    /// Handler started, epoch ms (Redis clock).
-    pub started_at_ms: u64,
-}
-
-/// A cancel's outcome in Redis and when it was applied (Redis clock).
-#[derive(Debug, Clone, Copy)]
-pub struct CancelRecord {
-    /// What Redis answered.
-    pub outcome: CancelOutcome,
-    /// When, epoch ms (with the outbox, a bound: see `outbox.rs`).
-    pub at_ms: u64,
-}
 
 /// Counts per task kind.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -70,17 +51,6 @@ pub struct Cancels {
     pub in_progress: u64,
     /// The task had already finished.
     pub not_found: u64,
-}
-
-/// Lateness percentiles, ms (handler start minus due time, by the Redis clock).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Lateness {
-    /// Median.
-    pub p50: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// Largest.
-    pub max: u64,
 }
 
 /// The replay report (also the JSON object printed last with `--json`).
@@ -134,7 +104,7 @@ pub struct Report {
     pub unexplained_mismatches: u64,
     /// The outbox's part (`--postgres` only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub outbox: Option<super::outbox::OutboxReport>,
+    pub outbox: Option<OutboxReport>,
 }
 
 impl Report {

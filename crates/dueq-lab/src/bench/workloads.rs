@@ -1,7 +1,6 @@
 //! The workloads. Each returns its figures for one run; setup (filling the queue) is not timed.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -9,7 +8,11 @@ use anyhow::{Result, bail};
 use dueq::{Client, Outcome, Queue, TaskSpec, Worker};
 use tokio::time::Instant;
 
-use super::{Figure, Probe, Sizes, client_cpu_s};
+use super::load::{fill, payload, wait_succeeded};
+use super::measure::{
+    Figure, Probe, client_commands, client_cpu_s, fig, median, pct, settle_tables, throughput,
+};
+use super::sizes::Sizes;
 
 /// A workload of DESIGN section 6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,79 +100,6 @@ impl FromStr for Workload {
                 )
             })
     }
-}
-
-const PAYLOAD_BYTES: usize = 100;
-const BATCH: usize = 1_000;
-/// Batches in flight at once over the multiplexed connection.
-const IN_FLIGHT: usize = 4;
-
-pub(super) fn payload() -> Vec<u8> {
-    vec![b'x'; PAYLOAD_BYTES]
-}
-
-pub(super) fn fig(workload: impl Into<String>, metric: &'static str, value: f64) -> Figure {
-    Figure {
-        workload: workload.into(),
-        metric,
-        value,
-    }
-}
-
-/// The three throughput figures of W1 and W2.
-pub(super) fn throughput(
-    w: &'static str,
-    n: usize,
-    secs: f64,
-    redis_cpu_s: f64,
-    client_cpu_s: f64,
-) -> Vec<Figure> {
-    vec![
-        fig(w, "tasks_per_s", n as f64 / secs),
-        fig(w, "redis_cpu_us_per_task", redis_cpu_s * 1e6 / n as f64),
-        fig(w, "client_cpu_us_per_task", client_cpu_s * 1e6 / n as f64),
-    ]
-}
-
-/// Waits until `worker` has acknowledged `n` tasks (at most 10 minutes).
-pub(super) async fn wait_succeeded(
-    worker: &dueq::WorkerHandle,
-    n: usize,
-    poll: Duration,
-) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while worker.stats().succeeded < n as u64 {
-        if Instant::now() > deadline {
-            bail!("tasks did not all run in 10 minutes");
-        }
-        tokio::time::sleep(poll).await;
-    }
-    Ok(())
-}
-
-/// Enqueues `specs` in batches of 1 000 with a few batches in flight.
-pub(super) async fn fill(queue: &Queue, specs: Vec<TaskSpec>) -> Result<()> {
-    let specs = Arc::new(specs);
-    let chunks = specs.len().div_ceil(BATCH);
-    let next = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..IN_FLIGHT {
-        let (q, specs, next) = (queue.clone(), specs.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                if i >= chunks {
-                    return Ok::<_, dueq::Error>(());
-                }
-                let end = ((i + 1) * BATCH).min(specs.len());
-                q.enqueue_batch(&specs[i * BATCH..end]).await?;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(())
 }
 
 fn future_specs(n: usize, delay_ms: u64) -> Vec<TaskSpec> {
@@ -351,14 +281,6 @@ async fn lateness_of(
     Ok(v)
 }
 
-pub(super) fn pct(sorted: &[i64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i] as f64
-}
-
 async fn w3(client: &Client, queue: &Queue, n: usize, span_ms: u64) -> Result<Vec<Figure>> {
     let t0 = queue.stats().await?.now_ms + 1_000;
     let p = payload();
@@ -392,7 +314,7 @@ async fn idle(
         .start();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (c0, cpu0) = (probe.commands().await?, probe.cpu_s().await?);
-    let client_cmds = super::client_commands(url, span).await?;
+    let client_cmds = client_commands(url, span).await?;
     let (c1, cpu1) = (probe.commands().await?, probe.cpu_s().await?);
     worker.shutdown().await?;
     // the probe's own INFO calls between the two readings: cpu_s() before, commands() after
@@ -432,14 +354,14 @@ pub(super) async fn w4(
         for _ in 0..ROUNDS {
             times.push(time_one_claim(queue).await?);
         }
-        after_fill.push(super::median(&mut times));
+        after_fill.push(median(&mut times));
     }
     for (queue, pending) in queues {
         // a partitioned queue (W9): each partition holds about its share
         let parts = queue.settings().await?.partitions.unwrap_or(1).max(1);
         for p in 0..parts {
             let keys = dueq::QueueKeys::partition(queue.name(), p, parts)?;
-            super::settle_tables(url, &keys, pending.div_ceil(usize::from(parts))).await?;
+            settle_tables(url, &keys, pending.div_ceil(usize::from(parts))).await?;
         }
     }
     let mut at_rest = vec![Vec::new(); queues.len()];
@@ -458,11 +380,7 @@ pub(super) async fn w4(
             .collect();
         let lat = lateness_of(client, queue, specs, 200).await?;
         let last = lat.iter().copied().max().unwrap_or(0);
-        out.push(fig(
-            name.clone(),
-            "claim_ms",
-            super::median(&mut at_rest[i]),
-        ));
+        out.push(fig(name.clone(), "claim_ms", median(&mut at_rest[i])));
         out.push(fig(name.clone(), "claim_after_fill_ms", after_fill[i]));
         out.push(fig(name, "due_to_100th_ms", last as f64));
     }

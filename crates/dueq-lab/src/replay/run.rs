@@ -22,59 +22,10 @@ use anyhow::{Context, Result};
 use dueq::{CancelOutcome, Client, EnqueueOutcome, Outcome, TaskRef, TaskSpec, Worker};
 use tokio::time::Instant;
 
-use super::check::{CancelRecord, Run, check};
-pub use super::check::{PerKind, Report};
+use super::check::{Report, check};
 use super::outbox::OutboxSink;
+use super::records::{CancelRecord, NewTask, ReplayConfig, Run};
 use super::trace::{Action, Plan};
-
-/// How the replay runs.
-#[derive(Debug, Clone)]
-pub struct ReplayConfig {
-    /// Trace seconds per real second.
-    pub speedup: f64,
-    /// Longest real pause between consecutive trace instants, ms.
-    pub max_gap_ms: f64,
-    /// Worker instances (separate connections).
-    pub workers: usize,
-    /// Handlers per worker.
-    pub concurrency: usize,
-    /// Queue name.
-    pub queue: String,
-    /// Partitions of the queue (set before the run when more than 1).
-    pub partitions: u16,
-    /// Through the PostgreSQL outbox instead of enqueueing directly.
-    pub outbox: Option<OutboxConfig>,
-}
-
-/// `--postgres` and `--flush-midway`.
-#[derive(Debug, Clone)]
-pub struct OutboxConfig {
-    /// PostgreSQL URL.
-    pub postgres: String,
-    /// `FLUSHALL` Redis when half the steps are played.
-    pub flush_midway: bool,
-}
-
-/// A task to enqueue: its index in the plan, key, payload and due time (Redis clock).
-#[derive(Debug, Clone)]
-pub struct NewTask {
-    /// Index in the plan.
-    pub idx: usize,
-    /// Business key.
-    pub key: String,
-    /// Payload (JSON).
-    pub payload: Vec<u8>,
-    /// Due time, epoch ms by the Redis clock.
-    pub due_at_ms: u64,
-}
-
-impl NewTask {
-    fn spec(&self) -> TaskSpec {
-        TaskSpec::new(self.payload.clone())
-            .key(self.key.clone())
-            .due_at_ms(self.due_at_ms)
-    }
-}
 
 type Runs = Arc<Mutex<HashMap<usize, Vec<Run>>>>;
 

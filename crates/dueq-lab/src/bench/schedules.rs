@@ -21,7 +21,7 @@ use anyhow::{Result, bail};
 use dueq::{Client, Outcome, ScheduleFirer, ScheduleSpec, Worker};
 use futures_util::StreamExt;
 
-use super::{Figure, Probe};
+use super::measure::{Figure, Probe, pct};
 
 fn fig(metric: &'static str, value: f64) -> Figure {
     Figure {
@@ -135,7 +135,7 @@ pub async fn run(
         *l = (*l).max(0);
     }
     fired.sort_unstable();
-    let p = |v: &[i64], q: f64| super::workloads::pct(v, q);
+    let p = |v: &[i64], q: f64| pct(v, q);
     // whole refill periods (a schedule every second is refilled every few seconds), also in
     // a short run
     let fire_secs = FIRE_ONLY_SECS;

@@ -1,5 +1,5 @@
 //! `dueq chaos --cluster`: the chaos run on a local Redis Cluster of 3 masters and 3 replicas
-//! (`crate::cluster`, AOF on, `cluster-node-timeout` 1 000 ms,
+//! ([`crate::servers::chaos_cluster`], AOF on, `cluster-node-timeout` 1 000 ms,
 //! `cluster-require-full-coverage no`), the queue split into 6 partitions (2 on each master),
 //! producer and worker processes connected with the `redis+cluster://` seed list of every
 //! node.
@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use dueq::{Client, QueueKeys, SettingsPatch};
+use dueq_testkit::RedisCluster;
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -36,7 +37,7 @@ use super::{
     AbortOnDrop, Config, FaultStats, LEASE_MS, Ledgers, MAX_FAULTS, QUEUE, Report, examples,
     finish, ledger_dir, produce,
 };
-use crate::cluster::{ClusterOptions, EmbeddedCluster};
+use crate::servers::{self, blocking};
 
 /// Masters of the cluster (each with one replica).
 pub const MASTERS: usize = 3;
@@ -140,28 +141,27 @@ struct Injected {
 /// As [`super::run`], and when a failover does not complete (no promotion, or the killed
 /// node does not rejoin, within 30 s).
 pub async fn run(cfg: &Config) -> Result<Report> {
-    let mut cluster = EmbeddedCluster::start_with(&ClusterOptions::chaos(MASTERS))
-        .await
-        .context("starting the run's Redis Cluster")?;
+    let mut cluster = servers::chaos_cluster(MASTERS)?;
     let r = tokio::select! {
         r = drive(&mut cluster, cfg) => r,
         () = crate::shutdown_signal() => Err(anyhow::anyhow!("interrupted")),
     };
-    cluster.stop().await;
+    drop(cluster);
     r
 }
 
 /// Starts killed node `node` again and waits until it is a replica with its link up; when.
-async fn bring_back(cluster: &mut EmbeddedCluster, node: usize) -> Result<(u64, u64)> {
-    cluster.restart(node).await?;
+fn bring_back(cluster: &mut RedisCluster, node: usize) -> Result<(u64, u64)> {
+    blocking(|| cluster.try_restart(node))
+        .with_context(|| format!("restarting cluster node {node}"))?;
     let restarted = now_ms();
-    cluster.wait_rejoined(node, REJOIN_TIMEOUT).await?;
+    blocking(|| cluster.try_wait_for_rejoin(node, REJOIN_TIMEOUT))?;
     Ok((restarted, now_ms()))
 }
 
-async fn drive(cluster: &mut EmbeddedCluster, cfg: &Config) -> Result<Report> {
+async fn drive(cluster: &mut RedisCluster, cfg: &Config) -> Result<Report> {
     let t0 = Instant::now();
-    let url = cluster.seed_url();
+    let url = cluster.cluster_url();
     let (dir, _temp) = ledger_dir(cfg)?;
     let mut ledgers = Ledgers::new();
     let producer_ledger = dir.join("producer.jsonl");
@@ -182,9 +182,7 @@ async fn drive(cluster: &mut EmbeddedCluster, cfg: &Config) -> Result<Report> {
     for p in 0..PARTITIONS {
         let slot = dueq::slot_of(&QueueKeys::partition(QUEUE, p, PARTITIONS)?.sched);
         owner.push(
-            cluster
-                .owner_of_slot(slot)
-                .await
+            blocking(|| cluster.try_master_of_slot(slot))
                 .with_context(|| format!("no node serves slot {slot}"))?,
         );
     }
@@ -237,7 +235,7 @@ async fn drive(cluster: &mut EmbeddedCluster, cfg: &Config) -> Result<Report> {
         }
         // the node left down by the last fault comes back first: that fault ends here
         if let Some((node, i)) = down.take() {
-            let (restarted, back) = bring_back(cluster, node).await?;
+            let (restarted, back) = bring_back(cluster, node)?;
             log[i].restarted_at_ms = restarted;
             log[i].rejoined_at_ms = back;
         }
@@ -259,8 +257,8 @@ async fn drive(cluster: &mut EmbeddedCluster, cfg: &Config) -> Result<Report> {
             .filter(|&p| owner[usize::from(p)] == node)
             .collect();
         let kill_at_ms = now_ms();
-        cluster.kill9(node).await?;
-        let promoted = cluster.wait_promoted(node, PROMOTE_TIMEOUT).await?;
+        blocking(|| cluster.kill9(node));
+        let promoted = blocking(|| cluster.try_wait_for_promotion(node, PROMOTE_TIMEOUT))?;
         let promoted_at_ms = now_ms();
         for o in &mut owner {
             if *o == node {
@@ -279,7 +277,7 @@ async fn drive(cluster: &mut EmbeddedCluster, cfg: &Config) -> Result<Report> {
         };
         match kind {
             ClusterKind::MasterKill => {
-                let (restarted, back) = bring_back(cluster, node).await?;
+                let (restarted, back) = bring_back(cluster, node)?;
                 f.restarted_at_ms = restarted;
                 f.rejoined_at_ms = back;
             }
@@ -298,7 +296,7 @@ async fn drive(cluster: &mut EmbeddedCluster, cfg: &Config) -> Result<Report> {
     // fault
     if let Some((node, i)) = down.take() {
         tokio::time::sleep(schedule.next().0).await;
-        let (restarted, back) = bring_back(cluster, node).await?;
+        let (restarted, back) = bring_back(cluster, node)?;
         log[i].restarted_at_ms = restarted;
         log[i].rejoined_at_ms = back;
     }
@@ -344,7 +342,6 @@ async fn drive(cluster: &mut EmbeddedCluster, cfg: &Config) -> Result<Report> {
             figures,
         })
         .collect();
-    let opts = ClusterOptions::chaos(MASTERS);
     let ok = c.lost == 0 && c.unexpected == 0 && c.early == 0 && fig.duplicated_unexplained == 0;
     let example_events = examples(&c, &ledgers.events);
     Ok(Report {
@@ -365,9 +362,9 @@ async fn drive(cluster: &mut EmbeddedCluster, cfg: &Config) -> Result<Report> {
         torn_lines: ledgers.reader.torn_lines() + ledgers.reader.bad_lines,
         example_events,
         cluster: Some(ClusterReport {
-            masters: opts.masters,
-            replicas_per_master: opts.replicas_per_master,
-            node_timeout_ms: opts.node_timeout_ms,
+            masters: MASTERS,
+            replicas_per_master: servers::CHAOS_REPLICAS_PER_MASTER,
+            node_timeout_ms: servers::CHAOS_NODE_TIMEOUT_MS,
             partitions: PARTITIONS,
             replicas: cfg.replicas,
             lateness_clock: "first hand-out minus due time: the worker's wall clock when the \

@@ -1,9 +1,6 @@
-//! `dueq bench`: the workloads of DESIGN section 6 (W1 to W5 and IDLE), each run against a
-//! fresh embedded `redis-server` with persistence off (or `--redis`), repeated `--runs` times,
-//! reporting every run and the median. W9 runs on a fresh local 3-master Redis Cluster
-//! instead (`crate::cluster`), and reads Redis CPU from each master.
+//! How figures are measured: the [`Figure`] type, the Redis probe (`INFO` through the client,
+//! or from every master of a cluster), this process's CPU, and percentiles and medians.
 //!
-//! How figures are measured:
 //! * Redis CPU: `INFO cpu` `used_cpu_sys + used_cpu_user` before and after the timed part.
 //! * Redis commands (IDLE): commands clients send, counted with `MONITOR` (an `FCALL` is
 //!   one command); `redis_calls_per_s` also counts the calls inside scripts (`INFO stats`
@@ -13,101 +10,10 @@
 //! * lateness: handler start minus due time, both by the Redis clock (see
 //!   `ClaimedTask::started_at_ms`), in whole milliseconds.
 
-mod fairness;
-mod outbox;
-mod partitions;
-mod schedules;
-mod workloads;
-
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use dueq::Client;
-use serde_json::json;
-
-use crate::cluster::EmbeddedCluster;
-use crate::embedded::EmbeddedRedis;
-pub use workloads::Workload;
-
-/// Sizes of one bench session.
-#[derive(Debug, Clone)]
-pub struct Sizes {
-    /// W1 tasks.
-    pub w1: usize,
-    /// W2 tasks.
-    pub w2: usize,
-    /// W3 tasks and the span they are due over.
-    pub w3: usize,
-    /// W3 span, ms.
-    pub w3_span_ms: u64,
-    /// IDLE future tasks.
-    pub idle_tasks: usize,
-    /// IDLE measuring time.
-    pub idle: Duration,
-    /// W4 pending counts.
-    pub w4: Vec<usize>,
-    /// W5 tasks.
-    pub w5: usize,
-    /// OUTBOX rows.
-    pub outbox: usize,
-    /// W7 tasks of the flooding group.
-    pub w7: usize,
-    /// W7 tasks of the small group.
-    pub w7_small: usize,
-    /// W8 schedules (each every second).
-    pub w8: usize,
-    /// W8 measured seconds.
-    pub w8_secs: u64,
-    /// IDLE-SCHEDULES schedules.
-    pub idle_schedules: usize,
-    /// W9's W4 pending counts (over 6 partitions).
-    pub w9_w4: Vec<usize>,
-}
-
-impl Sizes {
-    /// The sizes of DESIGN section 6.
-    pub fn full() -> Self {
-        Self {
-            w1: 100_000,
-            w2: 100_000,
-            w3: 20_000,
-            w3_span_ms: 20_000,
-            idle_tasks: 100_000,
-            idle: Duration::from_secs(10),
-            w4: vec![10_000, 100_000, 1_000_000, 10_000_000],
-            w5: 100_000,
-            outbox: 50_000,
-            w7: 100_000,
-            w7_small: 100,
-            w8: 10_000,
-            w8_secs: 30,
-            idle_schedules: 10_000,
-            w9_w4: vec![10_000, 100_000, 1_000_000, 10_000_000],
-        }
-    }
-
-    /// Tiny sizes that only prove the bench still runs (CI).
-    pub fn smoke() -> Self {
-        Self {
-            w1: 2_000,
-            w2: 2_000,
-            w3: 200,
-            w3_span_ms: 1_000,
-            idle_tasks: 1_000,
-            idle: Duration::from_secs(1),
-            w4: vec![1_000, 10_000],
-            w5: 2_000,
-            outbox: 500,
-            w7: 2_000,
-            w7_small: 20,
-            w8: 100,
-            w8_secs: 2,
-            idle_schedules: 100,
-            w9_w4: vec![1_000, 10_000],
-        }
-    }
-}
 
 /// One measured figure.
 #[derive(Debug, Clone)]
@@ -318,7 +224,8 @@ pub fn client_cpu_s() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// The median of `v` (sorted in place); 0 when empty.
+pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {
@@ -330,128 +237,37 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Every run's figures, by workload and metric.
-type Collected = BTreeMap<(String, &'static str), Vec<f64>>;
-
-/// Prints the figures of run `run` and adds them to `all`.
-fn report(
-    figures: Vec<Figure>,
-    run: usize,
-    json_out: bool,
-    all: &mut Collected,
-    order: &mut Vec<(String, &'static str)>,
-) {
-    for f in figures {
-        if json_out {
-            outln!(
-                "{}",
-                json!({"workload": f.workload, "metric": f.metric, "value": f.value, "run": run})
-            );
-        } else {
-            eprintln!("  {} run {run}: {} = {:.3}", f.workload, f.metric, f.value);
-        }
-        let k = (f.workload.clone(), f.metric);
-        if !all.contains_key(&k) {
-            order.push(k.clone());
-        }
-        all.entry(k).or_default().push(f.value);
+/// One figure of `workload`.
+pub fn fig(workload: impl Into<String>, metric: &'static str, value: f64) -> Figure {
+    Figure {
+        workload: workload.into(),
+        metric,
+        value,
     }
 }
 
-/// Runs the chosen workloads `runs` times and prints every figure and the medians.
-pub async fn run(
-    redis: Option<&str>,
-    workloads: &[Workload],
-    runs: usize,
-    sizes: &Sizes,
-    json_out: bool,
-    postgres: Option<&str>,
-) -> Result<()> {
-    if runs == 0 {
-        bail!("--runs must be at least 1");
+/// The three throughput figures of W1 and W2.
+pub fn throughput(
+    w: &'static str,
+    n: usize,
+    secs: f64,
+    redis_cpu_s: f64,
+    client_cpu_s: f64,
+) -> Vec<Figure> {
+    vec![
+        fig(w, "tasks_per_s", n as f64 / secs),
+        fig(w, "redis_cpu_us_per_task", redis_cpu_s * 1e6 / n as f64),
+        fig(w, "client_cpu_us_per_task", client_cpu_s * 1e6 / n as f64),
+    ]
+}
+
+/// The `q` quantile of `sorted`, 0 when empty.
+pub fn pct(sorted: &[i64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
     }
-    if redis.is_some() && workloads.contains(&Workload::W9) {
-        bail!(
-            "W9 starts its own local {}-master Redis Cluster for each run: run it without \
-             --redis (and without DUEQ_REDIS_URL)",
-            partitions::MASTERS
-        );
-    }
-    if redis.is_some() {
-        eprintln!(
-            "note: --redis given: each run uses fresh queues named bench-*, left in place; \
-             other load on that server skews the figures"
-        );
-    }
-    let mut all: Collected = BTreeMap::new();
-    let mut order: Vec<(String, &'static str)> = Vec::new();
-    for w in workloads {
-        for run in 1..=runs {
-            if *w == Workload::W9 {
-                let cluster = EmbeddedCluster::start(partitions::MASTERS).await?;
-                let figures = partitions::run(&cluster, sizes).await;
-                cluster.stop().await;
-                report(
-                    figures.context("workload W9")?,
-                    run,
-                    json_out,
-                    &mut all,
-                    &mut order,
-                );
-                continue;
-            }
-            let embedded = match redis {
-                Some(_) => None,
-                None => Some(EmbeddedRedis::start_ephemeral().await?),
-            };
-            let url = redis
-                .map(str::to_owned)
-                .or_else(|| embedded.as_ref().map(|e| e.url().to_owned()))
-                .context("no Redis")?;
-            let figures = workloads::run(*w, &url, sizes, run, postgres).await;
-            if let Some(e) = embedded {
-                e.stop().await;
-            }
-            let figures = figures.with_context(|| format!("workload {}", w.name()))?;
-            report(figures, run, json_out, &mut all, &mut order);
-        }
-    }
-    if !json_out {
-        outln!(
-            "{:<20} {:<24} {:>14} {:>14} {:>14}",
-            "workload",
-            "metric",
-            "median",
-            "min",
-            "max"
-        );
-    }
-    for k in order {
-        let mut v = all.remove(&k).unwrap_or_default();
-        let (lo, hi) = v
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-                (a.min(*x), b.max(*x))
-            });
-        let m = median(&mut v);
-        if json_out {
-            outln!(
-                "{}",
-                json!({"workload": k.0, "metric": k.1, "value": m, "median_of": v.len(),
-                    "min": lo, "max": hi})
-            );
-        } else {
-            outln!(
-                "{:<20} {:<24} {:>14.3} {:>14.3} {:>14.3}",
-                k.0,
-                k.1,
-                m,
-                lo,
-                hi
-            );
-        }
-    }
-    Ok(())
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64
 }
 
 #[cfg(test)]

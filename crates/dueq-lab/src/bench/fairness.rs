@@ -12,8 +12,8 @@ use anyhow::Result;
 use dueq::{Client, Outcome, Queue, SettingsPatch, TaskSpec, Worker};
 use tokio::time::Instant;
 
-use super::workloads::{fig, fill, payload, throughput, wait_succeeded};
-use super::{Figure, Probe, client_cpu_s};
+use super::load::{fill, payload, wait_succeeded};
+use super::measure::{Figure, Probe, client_cpu_s, fig, throughput};
 
 pub(super) async fn run(
     client: &Client,

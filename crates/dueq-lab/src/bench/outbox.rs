@@ -22,7 +22,7 @@ use dueq_outbox::{OutboxTask, Relay, RelayConfig, enqueue_in_tx};
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::Mutex;
 
-use super::{Figure, Probe};
+use super::measure::{Figure, Probe};
 
 /// Rows per producer transaction (a business transaction writing a handful of timers).
 pub const OUTBOX_ROWS_PER_TX: usize = 10;

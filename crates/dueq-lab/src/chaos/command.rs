@@ -4,10 +4,10 @@
 
 use anyhow::{Result, bail};
 
+use super::cluster::ClusterReport;
+use super::windows::Lateness;
+use super::{Config, Report};
 use crate::args::ChaosArgs;
-use crate::chaos::cluster::ClusterReport;
-use crate::chaos::windows::Lateness;
-use crate::chaos::{self, Config, Report};
 
 /// Tasks per second of the window when `--tasks` is not given.
 const DEFAULT_TASKS_PER_S: u64 = 250;
@@ -58,7 +58,7 @@ pub async fn run(redis: Option<&str>, replicas: u8, a: &ChaosArgs, json_out: boo
             cfg.workers
         );
     }
-    let report = chaos::run(&cfg).await?;
+    let report = super::run(&cfg).await?;
     if json_out {
         outln!("{}", serde_json::json!(report));
     } else {

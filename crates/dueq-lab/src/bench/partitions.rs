@@ -16,10 +16,11 @@
 
 use anyhow::{Context, Result, bail};
 use dueq::{Client, Queue, QueueKeys, SettingsPatch};
+use dueq_testkit::RedisCluster;
 
-use super::workloads::{fig, w1, w2, w4};
-use super::{Figure, NodeReading, Probe, Sizes};
-use crate::cluster::EmbeddedCluster;
+use super::measure::{Figure, NodeReading, Probe, fig};
+use super::sizes::Sizes;
+use super::workloads::{w1, w2, w4};
 
 /// Masters of the cluster W9 starts.
 pub const MASTERS: usize = 3;
@@ -27,8 +28,8 @@ pub const MASTERS: usize = 3;
 const PARTITIONS: [u16; 2] = [1, 6];
 
 /// Runs W9 once on `cluster` (fresh, started by the caller).
-pub async fn run(cluster: &EmbeddedCluster, sizes: &Sizes) -> Result<Vec<Figure>> {
-    let url = cluster.url();
+pub async fn run(cluster: &RedisCluster, sizes: &Sizes) -> Result<Vec<Figure>> {
+    let url = cluster.urls().join(",");
     let nodes = cluster.urls();
     let client = Client::connect(&url).await?;
     if !client.is_cluster() {

@@ -1,6 +1,6 @@
 //! `dueq chaos`: the fault-injection run of issue 11 as a command, with worker *processes*.
 //!
-//! It starts its own redis-server (the embedded supervisor's, with `appendfsync always` and
+//! It starts its own redis-server ([`crate::servers::chaos_server`]: `appendfsync always` and
 //! `DEBUG` allowed, on a unix socket in a temporary directory) and `--workers` processes of
 //! this binary (`dueq chaos-worker`, hidden). The producer, in this process, enqueues keyed
 //! tasks due 0 to 1 s ahead at an even pace; a fault loop injects the faults of
@@ -15,16 +15,16 @@
 //!
 //! Nothing outlives the run: the worker processes are killed on drop (an early return, a
 //! panic, Ctrl-C) and stop by themselves when their stdin closes (this process died); the
-//! redis-server is stopped on every return and killed on drop; the temporary directories are
-//! removed. Only a SIGKILL of this process can leave the redis-server behind (as with `dueq
-//! serve`).
+//! redis-server is killed on every return and on drop; the temporary directories are
+//! removed. Only a SIGKILL of this process can leave the redis-server behind.
 
-pub mod check;
-pub mod cluster;
-pub mod faults;
-pub mod ledger;
+mod check;
+mod cluster;
+pub mod command;
+mod faults;
+mod ledger;
 mod procs;
-pub mod windows;
+mod windows;
 pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};
@@ -43,7 +43,9 @@ use self::check::{Check, Final};
 use self::faults::{Kind, Rng, Schedule};
 use self::ledger::{AckAnswer, EnqueueAnswer, Event, Reader, Writer, now_ms};
 use self::procs::Workers;
-use crate::embedded::EmbeddedRedis;
+use dueq_testkit::RedisServer;
+
+use crate::servers;
 
 /// The queue of a run (its Redis is its own).
 const QUEUE: &str = "chaos";
@@ -51,8 +53,9 @@ const QUEUE: &str = "chaos";
 pub const LEASE_MS: u64 = 1_000;
 /// Longest wait after a fault for the next successful ack (the time to recover).
 const RECOVERY_WAIT: Duration = Duration::from_secs(5);
-/// Longest wait for a killed redis-server to be back.
-const RESTART_TIMEOUT: Duration = Duration::from_secs(15);
+/// Pause between the `kill -9` of the redis-server and its restart, jittered: the first
+/// pause of a supervisor such as `dueq serve`'s before it restarts a redis-server that died.
+const RESTART_PAUSE: Duration = Duration::from_millis(200);
 /// Longest wait for the queue to drain after the faults stop.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait for a worker to exit once its stdin is closed, before SIGKILL.
@@ -218,13 +221,24 @@ pub async fn run(cfg: &Config) -> Result<Report> {
     if cfg.cluster {
         return cluster::run(cfg).await;
     }
-    let server = EmbeddedRedis::start_chaos().await?;
+    let mut server = servers::chaos_server()?;
     let r = tokio::select! {
-        r = drive(&server, cfg) => r,
+        r = drive(&mut server, cfg) => r,
         () = crate::shutdown_signal() => Err(anyhow::anyhow!("interrupted")),
     };
-    server.stop().await;
+    drop(server);
     r
+}
+
+/// `kill -9` of the redis-server, then, after [`RESTART_PAUSE`], a new one on the same AOF
+/// and socket, waited for until it answers `PING` (its AOF loaded).
+///
+/// # Errors
+/// When the new server does not answer within 10 s.
+async fn kill_and_restart(server: &mut RedisServer) -> Result<()> {
+    servers::blocking(|| server.kill9());
+    tokio::time::sleep(dueq::backoff::jittered(RESTART_PAUSE)).await;
+    servers::blocking(|| server.try_restart()).context("restarting the killed redis-server")
 }
 
 /// Where the ledgers go: `--ledger-dir` (new or empty, kept), or a temporary directory
@@ -246,9 +260,9 @@ fn ledger_dir(cfg: &Config) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
     })
 }
 
-async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
+async fn drive(server: &mut RedisServer, cfg: &Config) -> Result<Report> {
     let t0 = Instant::now();
-    let url = server.url().to_owned();
+    let url = server.url();
     // a temporary directory (removed at the end) unless the caller keeps the ledgers
     let (dir, _temp) = ledger_dir(cfg)?;
     let mut ledgers = Ledgers::new();
@@ -304,7 +318,7 @@ async fn drive(server: &EmbeddedRedis, cfg: &Config) -> Result<Report> {
                 let i = schedule.pick(0, u64::from(cfg.workers) - 1) as usize;
                 workers.kill(i, &mut ledgers.reader).await
             }
-            Kind::RedisRestart => server.kill9(RESTART_TIMEOUT).await,
+            Kind::RedisRestart => kill_and_restart(server).await,
             _ => faults::redis_fault(&url, kind).await,
         };
         let s = stats.entry(kind.name()).or_default();

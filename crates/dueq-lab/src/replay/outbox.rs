@@ -31,8 +31,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Row};
 use tokio::task::JoinHandle;
 
-use super::check::CancelRecord;
-use super::run::NewTask;
+use super::records::{CancelRecord, Lateness, NewTask};
 
 /// Longest wait for the relay to apply every committed row and cancel, after the last step.
 const SETTLE: Duration = Duration::from_secs(60);
@@ -53,7 +52,7 @@ pub struct OutboxReport {
     /// Tasks re-added by every reconciler pass of the run (the sum of the rows' `restores`).
     pub restored_total: u64,
     /// Commit to in-Redis of the rows the relay enqueued, ms (database clock).
-    pub relay_lag_ms: super::check::Lateness,
+    pub relay_lag_ms: Lateness,
     /// Keys of the rows the reconciler restored at least once (for the checks).
     #[serde(skip)]
     pub restored_keys: std::collections::HashSet<String>,
@@ -280,7 +279,7 @@ impl OutboxSink {
             Ok(v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0))
         };
         self.report.restored_total = ms(0)?;
-        self.report.relay_lag_ms = super::check::Lateness {
+        self.report.relay_lag_ms = Lateness {
             p50: ms(1)?,
             p99: ms(2)?,
             max: ms(3)?,

@@ -42,7 +42,7 @@ impl Rng {
 pub enum Kind {
     /// SIGKILL of a worker process (with the leases it holds), then a new one starts.
     WorkerKill,
-    /// `kill -9` of redis-server; the supervisor restarts it on the same AOF.
+    /// `kill -9` of redis-server; the run starts it again on the same AOF and socket.
     RedisRestart,
     /// `CLIENT KILL TYPE normal`: every command connection drops.
     ClientKillNormal,
