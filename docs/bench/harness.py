@@ -63,12 +63,19 @@ class Redis:
 
 def function(name, body, flags=''):
     """`body` (an operation file's text) registered as function `name`, wrapped as scripts.rs
-    wraps it: KEYS, ARGV and struct_unpack set first (lib.lua declares them)."""
+    wraps it: KEYS, ARGV and struct_unpack set first (lib/base.lua declares them)."""
     return ("\nredis.register_function{function_name = '%s', flags = {%s},\n"
             "callback = function(keys, argv)\nKEYS, ARGV, struct_unpack = keys, argv, struct.unpack\n"
             "%s\nend}\n" % (name, flags, body))
 
 
+# the helpers of protocol/lib/, in the order scripts.rs loads them
+LIB = ['base', 'keys', 'record', 'stats', 'priorities', 'groups', 'limits', 'lifecycle',
+       'schedules']
+
+
 def library(name, functions):
-    """A library `name` with lib.lua at its head and `functions` (texts from function())."""
-    return '#!lua name=%s\n' % name + open(PROTO + 'lib.lua').read() + ''.join(functions)
+    """A library `name` with the helpers of lib/ at its head and `functions` (texts from
+    function())."""
+    head = ''.join(open(PROTO + 'lib/%s.lua' % f).read() + '\n' for f in LIB)
+    return '#!lua name=%s\n' % name + head + ''.join(functions)

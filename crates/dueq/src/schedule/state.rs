@@ -17,7 +17,7 @@ pub(crate) struct State {
     /// The tick fired before `last` (`None` when unknown).
     pub prev: Option<u64>,
     /// The newest fired ticks, ascending (every tick fired ahead among them; `prev` and
-    /// `last` merged in, as `sched_ticks` in lib.lua reads them).
+    /// `last` merged in, as `sched_ticks` in `protocol/lib/schedules.lua` reads them).
     pub ticks: Vec<u64>,
 }
 

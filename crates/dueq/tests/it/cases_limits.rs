@@ -359,7 +359,7 @@ async fn c14_payload_limits() {
     );
 }
 
-/// Overwrites the attempt counter (bytes 0..4 of the record, see `protocol/lib.lua`) of task `id`.
+/// Overwrites the attempt counter (bytes 0..4 of the record, see `protocol/lib/record.lua`) of task `id`.
 fn corrupt_attempt(raw: &mut redis::Connection, tasks_key: &str, id: &TaskId, attempt: u32) {
     let mut rec: Vec<u8> = redis::cmd("HGET")
         .arg(tasks_key)
