@@ -81,7 +81,8 @@ impl Metrics {
             );
             describe_counter!(
                 "dueq_tasks_finished_total",
-                "Attempts finished by outcome: succeeded, retried, dead, cancelled (from Redis)."
+                "Attempts finished by outcome: succeeded, retried, dead, cancelled, expired (from \
+                 Redis)."
             );
             describe_counter!(
                 "dueq_lease_expired_total",
@@ -137,6 +138,11 @@ impl Metrics {
                 REDIS_OUTAGES_TOTAL,
                 "Redis outages this server saw (runs of failed calls: refused, dropped, timed \
                  out, LOADING, READONLY), each logged once when it starts and once when it ends."
+            );
+            describe_gauge!(
+                "dueq_workers",
+                "Live worker processes and servers serving the queue, by their heartbeats (any \
+                 language). From Redis: combine servers with max."
             );
             describe_gauge!(
                 SCHEDULE_NEXT_FIRE,

@@ -59,6 +59,14 @@ async fn workers_are_listed_filtered_and_counted_per_queue() {
     let m = c.get("/metrics").await.text;
     assert_eq!(gauge(&m, "wa"), Some(1.0), "{m}");
     assert_eq!(gauge(&m, "wb"), Some(1.0), "{m}");
+    // every series has its help text (promtool check metrics refuses one without)
+    for name in m.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = name.split(' ').next().unwrap();
+        assert!(
+            m.contains(&format!("# HELP {name} ")),
+            "{name} has no HELP line: {m}"
+        );
+    }
     handle.shutdown().await.unwrap();
     assert_eq!(
         c.get("/v1/workers").await.body["workers"],
