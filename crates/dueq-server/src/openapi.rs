@@ -217,8 +217,14 @@ fn error_response(description: &str) -> utoipa::openapi::Response {
         .build()
 }
 
-/// Queue names (DESIGN 3), except `.` and `..` (URL dot segments).
-pub const QUEUE_PATTERN: &str = r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,128}$";
+/// Queue names (DESIGN 3), except `.` and `..` (URL dot segments). Written without
+/// lookaround, so RE2-based tools (Go's, `regex`) compile it: a name starts with a character
+/// other than `.`, or with `.` and another character, or with `..` and at least one more.
+pub const QUEUE_PATTERN: &str = r"^(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,126}|\.\.[A-Za-z0-9_.-]{1,126})$";
+
+/// Business keys that are not `.` or `..` (any other text, any length: the byte limit is
+/// checked by the server). Without lookaround, as [`QUEUE_PATTERN`].
+pub const KEY_PATTERN: &str = r"^(?:[^.]|\.[^.]|\.\.[\s\S])";
 
 /// The accepted forms of the path parameters (anything else is answered 400).
 fn describe_path_params(op: &mut Operation) {
@@ -234,7 +240,7 @@ fn describe_path_params(op: &mut Operation) {
             "id" => schema.pattern(Some("^[!-~]{1,64}$")),
             // business keys: 1 to 512 bytes of UTF-8, any characters (URL-encoded); a length
             // in characters cannot state the byte limit, so only the minimum is given
-            "key" => schema.min_length(Some(1)).pattern(Some(r"^(?!\.\.?$)")),
+            "key" => schema.min_length(Some(1)).pattern(Some(KEY_PATTERN)),
             _ => continue,
         };
         p.schema = Some(RefOr::T(Schema::Object(schema.build())));
