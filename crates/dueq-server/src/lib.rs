@@ -123,7 +123,30 @@ pub fn router(state: AppState) -> Router {
                 "method not allowed on this path",
             )
         })
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            request_metrics,
+        ))
         .with_state(state)
+}
+
+/// Records each answered request of a known route in `http_server_request_duration_seconds`.
+async fn request_metrics(
+    axum::extract::State(st): axum::extract::State<AppState>,
+    route: axum::extract::MatchedPath,
+    req: Request,
+    next: Next,
+) -> Response {
+    let method = req.method().as_str().to_owned();
+    let started = std::time::Instant::now();
+    let res = next.run(req).await;
+    st.metrics().http_request(
+        &method,
+        route.as_str(),
+        res.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    res
 }
 
 /// A claim sent with no body and no `Content-Type` is read as `{}` (every field of a claim

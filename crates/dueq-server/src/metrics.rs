@@ -48,6 +48,16 @@ const TASK_DURATION_SECONDS: &str = "dueq_task_duration_seconds";
 /// Counter of schedule ticks by outcome (from Redis).
 const SCHEDULE_TICKS_TOTAL: &str = "dueq_schedule_ticks_total";
 
+/// Gauge 1 with the server's version as a label.
+const BUILD_INFO: &str = "dueq_build_info";
+/// Histogram of HTTP request durations (OpenTelemetry HTTP semantic conventions).
+const HTTP_REQUEST_DURATION: &str = "http_server_request_duration_seconds";
+/// Bucket bounds of [`HTTP_REQUEST_DURATION`], seconds: the ones the OpenTelemetry HTTP
+/// conventions advise.
+const HTTP_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+
 /// Most queues refreshed per scrape.
 const MAX_SCRAPED_QUEUES: usize = 1_000;
 
@@ -65,7 +75,14 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     pub(crate) fn new() -> Self {
-        let recorder = PrometheusBuilder::new().build_recorder();
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(HTTP_REQUEST_DURATION.to_owned()),
+                HTTP_BUCKETS,
+            )
+            // the names and bounds are constants: the builder refuses only an empty list
+            .unwrap_or_else(|_| PrometheusBuilder::new())
+            .build_recorder();
         let handle = recorder.handle();
         let m = Self {
             recorder: Arc::new(recorder),
@@ -140,6 +157,17 @@ impl Metrics {
                  out, LOADING, READONLY), each logged once when it starts and once when it ends."
             );
             describe_gauge!(
+                BUILD_INFO,
+                "1, with the version of this dueq serve as a label."
+            );
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            metrics::describe_histogram!(
+                HTTP_REQUEST_DURATION,
+                Unit::Seconds,
+                "Time to answer an HTTP request, by method, route template and status \
+                 (OpenTelemetry HTTP semantic conventions)."
+            );
+            describe_gauge!(
                 "dueq_workers",
                 "Live worker processes and servers serving the queue, by their heartbeats (any \
                  language). From Redis: combine servers with max."
@@ -162,6 +190,20 @@ impl Metrics {
 
     fn with<T>(&self, f: impl FnOnce() -> T) -> T {
         metrics::with_local_recorder(self.recorder.as_ref(), f)
+    }
+
+    /// Counts one answered HTTP request of `route` (the route's template, never the path
+    /// itself, so the series stay few).
+    pub(crate) fn http_request(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        self.with(|| {
+            metrics::histogram!(
+                HTTP_REQUEST_DURATION,
+                "http_request_method" => method.to_owned(),
+                "http_route" => route.to_owned(),
+                "http_response_status_code" => status.to_string(),
+            )
+            .record(seconds);
+        });
     }
 
     /// The recorder, for the client whose claim path records into it.

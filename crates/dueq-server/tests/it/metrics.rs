@@ -167,3 +167,55 @@ async fn timings_count_work_claimed_elsewhere() {
     let t = c.get(&format!("/v1/queues/elsewhere/tasks/{id}")).await;
     assert_eq!(t.body["worker_id"], "ts-7", "{}", t.body);
 }
+
+/// `dueq_build_info{version}` and `http_server_request_duration_seconds` by method, route
+/// template and status: a route with a queue in its path counts under its template, never
+/// under the queue's name.
+#[tokio::test]
+async fn build_info_and_request_durations_by_route_template() {
+    let c = Ctx::new().await;
+    c.enqueue("reqs", json!({"payload": 1})).await;
+    c.enqueue("reqs", json!({"payload": 2})).await;
+    let missing = c.get("/v1/queues/reqs/tasks/ffffffffffff").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let m = c.get("/metrics").await.text;
+    assert_eq!(
+        value(
+            &m,
+            "dueq_build_info",
+            &[&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))]
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    let count = |method: &str, route: &str, status: &str| {
+        value(
+            &m,
+            "http_server_request_duration_seconds_count",
+            &[
+                &format!("http_request_method=\"{method}\""),
+                &format!("http_route=\"{route}\""),
+                &format!("http_response_status_code=\"{status}\""),
+            ],
+        )
+    };
+    assert_eq!(
+        count("POST", "/v1/queues/{queue}/tasks", "201"),
+        Some(2.0),
+        "{m}"
+    );
+    assert_eq!(
+        count("GET", "/v1/queues/{queue}/tasks/{id}", "404"),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(
+        !m.lines()
+            .any(|l| l.starts_with("http_server") && l.contains("reqs")),
+        "a route label holds the queue's name: {m}"
+    );
+    assert!(
+        m.contains("http_server_request_duration_seconds_bucket{") && m.contains("le=\"0.005\""),
+        "{m}"
+    );
+}
