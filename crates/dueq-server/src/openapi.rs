@@ -163,7 +163,8 @@ fn add_enums(doc: &mut Doc) {
     }
 }
 
-/// 403 and 405, which any operation may answer (the Host / Origin checks, another method).
+/// 403, 405, 408 and 500, which any operation may answer (the Host / Origin checks, another
+/// method, the request time limit, an unexpected error).
 fn add_common_responses(op: &mut Operation) {
     for (status, description) in [
         (
@@ -174,6 +175,15 @@ fn add_common_responses(op: &mut Operation) {
         (
             "405",
             "`method_not_allowed`: this path does not take this method",
+        ),
+        (
+            "408",
+            "`request_timeout`: the request did not complete within the server's time limit; \
+             a write may or may not have been applied (resend by key, or look it up)",
+        ),
+        (
+            "500",
+            "`internal`: an unexpected error in the server (a bug; the log has it)",
         ),
     ] {
         op.responses
