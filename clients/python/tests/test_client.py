@@ -158,6 +158,34 @@ def test_errors_carry_the_api_code(server, queue: dueq.Queue) -> None:
     assert (e.value.status, e.value.code) == (0, "connection_failed")
 
 
+def test_a_request_sent_but_not_answered_in_time_is_a_timeout() -> None:
+    import socket
+    import threading
+
+    # a server that accepts and reads, and never answers
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    held = []
+
+    def accept() -> None:
+        c, _ = srv.accept()
+        held.append(c)
+        c.recv(65536)
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        mute = dueq.Client(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout_s=0.5).queue("q")
+        with pytest.raises(DueqError) as e:
+            mute.enqueue(1, key="order:1")
+        # sent, so it may have landed: not the same as a server never reached
+        assert (e.value.status, e.value.code) == (0, "timeout")
+    finally:
+        for c in held:
+            c.close()
+        srv.close()
+
+
 def test_long_poll_returns_when_a_task_is_enqueued(client: dueq.Client, queue: dueq.Queue) -> None:
     import threading
 

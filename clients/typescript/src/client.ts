@@ -116,7 +116,10 @@ export class Client {
     return true;
   }
 
-  /** Sends one request; the status and parsed body. Throws only `connection_failed`. */
+  /**
+   * Sends one request; the status and parsed body. Throws `timeout` when no answer came in
+   * time (the request may have been applied), else `connection_failed`.
+   */
   async request(method: string, path: string, body?: unknown, timeoutMs?: number): Promise<Answer> {
     const headers: Record<string, string> = { ...this.#headers };
     let data: string | undefined;
@@ -135,6 +138,9 @@ export class Client {
       });
       text = await res.text();
     } catch (e) {
+      if ((e as Error).name === "TimeoutError") {
+        throw new DueqError(0, "timeout", `${method} ${path}: no answer within the timeout; it may have been applied`);
+      }
       throw new DueqError(0, "connection_failed", `${method} ${path}: ${(e as Error).message}`);
     }
     let parsed: unknown = null;

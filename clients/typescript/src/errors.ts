@@ -3,8 +3,9 @@
  *
  * `code` is the API's stable error code (`invalid_input`, `invalid_json`, `unauthorized`,
  * `payload_too_large`, `unsupported_media_type`, `redis_unavailable`, `not_replicated`,
- * `request_timeout`, `internal`, ...), or `connection_failed` when the server could not be
- * reached (`status` 0). Expected outcomes (a task not found, a cancel that finds the task
+ * `request_timeout`, `internal`, ...); `connection_failed` when the server could not be
+ * reached or the connection broke; `timeout` when the request was sent and no answer came in
+ * time, so it may have been applied (`status` 0 for both). Expected outcomes (a task not found, a cancel that finds the task
  * running, a stale lease token) are return values, never this error.
  */
 export class DueqError extends Error {

@@ -3,6 +3,7 @@ import { after, before, test } from "node:test";
 import { Client, DueqError, VERSION } from "../dist/index.js";
 import { fresh, startServer } from "./server.mjs";
 import { readFileSync } from "node:fs";
+import { createServer as createNetServer } from "node:net";
 
 let server, client;
 before(async () => {
@@ -96,6 +97,23 @@ test("errors carry the API code", async () => {
   await q.enqueue("after a 413 the next request works");
   await assert.rejects(new Client(server.url, { token: "wrong" }).queue(q.name).stats(), (e) => e.status === 401 && e.code === "unauthorized");
   await assert.rejects(new Client("http://127.0.0.1:9", { timeoutMs: 2000 }).queue("q").enqueue(1), (e) => e.status === 0 && e.code === "connection_failed");
+});
+
+test("a request sent but not answered in time is a timeout, not connection_failed", async () => {
+  // a server that reads requests and never answers
+  const sockets = [];
+  const mute = createNetServer((s) => {
+    sockets.push(s);
+    s.on("data", () => {});
+  });
+  await new Promise((r) => mute.listen(0, "127.0.0.1", r));
+  try {
+    const q = new Client(`http://127.0.0.1:${mute.address().port}`, { timeoutMs: 500 }).queue("q");
+    await assert.rejects(q.enqueue(1, { key: "order:1" }), (e) => e.status === 0 && e.code === "timeout");
+  } finally {
+    for (const s of sockets) s.destroy();
+    mute.close();
+  }
 });
 
 test("a long-poll claim returns when a task is enqueued", async () => {

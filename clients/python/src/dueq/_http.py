@@ -76,8 +76,9 @@ class Transport:
     ) -> Tuple[int, Any]:
         """Sends one request; returns ``(status, parsed JSON body or None)``.
 
-        Raises :class:`DueqError` (code ``connection_failed``) when the server cannot be
-        reached or the connection breaks.
+        Raises :class:`DueqError` with code ``connection_failed`` when the server cannot be
+        reached or the connection breaks, and ``timeout`` when the request was sent but no
+        answer came within the timeout: then it may have been applied.
         """
         headers = dict(self._headers)
         data: Optional[bytes] = None
@@ -89,13 +90,24 @@ class Transport:
             conn.timeout = timeout_s
             if conn.sock is not None:
                 conn.sock.settimeout(timeout_s)
+        sent = False
         try:
             conn.request(method, self._prefix + path, body=data, headers=headers)
+            sent = True
             res = conn.getresponse()
             raw = res.read()
             status = res.status
             if res.will_close:
                 conn.close()
+        except socket.timeout as e:
+            conn.close()
+            if sent:
+                raise DueqError(
+                    0,
+                    "timeout",
+                    f"{method} {path}: no answer within the timeout; it may have been applied",
+                ) from e
+            raise DueqError(0, "connection_failed", f"{method} {path}: {e}") from e
         except (OSError, http.client.HTTPException) as e:
             conn.close()
             raise DueqError(0, "connection_failed", f"{method} {path}: {e}") from e

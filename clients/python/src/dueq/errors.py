@@ -12,9 +12,11 @@ class DueqError(Exception):
 
     ``code`` is the API's stable error code (``invalid_input``, ``invalid_json``,
     ``unauthorized``, ``payload_too_large``, ``unsupported_media_type``, ``redis_unavailable``,
-    ``not_replicated``, ``request_timeout``, ``internal``, ...), or ``connection_failed`` when
-    the server could not be reached; ``status`` is the HTTP status (0 for
-    ``connection_failed``). Expected outcomes (a task not found, a cancel that finds the
+    ``not_replicated``, ``request_timeout``, ``internal``, ...); ``connection_failed`` when
+    the server could not be reached or the connection broke; ``timeout`` when the request was
+    sent and no answer came in time, so it may have been applied (resend an enqueue with its
+    key, which adds no second task while the first is live). ``status`` is the HTTP status (0
+    for ``connection_failed`` and ``timeout``). Expected outcomes (a task not found, a cancel that finds the
     task running, a stale lease token) are return values, never this exception.
     """
 
