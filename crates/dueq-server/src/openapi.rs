@@ -140,6 +140,7 @@ pub const ERROR_CODES: &[&str] = &[
     "method_not_allowed",
     "request_timeout",
     "conflict",
+    "not_empty",
     "in_progress",
     "lease_lost",
     "payload_too_large",

@@ -30,7 +30,7 @@ pub struct ScheduleRequest {
     /// IANA time zone of `cron` (`Europe/Berlin`). Default UTC, never the server's zone.
     pub tz: Option<String>,
     /// Payload of every task (any JSON value). Default `null`.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<serde_json::Value>)]
     pub payload: Option<Box<RawValue>>,
     /// Ticks whose task has not started `misfire_grace_ms` after their fire time (nothing
     /// ran, or the queue was paused): `skip` (counted in `skipped_total`, the default) or
@@ -89,8 +89,8 @@ pub struct ScheduleResponse {
     pub every_ms: Option<u64>,
     /// Time zone of the cron pattern (`null` = UTC).
     pub tz: Option<String>,
-    /// Payload of every task.
-    #[schema(value_type = Object)]
+    /// Payload of every task (any JSON value, `null` included).
+    #[schema(value_type = serde_json::Value)]
     pub payload: Box<RawValue>,
     /// Misfire policy.
     pub misfire: MisfireJson,

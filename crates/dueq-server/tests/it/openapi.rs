@@ -165,6 +165,17 @@ fn document_is_fit_for_generators_and_validators() {
     );
     let claim = &doc["paths"]["/v1/queues/{queue}/claim"]["post"];
     assert_eq!(claim["requestBody"]["required"], false);
+    // payloads are any JSON value, null included: no type of their own
+    for schema in [
+        "ScheduleRequest",
+        "ScheduleResponse",
+        "EnqueueRequest",
+        "TaskResponse",
+    ] {
+        let payload = &schemas[schema]["properties"]["payload"];
+        assert!(payload.is_object(), "{schema}.payload");
+        assert!(payload.get("type").is_none(), "{schema}.payload: {payload}");
+    }
 }
 
 /// Every pattern of the document compiles under RE2's rules (the `regex` crate, which has

@@ -171,6 +171,11 @@ pub fn assert_error(r: &Res, status: StatusCode, code: &str) {
     assert_eq!(r.status, status, "{r:?}");
     assert_eq!(r.body["error"]["code"], code, "{r:?}");
     assert!(r.body["error"]["message"].is_string(), "{r:?}");
+    // every code an answer carries is one the OpenAPI document lists
+    assert!(
+        dueq_server::openapi::ERROR_CODES.contains(&code),
+        "{code} is not in the document's ErrorDetail.code enum"
+    );
 }
 
 /// Percent-encodes everything but unreserved characters (RFC 3986).
