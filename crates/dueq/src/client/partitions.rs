@@ -11,7 +11,7 @@
 //! reads it again after [`LAYOUT_TTL`], at once when a claim of partition 0 shows a new
 //! settings version, or when a partition above 0 refuses an enqueue routed by another count
 //! (`enqueue.lua`; [`Queue::enqueue_batch`] then routes the refused tasks again).
-//! With one partition every operation takes the path it always had, on the keys it always had.
+//! A queue of one partition takes the plain path: one call on the keys under `{name}`.
 
 use std::future::Future;
 use std::sync::Arc;

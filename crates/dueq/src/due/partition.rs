@@ -1,6 +1,7 @@
 //! The claim path of one partition of a queue (see the module above for what it owns):
-//! [`PartitionClaimer`] is what [`DueClaimer`](super::DueClaimer) was before queues had
-//! partitions, and a queue of one partition runs exactly this.
+//! [`PartitionClaimer`] waits for and claims the due work of one partition; a
+//! [`DueClaimer`](super::DueClaimer) runs one per partition, so a queue of one partition runs
+//! exactly one.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -229,7 +229,7 @@ fn range_of(slot: u16, n: u32) -> u32 {
 }
 
 /// The hash tag of partition `p` of `n` of queue `name`: `name` for partition 0 (so a queue of
-/// one partition keeps the layout it always had), else `name#p`, or `name#p.k` with the
+/// one partition has the plain layout `{name}`), else `name#p`, or `name#p.k` with the
 /// smallest `k` whose slot is in the `(r0 + p) % n`-th of `n` equal slot ranges from slot 0,
 /// `r0` being the range of partition 0's slot. The partitions so take one range each; a
 /// cluster whose masters own equal slot ranges (as `redis-cli --cluster create` splits them)

@@ -6,7 +6,7 @@
 //! that due work waits for. A failed Redis call is counted and logged; the `DueClaimer` pauses
 //! before the next look, so one bad tick never stops the loop (case C01).
 //!
-//! A worker with one queue runs [`run`], the loop it always had. A worker with several runs
+//! A worker with one queue runs [`run`], one claim loop. A worker with several runs
 //! [`run_many`], one loop over all its queues: each round it asks the slot sharing
 //! ([`share`](super::share)) how the free slots go to the queues that have due work (as each
 //! `DueClaimer` knows from its last claim, without asking Redis), claims for all of them at

@@ -19,7 +19,7 @@
 //! of their start, if later), the killed partitions take calls again and theirs end within
 //! [`KILLED_AFTER_PROMOTION`], and every acknowledged enqueue is found afterwards.
 //!
-//! Before dueq routed cluster calls itself (`protocol/conn/cluster.rs`), redis-rs's cluster
+//! Before dueq routed cluster calls itself (`protocol/conn/cluster/`), redis-rs's cluster
 //! connection paused 1.28 s at least before trying a refused call again, so in (2) every
 //! partition's calls went on 1.2–1.3 s past the promotion, and the killed partitions' calls
 //! 1.3–1.8 s; with shorter pauses, its connection hung for good (see that module).
