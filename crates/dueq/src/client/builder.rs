@@ -42,7 +42,7 @@ impl ClientBuilder {
     /// replica_timeout_ms` on the same connection, and fails with
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind) when fewer replicas confirm in time
     /// (the write did happen on the primary; repeat it, by key, to be sure). Default 0: no
-    /// `WAIT`. At most [`MAX_REPLICAS`]. [`Queue::with_replicas`] sets it per queue handle.
+    /// `WAIT`. At most [`MAX_REPLICAS`]. [`Queue::with_replicas`](crate::Queue::with_replicas) sets it per queue handle.
     ///
     /// `WAIT` is not consensus: a confirmed write is in the memory of that many replicas,
     /// not on their disks, and a failover may still promote a replica that lacks it (see

@@ -60,43 +60,43 @@ fn present_object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 #[non_exhaustive]
 #[allow(clippy::option_option)]
 pub struct SettingsPatch {
-    /// See [`QueueSettings::max_attempts`].
+    /// See [`QueueSettings::max_attempts`](crate::QueueSettings::max_attempts).
     #[serde(default, deserialize_with = "present")]
     pub max_attempts: Option<Option<u32>>,
-    /// See [`QueueSettings::lease_ms`].
+    /// See [`QueueSettings::lease_ms`](crate::QueueSettings::lease_ms).
     #[serde(default, deserialize_with = "present")]
     pub lease_ms: Option<Option<u64>>,
-    /// See [`QueueSettings::backoff`].
+    /// See [`QueueSettings::backoff`](crate::QueueSettings::backoff).
     #[serde(default, deserialize_with = "present_object")]
     pub backoff: Option<Option<BackoffSettings>>,
-    /// See [`QueueSettings::dead_max`].
+    /// See [`QueueSettings::dead_max`](crate::QueueSettings::dead_max).
     #[serde(default, deserialize_with = "present")]
     pub dead_max: Option<Option<u64>>,
-    /// See [`QueueSettings::succeeded_max`].
+    /// See [`QueueSettings::succeeded_max`](crate::QueueSettings::succeeded_max).
     #[serde(default, deserialize_with = "present")]
     pub succeeded_max: Option<Option<u64>>,
-    /// See [`QueueSettings::rate_limit`].
+    /// See [`QueueSettings::rate_limit`](crate::QueueSettings::rate_limit).
     #[serde(default, deserialize_with = "present_object")]
     pub rate_limit: Option<Option<RateLimit>>,
-    /// See [`QueueSettings::group_rate_limit`].
+    /// See [`QueueSettings::group_rate_limit`](crate::QueueSettings::group_rate_limit).
     #[serde(default, deserialize_with = "present_object")]
     pub group_rate_limit: Option<Option<RateLimit>>,
-    /// See [`QueueSettings::concurrency`].
+    /// See [`QueueSettings::concurrency`](crate::QueueSettings::concurrency).
     #[serde(default, deserialize_with = "present")]
     pub concurrency: Option<Option<u32>>,
-    /// See [`QueueSettings::group_concurrency`].
+    /// See [`QueueSettings::group_concurrency`](crate::QueueSettings::group_concurrency).
     #[serde(default, deserialize_with = "present")]
     pub group_concurrency: Option<Option<u32>>,
-    /// See [`QueueSettings::alert_due_age_ms`].
+    /// See [`QueueSettings::alert_due_age_ms`](crate::QueueSettings::alert_due_age_ms).
     #[serde(default, deserialize_with = "present")]
     pub alert_due_age_ms: Option<Option<u64>>,
-    /// See [`QueueSettings::alert_due_count`].
+    /// See [`QueueSettings::alert_due_count`](crate::QueueSettings::alert_due_count).
     #[serde(default, deserialize_with = "present")]
     pub alert_due_count: Option<Option<u64>>,
-    /// See [`QueueSettings::on_expire`].
+    /// See [`QueueSettings::on_expire`](crate::QueueSettings::on_expire).
     #[serde(default, deserialize_with = "present")]
     pub on_expire: Option<Option<OnExpire>>,
-    /// See [`QueueSettings::partitions`].
+    /// See [`QueueSettings::partitions`](crate::QueueSettings::partitions).
     #[serde(default, deserialize_with = "present")]
     pub partitions: Option<Option<u16>>,
 }

@@ -42,7 +42,7 @@ impl WorkerBuilder {
         self
     }
 
-    /// The weight of queue `queue` among the worker's queues: 1 to [`MAX_QUEUE_WEIGHT`]
+    /// The weight of queue `queue` among the worker's queues: 1 to [`MAX_QUEUE_WEIGHT`](crate::MAX_QUEUE_WEIGHT)
     /// (1 000), default 1; the last call for a queue counts. It matters only to a worker that
     /// serves several queues, when more than one has due work and the free slots do not cover
     /// it all: [`QueueOrder::Weighted`] (the default) shares the slots in proportion to the

@@ -47,7 +47,7 @@ impl Queue {
     /// or of `lease_ms` when given. Returns at once (no waiting).
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] for `max` over 1 000 or a bad lease, [`ErrorKind::Redis`].
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for `max` over 1 000 or a bad lease, [`ErrorKind::Redis`](crate::ErrorKind::Redis).
     ///
     /// A partitioned queue: each partition is asked for an even share of `max` at once (so
     /// priorities and due order hold within each partition's share), then the partitions that

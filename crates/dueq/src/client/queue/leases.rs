@@ -25,7 +25,7 @@ impl Queue {
     /// Acknowledges (completes) a claimed task.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn ack(&self, id: &TaskId, token: &LeaseToken) -> Result<AckOutcome> {
         let v = self.ack_batch(&[(id.clone(), token.clone())]).await?;
         v.into_iter()
@@ -36,7 +36,7 @@ impl Queue {
     /// Acknowledges many claimed tasks; one outcome per task, in order.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails (on a queue of several partitions, the tasks of
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails (on a queue of several partitions, the tasks of
     /// the partitions that answered are acknowledged: [`Queue::ack_each`] tells which).
     pub async fn ack_batch(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<AckOutcome>> {
         self.ack_each(items).await.into_iter().collect()
@@ -66,7 +66,7 @@ impl Queue {
     /// attempts. `error` is kept as `last_error` (cut to 4 KiB).
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn nack(
         &self,
         id: &TaskId,
@@ -95,7 +95,7 @@ impl Queue {
     /// backoff, `permanent` sends the task straight to the dead-letter queue.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn nack_batch(
         &self,
         items: &[(&TaskId, &LeaseToken, &str, Option<u64>, bool)],
@@ -151,7 +151,7 @@ impl Queue {
     /// when the lease was lost.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] for a bad lease, [`ErrorKind::Redis`].
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for a bad lease, [`ErrorKind::Redis`](crate::ErrorKind::Redis).
     pub async fn extend(
         &self,
         id: &TaskId,
@@ -198,7 +198,7 @@ impl Queue {
     /// the attempt is not counted. `true` per task released.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn release(&self, items: &[(TaskId, LeaseToken)]) -> Result<Vec<bool>> {
         let release =
             |q: Queue, mine: Vec<(TaskId, LeaseToken)>| async move { q.release(&mine).await };

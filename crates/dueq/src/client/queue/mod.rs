@@ -75,7 +75,7 @@ impl Queue {
 
     /// This handle with durable writes (DESIGN 2.14): its enqueues, acks, nacks, cancels,
     /// reschedules and dead-letter retries and deletes are followed by `WAIT replicas
-    /// timeout_ms` and fail with [`ErrorKind::NotReplicated`] when fewer replicas confirm in
+    /// timeout_ms` and fail with [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when fewer replicas confirm in
     /// time. 0 replicas turns it off (also when the client has it on). See
     /// [`ClientBuilder::replicas`](crate::ClientBuilder::replicas) for what it promises.
     pub fn with_replicas(mut self, replicas: u8, timeout_ms: u64) -> Self {

@@ -50,7 +50,7 @@ impl Queue {
     /// Workers call this by themselves; it is public for servers and tools.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn recover(&self) -> Result<RecoverReport> {
         if let Some(layout) = self.split_layout().await? {
             let parts = self

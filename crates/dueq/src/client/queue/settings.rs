@@ -13,7 +13,7 @@ impl Queue {
     /// Stops handing out tasks of this queue (enqueue, cancel and the rest still work).
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn pause(&self) -> Result<()> {
         self.set_meta(&[("paused", "1".into())]).await
     }
@@ -21,7 +21,7 @@ impl Queue {
     /// Hands out tasks again after [`Queue::pause`].
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn resume(&self) -> Result<()> {
         self.set_meta(&[("paused", "0".into())]).await
     }
@@ -29,7 +29,7 @@ impl Queue {
     /// The queue's stored settings (see [`QueueSettings`]; `None` fields are defaults).
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn settings(&self) -> Result<QueueSettings> {
         let first = queues::settings_get(&mut self.client.conn(), &self.keys)
             .await?
@@ -63,8 +63,8 @@ impl Queue {
     /// process applies the change at its next claim. Returns the settings after the change.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] naming the field, before anything is written;
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) naming the field, before anything is written;
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn update_settings(&self, patch: &SettingsPatch) -> Result<QueueSettings> {
         patch.validate()?;
         if patch.is_empty() {

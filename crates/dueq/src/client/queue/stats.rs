@@ -11,7 +11,7 @@ impl Queue {
     /// queue: see [`Queue::partition_stats`]).
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn stats(&self) -> Result<QueueStats> {
         if !self.part {
             let parts = self.partition_stats().await?;
@@ -27,7 +27,7 @@ impl Queue {
     /// and are kept for 61 minutes.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn history(&self) -> Result<Vec<MinuteStats>> {
         let layout = self.layout().await?;
         let parts = self

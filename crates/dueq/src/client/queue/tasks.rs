@@ -22,7 +22,7 @@ impl Queue {
     /// acknowledged without retention, deleted).
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn get(&self, target: &TaskRef) -> Result<Option<Task>> {
         let q = self.route(target).await?;
         tasks::get(&mut q.client.conn(), &q.keys, target).await
@@ -31,7 +31,7 @@ impl Queue {
     /// Cancels a scheduled task by id or key, atomically with respect to claims (DESIGN 2.7).
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn cancel(&self, target: &TaskRef) -> Result<CancelOutcome> {
         Ok(self.cancel_report(target).await?.outcome)
     }
@@ -40,7 +40,7 @@ impl Queue {
     /// (to order it against claims, as `dueq replay` does).
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`] when Redis fails.
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn cancel_report(&self, target: &TaskRef) -> Result<CancelReport> {
         let q = self.route(target).await?;
         let (outcome, id, now_ms) = tasks::cancel(&mut q.client.conn(), &q.keys, target).await?;
@@ -54,7 +54,7 @@ impl Queue {
     /// Moves the due time of a scheduled task.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] for a due time past year 9999, [`ErrorKind::Redis`].
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for a due time past year 9999, [`ErrorKind::Redis`](crate::ErrorKind::Redis).
     pub async fn reschedule(&self, target: &TaskRef, due: Due) -> Result<RescheduleOutcome> {
         let q = self.route(target).await?;
         tasks::reschedule(&mut q.client.conn(), &q.keys, target, due).await
