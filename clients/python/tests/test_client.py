@@ -156,6 +156,28 @@ def test_errors_carry_the_api_code(server, queue: dueq.Queue) -> None:
     with pytest.raises(DueqError) as e:
         down.enqueue(1)
     assert (e.value.status, e.value.code) == (0, "connection_failed")
+    assert isinstance(e.value, dueq.ConnectionFailedError)
+
+
+def test_errors_are_subclasses_by_code(client: dueq.Client, queue: dueq.Queue) -> None:
+    with pytest.raises(dueq.InvalidInputError) as e:
+        client.queue("bad name").enqueue(1)
+    assert e.value.code == "invalid_input" and isinstance(e.value, DueqError)
+    with pytest.raises(dueq.UnauthorizedError):
+        dueq.Client(client.url, token="wrong").queue(queue.name).stats()
+    # every code of the API maps to its class; an unknown one stays a plain DueqError
+    from dueq.errors import error_for
+
+    for code, cls in [
+        ("not_found", dueq.NotFoundError),
+        ("not_empty", dueq.ConflictError),
+        ("in_progress", dueq.ConflictError),
+        ("redis_unavailable", dueq.UnavailableError),
+        ("request_timeout", dueq.UnavailableError),
+        ("payload_too_large", dueq.InvalidInputError),
+    ]:
+        assert type(error_for(400, code, "m")) is cls, code
+    assert type(error_for(400, "a_code_from_later", "m")) is DueqError
 
 
 def test_a_request_sent_but_not_answered_in_time_is_a_timeout() -> None:
@@ -180,6 +202,7 @@ def test_a_request_sent_but_not_answered_in_time_is_a_timeout() -> None:
             mute.enqueue(1, key="order:1")
         # sent, so it may have landed: not the same as a server never reached
         assert (e.value.status, e.value.code) == (0, "timeout")
+        assert isinstance(e.value, dueq.TimeoutError_)
     finally:
         for c in held:
             c.close()

@@ -1,7 +1,7 @@
 // `Client` and `Queue`: every call of the HTTP API (DESIGN 4.2) as a method, on `fetch`.
 // Expected outcomes come back as values; only failures throw `DueqError`.
 
-import { DueqError, errorCode } from "./errors.js";
+import { DueqError, errorCode, errorFor } from "./errors.js";
 import type {
   AckOutcome,
   CancelOutcome,
@@ -139,9 +139,9 @@ export class Client {
       text = await res.text();
     } catch (e) {
       if ((e as Error).name === "TimeoutError") {
-        throw new DueqError(0, "timeout", `${method} ${path}: no answer within the timeout; it may have been applied`);
+        throw errorFor(0, "timeout", `${method} ${path}: no answer within the timeout; it may have been applied`);
       }
-      throw new DueqError(0, "connection_failed", `${method} ${path}: ${(e as Error).message}`);
+      throw errorFor(0, "connection_failed", `${method} ${path}: ${(e as Error).message}`);
     }
     let parsed: unknown = null;
     if (text) {

@@ -2,7 +2,17 @@
 
 export { Client, Queue, MAX_BATCH } from "./client.js";
 export type { ClientOptions } from "./client.js";
-export { DueqError } from "./errors.js";
+export {
+  ConflictError,
+  ConnectionFailedError,
+  DueqError,
+  InvalidInputError,
+  NotFoundError,
+  TimeoutError,
+  UnauthorizedError,
+  UnavailableError,
+  errorFor,
+} from "./errors.js";
 export { Worker, retry, fail } from "./worker.js";
 export type { Fail, Handler, Retry, WorkerOptions, WorkerStats } from "./worker.js";
 export { WEBHOOK_ID_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER, signWebhook, verifyWebhook } from "./webhook.js";

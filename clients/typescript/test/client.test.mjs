@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Client, DueqError, VERSION } from "../dist/index.js";
+import { Client, ConflictError, ConnectionFailedError, DueqError, InvalidInputError, TimeoutError, UnauthorizedError, UnavailableError, VERSION, errorFor } from "../dist/index.js";
 import { fresh, startServer } from "./server.mjs";
 import { readFileSync } from "node:fs";
 import { createServer as createNetServer } from "node:net";
@@ -99,6 +99,16 @@ test("errors carry the API code", async () => {
   await assert.rejects(new Client("http://127.0.0.1:9", { timeoutMs: 2000 }).queue("q").enqueue(1), (e) => e.status === 0 && e.code === "connection_failed");
 });
 
+test("errors are subclasses by code", async () => {
+  await assert.rejects(client.queue("bad name").enqueue(1), (e) => e instanceof InvalidInputError && e instanceof DueqError);
+  await assert.rejects(new Client(server.url, { token: "wrong" }).queue(fresh()).stats(), (e) => e instanceof UnauthorizedError);
+  await assert.rejects(new Client("http://127.0.0.1:9", { timeoutMs: 2000 }).queue("q").enqueue(1), (e) => e instanceof ConnectionFailedError);
+  for (const [code, cls] of [["not_empty", ConflictError], ["in_progress", ConflictError], ["redis_unavailable", UnavailableError], ["timeout", TimeoutError]]) {
+    assert.equal(errorFor(400, code, "m").constructor, cls, code);
+  }
+  assert.equal(errorFor(400, "a_code_from_later", "m").constructor, DueqError);
+});
+
 test("a request sent but not answered in time is a timeout, not connection_failed", async () => {
   // a server that reads requests and never answers
   const sockets = [];
@@ -109,7 +119,7 @@ test("a request sent but not answered in time is a timeout, not connection_faile
   await new Promise((r) => mute.listen(0, "127.0.0.1", r));
   try {
     const q = new Client(`http://127.0.0.1:${mute.address().port}`, { timeoutMs: 500 }).queue("q");
-    await assert.rejects(q.enqueue(1, { key: "order:1" }), (e) => e.status === 0 && e.code === "timeout");
+    await assert.rejects(q.enqueue(1, { key: "order:1" }), (e) => e.status === 0 && e.code === "timeout" && e instanceof TimeoutError);
   } finally {
     for (const s of sockets) s.destroy();
     mute.close();

@@ -10,7 +10,16 @@ See the README for workers (:class:`Worker`, :class:`AsyncWorker`) and webhooks.
 from ._version import __version__
 from .aio import AsyncWorker
 from .client import MAX_BATCH, Client, Queue
-from .errors import DueqError
+from .errors import (
+    ConflictError,
+    ConnectionFailedError,
+    DueqError,
+    InvalidInputError,
+    NotFoundError,
+    TimeoutError_,
+    UnauthorizedError,
+    UnavailableError,
+)
 from .models import (
     AckOutcome,
     CancelOutcome,
@@ -41,6 +50,13 @@ from .webhook import (
 from .worker import Worker, WorkerStats
 
 __all__ = [
+    "ConflictError",
+    "ConnectionFailedError",
+    "InvalidInputError",
+    "NotFoundError",
+    "TimeoutError_",
+    "UnauthorizedError",
+    "UnavailableError",
     "AckOutcome",
     "AsyncWorker",
     "CancelOutcome",

@@ -17,7 +17,7 @@ import threading
 import urllib.parse
 from typing import Any, Dict, Optional, Tuple
 
-from .errors import DueqError
+from .errors import error_for
 
 __all__ = ["Transport"]
 
@@ -102,15 +102,15 @@ class Transport:
         except socket.timeout as e:
             conn.close()
             if sent:
-                raise DueqError(
+                raise error_for(
                     0,
                     "timeout",
                     f"{method} {path}: no answer within the timeout; it may have been applied",
                 ) from e
-            raise DueqError(0, "connection_failed", f"{method} {path}: {e}") from e
+            raise error_for(0, "connection_failed", f"{method} {path}: {e}") from e
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise DueqError(0, "connection_failed", f"{method} {path}: {e}") from e
+            raise error_for(0, "connection_failed", f"{method} {path}: {e}") from e
         finally:
             if timeout_s is not None:
                 conn.timeout = self._timeout_s
