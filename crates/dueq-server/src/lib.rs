@@ -137,7 +137,13 @@ async fn request_metrics(
     req: Request,
     next: Next,
 ) -> Response {
-    let method = req.method().as_str().to_owned();
+    // a method the HTTP conventions do not name is `_OTHER`, so no request adds a series
+    let method = match req.method().as_str() {
+        m @ ("GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS" | "TRACE"
+        | "CONNECT") => m,
+        _ => "_OTHER",
+    }
+    .to_owned();
     let started = std::time::Instant::now();
     let res = next.run(req).await;
     st.metrics().http_request(

@@ -176,6 +176,17 @@ async fn build_info_and_request_durations_by_route_template() {
     let c = Ctx::new().await;
     c.enqueue("reqs", json!({"payload": 1})).await;
     c.enqueue("reqs", json!({"payload": 2})).await;
+    // a method outside the conventions' list is counted as _OTHER, not under its own name
+    for m in ["ZZZ1", "ZZZ2"] {
+        let r = c
+            .call(
+                axum::http::Method::from_bytes(m.as_bytes()).unwrap(),
+                "/healthz",
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    }
     let missing = c.get("/v1/queues/reqs/tasks/ffffffffffff").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     let m = c.get("/metrics").await.text;
@@ -209,6 +220,8 @@ async fn build_info_and_request_durations_by_route_template() {
         Some(1.0),
         "{m}"
     );
+    assert_eq!(count("_OTHER", "/healthz", "405"), Some(2.0), "{m}");
+    assert!(!m.contains("ZZZ"), "a method name became a label: {m}");
     assert!(
         !m.lines()
             .any(|l| l.starts_with("http_server") && l.contains("reqs")),
