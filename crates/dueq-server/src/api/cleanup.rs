@@ -43,7 +43,7 @@ pub struct DeadBulkRequest {
     pub limit: Option<u64>,
     /// Only count the matches; change nothing. Default false.
     pub dry_run: Option<bool>,
-    /// Retry only: due times spread evenly over this many ms from now, so a retry of many
+    /// Retry only: due times spread over this many ms from now, so a retry of many
     /// tasks does not stampede the workers; at most 2592000000 (30 days). Default 0 (all due
     /// now).
     #[schema(maximum = 2592000000_u64)]

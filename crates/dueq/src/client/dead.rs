@@ -129,7 +129,7 @@ pub struct DeadBulk {
     pub limit: Option<u64>,
     /// Only count the matches; change nothing.
     pub dry_run: bool,
-    /// A retry only: each task is due at a time spread evenly over this many ms from now
+    /// A retry only: each task is due at a time spread over this many ms from now
     /// (by a hash of its id), so that a retry of 50 000 does not stampede the workers. At
     /// most [`MAX_SPREAD_MS`].
     pub spread_ms: u64,
