@@ -249,9 +249,12 @@ fn describe_path_params(op: &mut Operation) {
             "queue" => schema.pattern(Some(QUEUE_PATTERN)),
             // `dueq::TaskId::new`: 1 to 64 printable ASCII characters, no spaces
             "id" => schema.pattern(Some("^[!-~]{1,64}$")),
-            // business keys: 1 to 512 bytes of UTF-8, any characters (URL-encoded); a length
-            // in characters cannot state the byte limit, so only the minimum is given
-            "key" => schema.min_length(Some(1)).pattern(Some(KEY_PATTERN)),
+            // business keys: 1 to 512 bytes of UTF-8, any characters (URL-encoded); 512
+            // characters bounds them (a character is at least a byte), the server checks bytes
+            "key" => schema
+                .min_length(Some(1))
+                .max_length(Some(512))
+                .pattern(Some(KEY_PATTERN)),
             _ => continue,
         };
         p.schema = Some(RefOr::T(Schema::Object(schema.build())));

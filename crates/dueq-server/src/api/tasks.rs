@@ -54,7 +54,11 @@ pub struct EnqueueRequest {
     pub due_at_ms: Option<u64>,
     /// Business key, 1 to 512 bytes of UTF-8, unique among the queue's live tasks; not `.`
     /// or `..` (HTTP clients drop those from URLs as dot segments).
-    #[schema(min_length = 1, pattern = r"^(?:[^.]|\.[^.]|\.\.[\s\S])")]
+    #[schema(
+        min_length = 1,
+        max_length = 512,
+        pattern = r"^(?:[^.]|\.[^.]|\.\.[\s\S])"
+    )]
     pub key: Option<String>,
     /// What to do when `key` is live. Default `keep`.
     pub on_conflict: Option<OnConflictBody>,

@@ -231,6 +231,10 @@ fn every_pattern_compiles_without_lookaround_and_agrees_with_the_server() {
     ] {
         assert_eq!(key.is_match(k), ok, "key {k:?}");
     }
+    assert_eq!(
+        doc["components"]["schemas"]["EnqueueRequest"]["properties"]["key"]["maxLength"],
+        512
+    );
     // the request body's key field carries the same pattern
     assert_eq!(
         doc["components"]["schemas"]["EnqueueRequest"]["properties"]["key"]["pattern"],
