@@ -272,14 +272,6 @@ impl Queue {
             },
         )
         .await?;
-        // what the script kept of an earlier secret; read back only when it may have one
-        let previous_secret = if r.existed {
-            webhook::get(&mut self.client().conn(), self.keys())
-                .await?
-                .and_then(|s| s.previous_secret)
-        } else {
-            None
-        };
         Ok(WebhookSet {
             secret_generated: given.is_empty() && r.secret == candidate,
             replaced: r.existed,
@@ -291,7 +283,7 @@ impl Queue {
                 timeout_ms: config.timeout_ms,
                 updated_at_ms: r.now_ms,
                 last_error: None,
-                previous_secret,
+                previous_secret: r.previous_secret,
             },
         })
     }

@@ -33,6 +33,8 @@ pub(crate) struct SetReply {
     pub now_ms: u64,
     pub secret: String,
     pub existed: bool,
+    /// The replaced secret that still signs, and until when (epoch ms).
+    pub previous_secret: Option<(String, u64)>,
 }
 
 /// A webhook to store: `secret` empty keeps the stored secret, or uses `new_secret` when
@@ -61,10 +63,16 @@ pub(crate) async fn set(conn: &mut Conn, k: &QueueKeys, w: &SetArgs<'_>) -> Resu
         .n(w.timeout_ms)
         .n(w.rotation_ms);
     let mut r = run(conn, &scripts::WEBHOOK_SET, k, a.take()).await?;
+    let (now_ms, secret, existed) = (r.u64()?, r.string()?, r.i64()? == 1);
+    let (prev, until) = (r.string()?, r.i64()?);
     Ok(SetReply {
-        now_ms: r.u64()?,
-        secret: r.string()?,
-        existed: r.i64()? == 1,
+        now_ms,
+        secret,
+        existed,
+        previous_secret: u64::try_from(until)
+            .ok()
+            .filter(|_| !prev.is_empty())
+            .map(|u| (prev, u)),
     })
 }
 

@@ -3,7 +3,8 @@
 -- ARGV[1] url, ARGV[2] secret ('' = keep the stored one, else ARGV[3]), ARGV[3] new random
 --   secret to use when none is given or stored, ARGV[4] concurrency, ARGV[5] timeout_ms,
 --   ARGV[6] rotation_ms: how long deliveries stay signed with a replaced secret too
--- Returns: {now_ms, secret in force, 1 if a webhook existed before else 0}
+-- Returns: {now_ms, secret in force, 1 if a webhook existed before else 0, the replaced secret
+--   still signing ('' = none), until when (ms; -1 = none)}
 -- The client validates every argument before calling; the script only decides the secret, so
 -- "keep the stored secret" is atomic with the write. A new secret keeps the one it replaces
 -- as previous_secret until previous_until_ms, so receivers can switch at their own pace.
@@ -25,4 +26,5 @@ redis.call('HSET', webhook, 'url', ARGV[1], 'secret', secret, 'concurrency', ARG
 redis.call('HDEL', webhook, 'last_error', 'last_error_at_ms')
 local existed = 0
 if old then existed = 1 end
-return {now, secret, existed}
+local prev = redis.call('HMGET', webhook, 'previous_secret', 'previous_until_ms')
+return {now, secret, existed, prev[1] or '', tonumber(prev[2] or '-1')}
