@@ -26,17 +26,15 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use dueq::{Client, QueueKeys, SettingsPatch};
 use dueq_testkit::RedisCluster;
-use serde::Serialize;
 use tokio::time::Instant;
 
+use super::config::{Config, LEASE_MS, MAX_FAULTS, QUEUE};
+use super::driver::{AbortOnDrop, Ledgers, examples, finish, ledger_dir, produce};
 use super::faults::{ClusterKind, ClusterSchedule, Rng};
 use super::ledger::now_ms;
 use super::procs::Workers;
-use super::windows::{self, DuplicateCause, Lateness, Window, WindowFigures};
-use super::{
-    AbortOnDrop, Config, FaultStats, LEASE_MS, Ledgers, MAX_FAULTS, QUEUE, Report, examples,
-    finish, ledger_dir, produce,
-};
+use super::report::{ClusterFault, ClusterReport, FaultStats, Report};
+use super::windows::{self, Window};
 use crate::servers::{self, blocking};
 
 /// Masters of the cluster (each with one replica).
@@ -56,72 +54,6 @@ const RESPONSE_TIMEOUT_MS: u64 = 1_000;
 /// return sets off: clients reconnecting, a wake-up subscription made again), and the next
 /// kill comes no sooner, so that one fault's tail is never counted in the next one's window.
 const SETTLE: Duration = Duration::from_secs(1);
-
-/// The cluster section of a `--cluster` report.
-#[derive(Debug, Clone, Serialize)]
-pub struct ClusterReport {
-    /// Masters at a time.
-    pub masters: usize,
-    /// Replicas of each master.
-    pub replicas_per_master: usize,
-    /// `cluster-node-timeout`, ms.
-    pub node_timeout_ms: u64,
-    /// Partitions of the queue.
-    pub partitions: u16,
-    /// Durable writes of producer and workers (`--replicas`).
-    pub replicas: u8,
-    /// What a lateness figure measures and by which clock.
-    pub lateness_clock: &'static str,
-    /// Node (start order; nodes 0 to 2 were the masters at the start) serving each partition
-    /// at the start.
-    pub partition_masters: Vec<usize>,
-    /// Every fault, in order.
-    pub fault_log: Vec<ClusterFault>,
-    /// Lateness of the healthy partitions' tasks due during the faults, all faults together.
-    pub healthy_during_faults: Lateness,
-    /// The same for the failed partitions' tasks.
-    pub failed_during_faults: Lateness,
-    /// Tasks due outside every fault (the baseline).
-    pub outside_faults: Lateness,
-    /// Enqueue and ack errors before the first fault (expected 0).
-    pub errors_before_faults: u64,
-    /// Duplicates that a fault explains (module docs).
-    pub duplicated_explained: u64,
-    /// Duplicates that no fault explains (must be 0).
-    pub duplicated_unexplained: u64,
-    /// Every duplicate, with its partition and the fault that explains it.
-    pub duplicates: Vec<DuplicateCause>,
-}
-
-/// One fault of a `--cluster` run.
-#[derive(Debug, Clone, Serialize)]
-pub struct ClusterFault {
-    /// `master_kill` or `master_kill_no_replica`.
-    pub kind: &'static str,
-    /// The node killed (start order).
-    pub node: usize,
-    /// Whether it is the first node of the seed list (every client's wake-up subscription
-    /// is on that node).
-    pub first_seed: bool,
-    /// The partitions it served: the failed ones.
-    pub partitions: Vec<u16>,
-    /// When it was killed (epoch ms, host clock).
-    pub kill_at_ms: u64,
-    /// From the kill to its replica's promotion as the driver saw it (polling every 20 ms),
-    /// ms.
-    pub promoted_after_ms: u64,
-    /// The node promoted.
-    pub promoted: usize,
-    /// From the kill to the killed node's restart, ms.
-    pub restarted_after_ms: u64,
-    /// From the kill to the killed node back as a replica with its link up, ms.
-    pub rejoined_after_ms: u64,
-    /// The fault's window, from the kill: until 1 s after the killed node is back, ms.
-    pub window_ms: u64,
-    /// The fault's figures (windows docs).
-    #[serde(flatten)]
-    pub figures: WindowFigures,
-}
 
 /// A fault as it runs, before its figures.
 struct Injected {

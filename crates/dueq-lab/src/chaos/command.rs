@@ -4,9 +4,9 @@
 
 use anyhow::{Result, bail};
 
-use super::cluster::ClusterReport;
+use super::config::Config;
+use super::report::{ClusterReport, Report};
 use super::windows::Lateness;
-use super::{Config, Report};
 use crate::args::ChaosArgs;
 
 /// Tasks per second of the window when `--tasks` is not given.

@@ -5,12 +5,16 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tokio::process::{Child, ChildStdin, Command};
 
+use super::config::{LEASE_MS, QUEUE};
 use super::ledger::Reader;
-use super::{LEASE_MS, QUEUE, WORKER_STOP_TIMEOUT};
+
+/// Longest wait for a worker to exit once its stdin is closed, before SIGKILL.
+const WORKER_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One worker process.
 pub struct WorkerProc {
