@@ -7,16 +7,18 @@ Runs against a redis-server of its own (it FLUSHALLs it: never point it at a sha
     redis-server --port 16391 --save '' --daemonize yes
     python3 docs/bench/claim_steps.py 16391 [rounds]
 
-Each variant is a function of a library with lib.lua at its head, as
-crates/dueq/src/protocol/scripts.rs builds it (FUNCTION LOAD, then FCALL). Times are Redis's
-own for the calls (`INFO commandstats`, `cmdstat_fcall` usec over all of them), so they leave out
-the socket work of a round trip, which costs Redis more again (see BENCHMARKS.md). Median of
-the rounds, in µs per call:
+Each variant is a function of a library with the helpers of lib/*.lua at its head, as
+crates/dueq/src/protocol/scripts.rs builds it (FUNCTION LOAD, then FCALL), called with the keys
+and arguments the library passes: the first keys of SCRIPT_KEYS, as many as the operation's
+Span (protocol/keys.rs; harness.py reads both there). Times are Redis's own for the calls
+(`INFO commandstats`, `cmdstat_fcall` usec over all of them), so they leave out the socket
+work of a round trip, which costs Redis more again (see BENCHMARKS.md). Median of the rounds,
+in µs per call:
 
   ping-cpu-1      Redis CPU (INFO cpu, socket work included) per PING sent one at a time, the
                   way each claim and ack of a worker goes (a round trip each)
   ping-cpu-10     the same with 10 PINGs per write (pipelined)
-  nop-0, nop-30   a function that returns at once, with 0 and with claim's 30 keys
+  nop-0, nop-33   a function that returns at once, with 0 and with claim's keys (33)
   claim-<step>    claim.lua on an empty queue, returning before <step> (the fixed part)
   claim-empty     the whole claim.lua on an empty queue (an idle look, max 1 000)
   task-10         claims (max 1 000) that get 10 tasks of group A each, as in W7 (20 000 tasks
@@ -28,38 +30,38 @@ the rounds, in µs per call:
 """
 import statistics, struct, sys
 
-from harness import PROTO, Redis, function, library as make_library
+from harness import PROTO, Redis, flags, function, key, library as make_library, queue_keys
 
 CALLS = 2000
 
 
+CLAIM_OP, ACK_OP, ENQUEUE_OP = 'leases/claim.lua', 'leases/ack.lua', 'tasks/enqueue.lua'
+
+
 def library(claim_body):
     return make_library('steps', [
-        function('s_claim', claim_body, "'allow-oom'"),
-        function('s_ack', open(PROTO + 'leases/ack.lua').read(), "'allow-oom'"),
-        function('s_enqueue', open(PROTO + 'tasks/enqueue.lua').read()),
+        function('s_claim', claim_body, flags(CLAIM_OP)),
+        function('s_ack', open(PROTO + ACK_OP).read(), flags(ACK_OP)),
+        function('s_enqueue', open(PROTO + ENQUEUE_OP).read(), flags(ENQUEUE_OP)),
         function('s_nop', 'return 1', "'no-writes'")])
 
 
-CLAIM = open(PROTO + 'leases/claim.lua').read()
+CLAIM = open(PROTO + CLAIM_OP).read()
 # where claim-<step> returns (the first line of the step)
-STEPS = [('start', 'local sched, active'), ('keys', 'local max = tonumber'),
+STEPS = [('start', 'local K = queue_keys()'), ('keys', 'local max = tonumber'),
          ('cfg', 'local paused ='), ('parse', 'local out = {now'),
          ('defs', "if forget ~= ''"), ('main', 'local room = max - nz'),
          ('tail', 'if by_conc then out[7]')]
 
 
-def keys(q, names):
-    return ['dueq:{%s}:%s' % (q, k) for k in names.split()]
+def claim_args(max_tasks):
+    """A claim's ARGV as the library sends it untracked: max, lease override (0: each task's
+    own), claim id, claim id to forget, holder ('' each), no lost claims."""
+    return [max_tasks, 0, '', '', '', 0]
 
 
-GROUP = 'gsched gdue groups gready gactive gparked rate rate_n rate_idle'
-OPTION = ' '.join('sched:%d' % p for p in range(1, 10)) + ' expiry'
-
-
-def claim_keys(q):
-    return keys(q, 'sched active leases tasks meta claims errors dead stats hist keys '
-                + GROUP + ' ' + OPTION)
+# a claim's answer: 12 values (now_ms .. n tasks, m missed ticks), then 6 per task
+CLAIM_HEAD, CLAIM_PER_TASK = 12, 6
 
 
 def ping_cpu(r, pipe):
@@ -88,26 +90,30 @@ def cycles(r, group, per=10):
     `per`): Redis's time per task."""
     q = 'steps-%s-%d' % (group, per)
     if group:
-        r('HSET', keys(q, 'meta')[0], 'group_concurrency', per)
+        r('HSET', key(q, 'meta'), 'group_concurrency', per)
     spec = struct.pack('<IHIH', 0, 0, 0, 0) + b'x' * 100
-    ek = keys(q, 'sched tasks keys meta stats leases ' + GROUP + ' ' + OPTION)
+    ek = queue_keys(q, ENQUEUE_OP)
     for _ in range(20):
-        args = ['dueq:{%s}:wake' % q, 1000, 5]
+        # 5 values per task when the batch has a group, else 4
+        args = [key(q, 'wake'), 1000, 5 if group else 4]
         for _ in range(1000):
-            args += ['', 'kd', 0, spec, group]
-        r('FCALL', 's_enqueue', len(ek), *ek, *args)
-    ck = claim_keys(q)
-    ak = keys(q, 'active leases tasks keys done stats meta errors hist ' + GROUP)
+            args += ['', 'kd', 0, spec] + ([group] if group else [])
+        got = r('FCALL', 's_enqueue', len(ek), *ek, *args)
+        assert got[0] == b'ok', got[:3]
+    ck = queue_keys(q, CLAIM_OP)
+    ak = queue_keys(q, ACK_OP)
     cycles = 19000 // per
     before = r.fcall_usec()
     for _ in range(cycles):
-        got = r('FCALL', 's_claim', len(ck), *ck, 1000 if group else per, 0, '', '', 0)
-        n = int(got[10])
+        got = r('FCALL', 's_claim', len(ck), *ck, *claim_args(1000 if group else per))
+        n = int(got[CLAIM_HEAD - 2])
         assert n == per, n
-        ack = ['dueq:{%s}:wake' % q, n]
+        ack = [key(q, 'wake'), n]
         for i in range(n):
-            ack += [got[11 + 6 * i], got[12 + 6 * i]]
-        r('FCALL', 's_ack', len(ak), *ak, *ack)
+            at = CLAIM_HEAD + CLAIM_PER_TASK * i
+            ack += [got[at], got[at + 1]]
+        acked = r('FCALL', 's_ack', len(ak), *ak, *ack)
+        assert acked[1:] == [1] * n, acked
     return (r.fcall_usec() - before) / (cycles * per)
 
 
@@ -116,7 +122,7 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     r = Redis(port)
     res = {}
-    empty = claim_keys('empty')
+    empty = queue_keys('empty', CLAIM_OP)
     for _ in range(rounds):
         r('FLUSHALL')
         r('FUNCTION', 'FLUSH')
@@ -124,16 +130,17 @@ def main():
         res.setdefault('ping-cpu-1', []).append(ping_cpu(r, 1))
         res.setdefault('ping-cpu-10', []).append(ping_cpu(r, 10))
         res.setdefault('nop-0', []).append(repeat(r, ['FCALL', 's_nop', 0]))
-        res.setdefault('nop-30', []).append(repeat(r, ['FCALL', 's_nop', 30, *empty]))
+        res.setdefault('nop-%d' % len(empty), []).append(
+            repeat(r, ['FCALL', 's_nop', len(empty), *empty]))
         for step, line in STEPS:
             body = CLAIM.replace(line, 'do return {0} end\n' + line, 1)
             assert body != CLAIM, step
             r('FUNCTION', 'LOAD', 'REPLACE', library(body))
             res.setdefault('claim-' + step, []).append(
-                repeat(r, ['FCALL', 's_claim', 30, *empty, 1000, 0, '', '', 0]))
+                repeat(r, ['FCALL', 's_claim', len(empty), *empty, *claim_args(1000)]))
         r('FUNCTION', 'LOAD', 'REPLACE', library(CLAIM))
         res.setdefault('claim-empty', []).append(
-            repeat(r, ['FCALL', 's_claim', 30, *empty, 1000, 0, '', '', 0]))
+            repeat(r, ['FCALL', 's_claim', len(empty), *empty, *claim_args(1000)]))
         res.setdefault('task-10', []).append(cycles(r, 'A'))
         res.setdefault('task-10-plain', []).append(cycles(r, ''))
         res.setdefault('task-1000-plain', []).append(cycles(r, '', 1000))

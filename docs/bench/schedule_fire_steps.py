@@ -6,12 +6,13 @@ Runs against a redis-server of its own (it FLUSHALLs it: never point it at a sha
     redis-server --port 16391 --save '' --daemonize yes
     python3 docs/bench/schedule_fire_steps.py 16391 [rounds]
 
-It stores 99 600 every-second schedules (state and index entry), then calls the script
-(as a function of a library with lib.lua at its head, as crates/dueq/src/protocol/scripts.rs
-builds it; FUNCTION LOAD, then FCALL) 600 times with the next
-100 schedules each, TICKS ticks per schedule (10: a firer of W8 refills ten ticks fired
-ahead per schedule, 1 000 ticks a call), each schedule once, so a variant that stops early meets no tick it
-created itself. Redis CPU (INFO cpu) over the calls, per tick handed in. Variants,
+It stores 99 600 every-second schedules (definition, state and index entry), then calls the
+script (as a function of a library with the helpers of lib/*.lua at its head, as
+crates/dueq/src/protocol/scripts.rs builds it; FUNCTION LOAD, then FCALL, with every key of
+SCRIPT_KEYS in protocol/keys.rs as the library passes them) 600 times with the next 100
+schedules each, TICKS ticks per schedule (10: a firer of W8 refills ten ticks fired ahead per
+schedule, 1 000 ticks a call), each schedule once, so a variant that stops early meets no
+tick it created itself. Redis CPU (INFO cpu) over the calls, per tick handed in. Variants,
 interleaved round by round, median per variant:
   noop     reads its ARGV count and returns (the cost of the call and its arguments)
   to-2     the script up to its step 2 (states read, ticks planned), then returns
@@ -23,20 +24,26 @@ interleaved round by round, median per variant:
 """
 import statistics, struct, sys
 
-from harness import PROTO, Redis, function, library as make_library
+from harness import PROTO, Redis, flags, function, key, library as make_library, queue_keys
 
 NS, BATCH, CALLS, TICKS = 99600, 100, 600, 10
+FIRE_OP = 'schedules/schedule_fire.lua'
+# as dueq's firer sends them: MAX_TICKS_AHEAD, REFILL_AT and FIRE_AHEAD_MS (schedule/mod.rs),
+# the default misfire policy (skip) and DEFAULT_MISFIRE_GRACE_MS (schedule/spec.rs)
+AHEAD_MAX, REFILL, LEAD_MS, MISFIRE, GRACE_MS = 12, 2, 12000, 's', 1000
 
 
 EARLY = ('\ndo\n  local o = {now}\n  for i = 1, n do o[3 * i - 1] = 2 o[3 * i] = 0'
          ' o[3 * i + 1] = 0 end\n  return o\nend\n')
 NOOP = ('local n = tonumber(ARGV[2])\nlocal o = {0}\n'
         'for i = 1, n do o[3 * i - 1] = 2 o[3 * i] = 0 o[3 * i + 1] = 0 end\nreturn o\n')
-FLOOR = '''local sched, tasks, keys, state, index, fired = KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[8], KEYS[28]
+FLOOR = '''local K = queue_keys()
+local sched, tasks, keys, state, index, fired = K.sched, K.tasks, K.keys, K.schedule_state,
+  K.schedule_next, K.schedule_fired
 local n = tonumber(ARGV[2])
 local names, recs, kargs, zs, sargs, targs, zi = {}, {}, {}, {}, {}, {}, {}
 local b, nr = 5, 0
-local seq = redis.call('HINCRBY', KEYS[4], 'seq', n * 10) - n * 10
+local seq = redis.call('HINCRBY', K.meta, 'seq', n * 10) - n * 10
 for i = 1, n do
   local name, c = ARGV[b], tonumber(ARGV[b + 3])
   local spec = ARGV[b + 8 + c]
@@ -57,7 +64,7 @@ for i = 1, n do
   sargs[2 * i - 1], sargs[2 * i] = name, nx .. ' ' .. last .. ' 0 0 1 fp/' .. ARGV[b + 1]
   targs[2 * i - 1], targs[2 * i] = name, last
   zi[2 * i - 1], zi[2 * i] = nx, name
-  b = b + 10 + c
+  b = b + 12 + c
 end
 redis.call('HMGET', state, unpack(names))
 redis.call('HMGET', fired, unpack(names))
@@ -78,11 +85,11 @@ return o
 
 def library(body):
     """A function library like dueq's, with `body` as its one function `steps_fire`."""
-    return make_library('steps', [function('steps_fire', body)])
+    return make_library('steps', [function('steps_fire', body, flags(FIRE_OP))])
 
 
 def variants():
-    fire = open(PROTO + 'schedules/schedule_fire.lua').read()
+    fire = open(PROTO + FIRE_OP).read()
 
     def upto(step):
         at = fire.index('-- %d. ' % step)
@@ -95,12 +102,7 @@ def variants():
 def run(r, src):
     r('FLUSHALL')
     r('FUNCTION', 'LOAD', 'REPLACE', src)
-    q = 'dueq:{steps}:'
-    keys = [q + k for k in ('sched tasks keys meta stats leases schedule_state schedule_next '
-                            'gsched gdue groups gready gactive gparked rate rate_n rate_idle'
-                            ).split()]
-    keys += [q + 'psched%d' % p for p in range(1, 10)] + [q + 'expiry', q + 'schedule_fired',
-                                                           q + 'schedules']
+    keys = queue_keys('steps', FIRE_OP)
     definition = b'{"every_ms":1000}\n{}'
     now = int(r('TIME')[0]) * 1000
     start = now - 10**9  # every tick far in the past: always due
@@ -112,22 +114,27 @@ def run(r, src):
             args += [name, '%d %d 0 0 0 fp/%d' % (start, start - 1000, start - 2000)]
             index += [start - 1000, name]
             defs += [name, definition]
-        r('HSET', keys[6], *args)
-        r('HSET', keys[28], *defs)
-        r('ZADD', keys[7], *index)
+        r('HSET', key('steps', 'schedule_state'), *args)
+        r('HSET', key('steps', 'schedules'), *defs)
+        r('ZADD', key('steps', 'schedule_next'), *index)
     c0, handed = r.cpu(), 0
     for c in range(CALLS):
         batch = names[c * BATCH:(c + 1) * BATCH]
-        args = [q + 'wake', len(batch), 12, 2]
+        args = [key('steps', 'wake'), len(batch), AHEAD_MAX, REFILL]
         for name in batch:
+            # name, expected next fire, missed ticks, the ticks
             args += [name, start, 0, TICKS]
             args += [start + 1000 * k for k in range(TICKS)]
-            # the ticks' spec, with an empty key (the script puts each tick's in)
-            args += [start + 1000 * TICKS, 'a', b'', 12000,
-                     struct.pack('<IHIH', 0, 5, 30000, 0) + b'{}', definition]
-        r('FCALL', 'steps_fire', len(keys), *keys, *args)
+            # next fire, overlap allow, no group, lead; the ticks' spec, with an empty key (the
+            # script puts each tick's in); the definition; misfire policy and grace
+            args += [start + 1000 * TICKS, 'a', b'', LEAD_MS,
+                     struct.pack('<IHIH', 0, 5, 30000, 0) + b'{}', definition, MISFIRE,
+                     GRACE_MS]
+        got = r('FCALL', 'steps_fire', len(keys), *keys, *args)
+        # the variants that write return code 1 (applied) per schedule
+        assert len(got) == 1 + 3 * len(batch) and set(got[1::3]) <= {1, 2}, got[:4]
         handed += len(batch) * TICKS
-    return (r.cpu() - c0) * 1e6 / handed, r('HLEN', keys[1]) == handed
+    return (r.cpu() - c0) * 1e6 / handed, r('HLEN', key('steps', 'tasks')) == handed
 
 
 def main():
