@@ -203,10 +203,6 @@ pub struct EnqueueArgs {
     #[arg(long = "debounce-max", alias = "debounce-max-ms", value_name = "DURATION",
           value_parser = duration, requires = "key")]
     pub debounce_max_ms: Option<u64>,
-    /// Priority 0 (served first, the default) to 9, among due tasks (within a --group, among
-    /// the group's own).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=9))]
-    pub priority: Option<u8>,
     /// Expire the task if it has not started this long after the write (Redis clock).
     #[arg(long = "ttl", alias = "ttl-ms", value_name = "DURATION", value_parser = duration,
           conflicts_with = "expires_at_ms")]
@@ -214,16 +210,42 @@ pub struct EnqueueArgs {
     /// Expire the task if it has not started by this time (RFC 3339 or Unix epoch ms).
     #[arg(long = "expires-at", alias = "expires-at-ms", value_name = "TIME", value_parser = time)]
     pub expires_at_ms: Option<u64>,
-    /// Attempts before the dead-letter queue (default: the queue's setting, else 5).
+    /// The task's options.
+    #[command(flatten)]
+    pub options: TaskOptionArgs,
+}
+
+/// The task options of `dueq enqueue` and `dueq schedule set` (there, of each tick's task).
+/// A new option's flag is written here once.
+#[derive(Debug, Args)]
+pub struct TaskOptionArgs {
+    /// Attempts before the dead-letter queue (default: the queue's setting, else 5; a
+    /// schedule's tasks: 5).
     #[arg(long)]
     pub max_attempts: Option<u32>,
-    /// Lease of a claim (default: the queue's setting, else 30s).
+    /// Lease of a claim (default: the queue's setting, else 30s; a schedule's tasks: 30s).
     #[arg(long = "lease", alias = "lease-ms", value_name = "DURATION", value_parser = duration)]
     pub lease_ms: Option<u64>,
+    /// Priority 0 (served first, the default) to 9, among due tasks (within a --group, among
+    /// the group's own).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub priority: Option<u8>,
     /// Group (a tenant, a customer): per-group limits apply to it, and groups are served
     /// round-robin.
     #[arg(long)]
     pub group: Option<String>,
+}
+
+impl TaskOptionArgs {
+    /// The options given (checked where they are used).
+    pub fn options(&self) -> dueq::TaskOptions {
+        let mut o = dueq::TaskOptions::new();
+        o.max_attempts = self.max_attempts;
+        o.lease_ms = self.lease_ms;
+        o.priority = self.priority.unwrap_or(0);
+        o.group = self.group.clone();
+        o
+    }
 }
 
 /// `dueq settings ...`.
@@ -304,18 +326,9 @@ pub struct ScheduleSetArgs {
     /// While the previous tick's task is live: allow or skip.
     #[arg(long, value_enum, default_value = "allow")]
     pub overlap: OverlapArg,
-    /// Attempts of each task.
-    #[arg(long)]
-    pub max_attempts: Option<u32>,
-    /// Lease of each task.
-    #[arg(long = "lease", alias = "lease-ms", value_name = "DURATION", value_parser = duration)]
-    pub lease_ms: Option<u64>,
-    /// Priority of each task, 0 (first, the default) to 9.
-    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=9))]
-    pub priority: Option<u8>,
-    /// Group of each task.
-    #[arg(long)]
-    pub group: Option<String>,
+    /// The options of each tick's task.
+    #[command(flatten)]
+    pub options: TaskOptionArgs,
 }
 
 /// `--misfire-grace` default: [`dueq::DEFAULT_MISFIRE_GRACE_MS`] (a test checks they agree).

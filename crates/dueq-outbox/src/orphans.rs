@@ -29,7 +29,7 @@ use crate::config::RelayConfig;
 use crate::error::Result;
 use crate::queues::Queues;
 use crate::report::ReconcileReport;
-use crate::rows::{OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
+use crate::rows::{OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode, restorable};
 
 /// Keys the tasks of a queue's schedules carry (`schedule:{name}:{fire_at_ms}`).
 const SCHEDULE_KEY_PREFIX: &str = "schedule:";
@@ -163,7 +163,7 @@ async fn remove_orphans(
         })
         .collect::<Result<Vec<_>>>()?;
     if !rows.is_empty() {
-        let specs: Vec<_> = rows.iter().map(OutRow::spec).collect();
+        let (rows, specs) = restorable(&rows);
         let done = q.enqueue_batch(&specs).await?;
         let mut updates = Vec::with_capacity(rows.len());
         for (r, e) in rows.iter().zip(done) {

@@ -27,7 +27,7 @@ use crate::error::Result;
 use crate::orphans::OrphanSweep;
 use crate::queues::Queues;
 use crate::report::ReconcileReport;
-use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode};
+use crate::rows::{Found, OutRow, ROW_COLUMNS, Update, apply, lock, relay_mode, restorable};
 use crate::task::to_i64;
 use crate::tombstones;
 
@@ -175,7 +175,7 @@ impl Reconciler {
         }
         for (queue, group) in missing {
             let q = self.queues.get(queue).await?;
-            let specs: Vec<_> = group.iter().map(|r| r.spec()).collect();
+            let (group, specs) = restorable(group);
             let done = q.enqueue_batch(&specs).await?;
             for (r, e) in group.iter().zip(done) {
                 let mut u = Update::new(r.id, "relayed");

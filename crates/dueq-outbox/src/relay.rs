@@ -131,15 +131,28 @@ impl Relay {
                 others.push(r);
             }
         }
-        for (queue, group) in by_queue {
+        for (queue, rows) in by_queue {
             let q = self.queues.get(queue).await?;
             // Replace, not keep: a task already under the key (this row's own, from a round
             // whose commit failed, or one the database no longer knows) takes the row's due
             // time and payload, since the row is the truth; the same task id comes back.
-            let specs: Vec<TaskSpec> = group
-                .iter()
-                .map(|r| r.spec().on_conflict(OnConflict::Replace))
-                .collect();
+            let mut group = Vec::with_capacity(rows.len());
+            let mut specs: Vec<TaskSpec> = Vec::with_capacity(rows.len());
+            for r in rows {
+                match r.spec() {
+                    Ok(s) => {
+                        group.push(r);
+                        specs.push(s.on_conflict(OnConflict::Replace));
+                    }
+                    Err(why) => {
+                        updates.push(refused(r, &why));
+                        report.rejected += 1;
+                    }
+                }
+            }
+            if specs.is_empty() {
+                continue;
+            }
             match q.enqueue_batch(&specs).await {
                 Ok(done) => {
                     for (r, e) in group.iter().zip(done) {
@@ -163,10 +176,7 @@ impl Relay {
                             }
                             Err(e) if e.is_retryable() => return Err(e.into()),
                             Err(e) => {
-                                tracing::warn!(row = r.id, queue, error = %e, "row refused by Redis");
-                                let mut u = Update::new(r.id, "rejected");
-                                u.last_error = Some(format!("refused by dueq: {e}"));
-                                updates.push(u);
+                                updates.push(refused(r, &e.to_string()));
                                 report.rejected += 1;
                             }
                         }
@@ -285,15 +295,14 @@ impl Relay {
         if !ours && q.cancel(target).await? == CancelOutcome::InProgress {
             return Ok(None);
         }
-        match q.enqueue(r.spec().on_conflict(OnConflict::Replace)).await {
+        let spec = match r.spec() {
+            Ok(s) => s.on_conflict(OnConflict::Replace),
+            Err(why) => return Ok(Some(refused(r, &why))),
+        };
+        match q.enqueue(spec).await {
             Ok(e) => Ok(Some(enqueued(r, &e))),
             Err(e) if e.is_retryable() => Err(e.into()),
-            Err(e) => {
-                tracing::warn!(row = r.id, queue = r.queue, error = %e, "row refused by Redis");
-                let mut u = Update::new(r.id, "rejected");
-                u.last_error = Some(format!("refused by dueq: {e}"));
-                Ok(Some(u))
-            }
+            Err(e) => Ok(Some(refused(r, &e.to_string()))),
         }
     }
 
@@ -470,6 +479,19 @@ pub async fn postgres_readiness(pool: &PgPool) -> std::result::Result<(), String
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// The update that marks `r` rejected: dueq refused it for `why` (it never runs).
+fn refused(r: &OutRow, why: &str) -> Update {
+    tracing::warn!(
+        row = r.id,
+        queue = r.queue,
+        error = why,
+        "row refused by dueq"
+    );
+    let mut u = Update::new(r.id, "rejected");
+    u.last_error = Some(format!("refused by dueq: {why}"));
+    u
 }
 
 /// The update of a row the relay enqueued as task `e`.

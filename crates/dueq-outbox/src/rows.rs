@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use dueq::{TaskRef, TaskSpec};
+use dueq::{TaskOptions, TaskRef, TaskSpec};
 use sqlx::postgres::PgRow;
 use sqlx::{Postgres, Row, Transaction};
 
@@ -44,6 +44,8 @@ pub(crate) struct OutRow {
     pub due_at_ms: i64,
     pub max_attempts: Option<i32>,
     pub lease_ms: Option<i64>,
+    /// The `options` column as text (JSON), if set.
+    pub options: Option<String>,
     pub relay_op: Option<String>,
     pub task_id: Option<String>,
     pub restores: i32,
@@ -52,7 +54,7 @@ pub(crate) struct OutRow {
 
 /// The columns [`OutRow::from_row`] reads, in order.
 pub(crate) const ROW_COLUMNS: &str = "id, queue, key, payload, due_at_ms, max_attempts, lease_ms, \
-     relay_op, task_id, restores, \
+     options::text, relay_op, task_id, restores, \
      dueq_outbox_now_ms() - (extract(epoch FROM created_at) * 1000)::bigint AS age_ms";
 
 impl OutRow {
@@ -65,10 +67,11 @@ impl OutRow {
             due_at_ms: r.try_get(4)?,
             max_attempts: r.try_get(5)?,
             lease_ms: r.try_get(6)?,
-            relay_op: r.try_get(7)?,
-            task_id: r.try_get(8)?,
-            restores: r.try_get(9)?,
-            age_ms: r.try_get(10)?,
+            options: r.try_get(7)?,
+            relay_op: r.try_get(8)?,
+            task_id: r.try_get(9)?,
+            restores: r.try_get(10)?,
+            age_ms: r.try_get(11)?,
         })
     }
 
@@ -79,18 +82,38 @@ impl OutRow {
     }
 
     /// The dueq task for this row, due at its stored (original) due time.
-    pub(crate) fn spec(&self) -> TaskSpec {
-        let mut s = TaskSpec::new(self.payload.clone())
+    ///
+    /// # Errors
+    /// The reason, when the `options` column is not dueq's task options (the row is refused).
+    pub(crate) fn spec(&self) -> std::result::Result<TaskSpec, String> {
+        let mut options: TaskOptions = match &self.options {
+            Some(text) => read_options(text)?,
+            None => TaskOptions::default(),
+        };
+        // the columns are the contract for these two, checked by the table
+        options.max_attempts = self.max_attempts.and_then(|n| u32::try_from(n).ok());
+        options.lease_ms = self.lease_ms.map(to_u64);
+        Ok(TaskSpec::new(self.payload.clone())
             .key(self.key.clone())
-            .due_at_ms(to_u64(self.due_at_ms));
-        if let Some(n) = self.max_attempts.and_then(|n| u32::try_from(n).ok()) {
-            s = s.max_attempts(n);
-        }
-        if let Some(l) = self.lease_ms {
-            s = s.lease_ms(to_u64(l));
-        }
-        s
+            .due_at_ms(to_u64(self.due_at_ms))
+            .options(options))
     }
+}
+
+/// Reads the `options` column; the error names the first option that does not read.
+fn read_options(text: &str) -> std::result::Result<TaskOptions, String> {
+    serde_json::from_str(text).map_err(|e| {
+        let map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).unwrap_or_default();
+        let bad = map.into_iter().find(|(k, v)| {
+            let one = serde_json::Map::from_iter([(k.clone(), v.clone())]);
+            serde_json::from_value::<TaskOptions>(serde_json::Value::Object(one)).is_err()
+        });
+        match bad {
+            Some((field, _)) => format!("options.{field}: {e}"),
+            None => format!("options: {e}"),
+        }
+    })
 }
 
 /// Marks the transaction as the relay's, so the table's guard trigger leaves no tombstone
@@ -152,4 +175,21 @@ pub(crate) enum Found {
 /// Locks a mutex, recovering from poisoning (the maps hold plain handles, valid either way).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The rows of `rows` that can be restored to Redis, with their tasks. A relayed row's options
+/// were read when it was relayed; one changed by hand since and no longer readable is left as
+/// it is, named in the log.
+pub(crate) fn restorable<'a>(
+    rows: impl IntoIterator<Item = &'a OutRow>,
+) -> (Vec<&'a OutRow>, Vec<TaskSpec>) {
+    rows.into_iter()
+        .filter_map(|r| match r.spec() {
+            Ok(s) => Some((r, s)),
+            Err(why) => {
+                tracing::warn!(row = r.id, queue = r.queue, error = why, "row not restored");
+                None
+            }
+        })
+        .unzip()
 }

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "lease_floor",
         include_str!("../migrations/0003_lease_floor.sql"),
     ),
+    (4, "options", include_str!("../migrations/0004_options.sql")),
 ];
 
 /// Key of the advisory lock that serialises concurrent [`migrate`] calls (any constant

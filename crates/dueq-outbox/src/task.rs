@@ -4,6 +4,7 @@
 //! These only touch PostgreSQL; the relay carries the change to Redis after the transaction
 //! commits, so a rolled-back transaction leaves nothing anywhere.
 
+use dueq::TaskOptions;
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
 use crate::error::{Error, Result};
@@ -16,14 +17,13 @@ pub const MAX_PAYLOAD_BYTES: usize = dueq::DEFAULT_PAYLOAD_LIMIT_BYTES;
 pub const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3_600_000;
 
 /// A timer to write into the outbox: a business key (required: it is how rows and Redis tasks
-/// are matched), a payload, a due time and dueq's per-task options.
+/// are matched), a payload, a due time and dueq's [`TaskOptions`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxTask {
     key: String,
     payload: Vec<u8>,
     due: OutboxDue,
-    max_attempts: Option<u32>,
-    lease_ms: Option<u64>,
+    options: TaskOptions,
 }
 
 /// When an outbox task is due.
@@ -44,9 +44,20 @@ impl OutboxTask {
             key: key.into(),
             payload: payload.into(),
             due: OutboxDue::DelayMs(0),
-            max_attempts: None,
-            lease_ms: None,
+            options: TaskOptions::default(),
         }
+    }
+
+    fn task_options_mut(&mut self) -> &mut TaskOptions {
+        &mut self.options
+    }
+
+    dueq::task_option_setters!();
+
+    /// Sets every [`TaskOptions`] at once.
+    pub fn options(mut self, options: TaskOptions) -> Self {
+        self.options = options;
+        self
     }
 
     /// Due this many ms after the row is written, by the database clock (0 to 100 years).
@@ -62,18 +73,6 @@ impl OutboxTask {
         self
     }
 
-    /// Attempts before the dead-letter queue, 1 to 65 535. Default: dueq's (5).
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
-
-    /// Lease of a claim, 1 ms to about 49 days. Default: dueq's (30 000).
-    pub fn lease_ms(mut self, ms: u64) -> Self {
-        self.lease_ms = Some(ms);
-        self
-    }
-
     /// The business key.
     pub fn key(&self) -> &str {
         &self.key
@@ -82,8 +81,8 @@ impl OutboxTask {
     /// Checks every field; the error names the first bad one.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] naming `key`, `payload`, `delay_ms`, `due_at_ms`,
-    /// `max_attempts` or `lease_ms`.
+    /// [`Error::InvalidInput`] naming `key`, `payload`, `delay_ms`, `due_at_ms` or the
+    /// option.
     pub fn validate(&self) -> Result<()> {
         validate_key(&self.key)?;
         if self.payload.len() > MAX_PAYLOAD_BYTES {
@@ -107,19 +106,23 @@ impl OutboxTask {
             }
             _ => {}
         }
-        if let Some(n) = self.max_attempts
-            && (n == 0 || n > dueq::MAX_ATTEMPTS)
-        {
-            return Err(Error::invalid(
-                "max_attempts",
-                format!("must be 1 to {}", dueq::MAX_ATTEMPTS),
-            ));
-        }
-        if let Some(l) = self.lease_ms {
-            dueq::validate_lease_ms(l).map_err(|e| Error::invalid("lease_ms", e.to_string()))?;
-        }
-        Ok(())
+        self.options.check().map_err(|e| {
+            let text = e.to_string();
+            let field = TaskOptions::FIELDS
+                .iter()
+                .find(|f| text.starts_with(&format!("{f}: ")))
+                .copied()
+                .unwrap_or("options");
+            let why = text.strip_prefix(field).unwrap_or(&text);
+            Error::invalid(field, why.trim_start_matches(": "))
+        })
     }
+}
+
+/// The `options` column's text: what dueq's [`TaskOptions`] serialize to.
+fn options_json(options: &TaskOptions) -> String {
+    // a struct of numbers and strings always serializes
+    serde_json::to_string(options).unwrap_or_else(|_| "{}".to_owned())
 }
 
 pub(crate) fn validate_queue(queue: &str) -> Result<()> {
@@ -173,8 +176,9 @@ pub async fn enqueue_in_tx(
     for _ in 0..3 {
         // ON CONFLICT on the partial unique index: nothing written when a live row holds it
         let inserted = sqlx::query(
-            "INSERT INTO dueq_outbox (queue, key, payload, due_at_ms, max_attempts, lease_ms)
-             VALUES ($1, $2, $3, coalesce($4, dueq_outbox_now_ms() + $5), $6, $7)
+            "INSERT INTO dueq_outbox
+                 (queue, key, payload, due_at_ms, max_attempts, lease_ms, options)
+             VALUES ($1, $2, $3, coalesce($4, dueq_outbox_now_ms() + $5), $6, $7, $8::jsonb)
              ON CONFLICT (queue, key) WHERE state IN ('pending', 'relayed', 'cancelling')
              DO NOTHING
              RETURNING id, due_at_ms",
@@ -187,7 +191,8 @@ pub async fn enqueue_in_tx(
             "UPDATE dueq_outbox SET
                  relay_op = 'renew', payload = $3,
                  due_at_ms = coalesce($4, dueq_outbox_now_ms() + $5),
-                 max_attempts = $6, lease_ms = $7, last_error = NULL, checked_at_ms = NULL,
+                 max_attempts = $6, lease_ms = $7, options = $8::jsonb,
+                 last_error = NULL, checked_at_ms = NULL,
                  restores = 0, created_at = clock_timestamp()
              WHERE queue = $1 AND key = $2 AND state = 'cancelling' AND relay_op = 'cancel'
              RETURNING id, due_at_ms",
@@ -199,8 +204,9 @@ pub async fn enqueue_in_tx(
                 .bind(&task.payload)
                 .bind(due_at)
                 .bind(delay)
-                .bind(task.max_attempts.map(i64::from))
-                .bind(task.lease_ms.map(to_i64))
+                .bind(task.options.max_attempts.map(i64::from))
+                .bind(task.options.lease_ms.map(to_i64))
+                .bind(options_json(&task.options))
                 .fetch_optional(&mut **tx)
                 .await?;
             if let Some(r) = row {

@@ -7,9 +7,10 @@
 //! middleware), 400/413/415 for an operation with a JSON body (the [`ApiJson`] extractor), and
 //! the formats of the path parameters `queue`, `id` and `key` (what the library accepts).
 //! On every operation: 403 (the Host and Origin checks) and 405 (the router's answer to another
-//! method); the open routes say `security: []` (`/metrics`: optional bearer). The closed sets
-//! of strings (outcomes, task states, error codes) are given as enums in [`ENUMS`], here
-//! rather than as Rust enums in the response types, which stay plain strings.
+//! method); the open routes say `security: []` (`/metrics`: optional bearer). Outcomes, states
+//! and kinds are Rust enums in the response types, so their schemas list their values; the
+//! error codes, which handlers pick as strings, are listed in [`ERROR_CODES`] and added as an
+//! enum here ([`ENUMS`]).
 //!
 //! [`ApiJson`]: crate::ApiJson
 
@@ -110,24 +111,8 @@ pub fn openapi() -> Doc {
     .clone()
 }
 
-/// The closed sets of strings of the answers: (schema, property, values).
-pub const ENUMS: &[(&str, &str, &[&str])] = &[
-    (
-        "CancelResponse",
-        "outcome",
-        &["cancelled", "in_progress", "not_found"],
-    ),
-    ("AckResponse", "outcome", &["acked"]),
-    ("NackResponse", "outcome", &["rescheduled", "dead"]),
-    ("DeadOutcomeResponse", "outcome", &["retried", "deleted"]),
-    (
-        "TaskResponse",
-        "state",
-        &["scheduled", "active", "succeeded", "dead"],
-    ),
-    ("WorkerResponse", "kind", &["worker", "server"]),
-    ("ErrorDetail", "code", ERROR_CODES),
-];
+/// The closed sets of strings the response types hold as strings: (schema, property, values).
+pub const ENUMS: &[(&str, &str, &[&str])] = &[("ErrorDetail", "code", ERROR_CODES)];
 
 /// Every `code` of an error body (see [`crate::ApiError`]).
 pub const ERROR_CODES: &[&str] = &[

@@ -5,23 +5,22 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dueq::Backoff;
 use dueq::protocol::record::{Record, spec};
+use dueq::{Backoff, TaskOptions};
 
 fn records(c: &mut Criterion) {
     let payload = vec![b'x'; 100];
+    let options = TaskOptions::new().max_attempts(5).lease_ms(30_000);
     c.bench_function("record spec, 100-byte payload, keyed", |b| {
         b.iter(|| {
             spec(
-                5,
-                30_000,
-                0,
+                black_box(&options),
                 black_box("order:10001:cancel"),
                 black_box(&payload),
             )
         })
     });
-    let mut raw = spec(5, 30_000, 0, "order:10001:cancel", &payload);
+    let mut raw = spec(&options, "order:10001:cancel", &payload);
     raw.extend(&1_764_455_000_871u64.to_le_bytes()[..6]);
     raw.extend(&1_764_455_000_000u64.to_le_bytes()[..6]);
     c.bench_function("record decode, 100-byte payload, keyed", |b| {

@@ -14,28 +14,13 @@ pub mod work;
 pub mod workers;
 
 use dueq::{Client, Queue, Task, TaskRef};
-use serde_json::{Value, json};
-
-/// A payload as JSON: the value itself when the bytes are JSON, else the text (lossy UTF-8);
-/// the same rule as the HTTP API.
-pub use dueq::json::payload_json;
+use dueq_server::api::tasks::TaskResponse;
+use serde_json::Value;
 
 /// A task as the HTTP API shows it (DESIGN 4.2).
 pub fn task_json(t: &Task) -> Value {
-    json!({
-        "id": t.id.as_str(),
-        "key": t.key,
-        "state": t.state.as_str(),
-        "due_at_ms": t.due_at_ms,
-        "attempt": t.attempt,
-        "max_attempts": t.max_attempts,
-        "payload": payload_json(&t.payload),
-        "last_error": t.last_error,
-        "created_at_ms": t.created_at_ms,
-        "group": t.group,
-        "priority": t.priority,
-        "expires_at_ms": t.expires_at_ms,
-    })
+    // a struct of strings, numbers and a JSON payload always serializes
+    serde_json::to_value(TaskResponse::from(t.clone())).unwrap_or(Value::Null)
 }
 
 /// The task an id or `--key` names.

@@ -3,9 +3,10 @@
 
 use anyhow::{Result, bail};
 use dueq::{Client, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, TaskRef};
+use dueq_server::api::schedules::ScheduleResponse;
 use serde_json::{Value, json};
 
-use super::{known_queue, payload_json, print_json};
+use super::{known_queue, print_json};
 use crate::args::{MisfireArg, OverlapArg, ScheduleCommand};
 use crate::human::{duration, when, when_opt};
 
@@ -24,28 +25,8 @@ fn overlap_str(o: Overlap) -> &'static str {
 
 /// A schedule as the HTTP API shows it.
 fn schedule_json(queue: &str, s: &Schedule) -> Value {
-    let spec = &s.spec;
-    json!({
-        "queue": queue,
-        "name": spec.name,
-        "cron": spec.cron,
-        "every_ms": spec.every_ms,
-        "tz": spec.tz,
-        "payload": payload_json(&spec.payload),
-        "misfire": misfire_str(spec.misfire),
-        "misfire_grace_ms": spec.misfire_grace_ms,
-        "overlap": overlap_str(spec.overlap),
-        "max_attempts": spec.max_attempts,
-        "lease_ms": spec.lease_ms,
-        "priority": spec.priority,
-        "group": spec.group,
-        "next_fire_at_ms": s.next_fire_at_ms,
-        "upcoming_ms": s.upcoming_ms,
-        "last_fire_at_ms": s.last_fire_at_ms,
-        "skipped_total": s.skipped_total,
-        "fired_total": s.fired_total,
-        "paused": s.paused,
-    })
+    // a struct of strings, numbers and a JSON payload always serializes
+    serde_json::to_value(ScheduleResponse::new(queue, s.clone())).unwrap_or(Value::Null)
 }
 
 /// How a schedule fires: `cron "0 30 2 * * *" tz=Europe/Berlin` or `every 1h`.
@@ -61,9 +42,9 @@ fn timing(s: &Schedule) -> String {
 /// One line per schedule (`dueq schedule list`).
 fn print_line(s: &Schedule) {
     let spec = &s.spec;
-    let task = match &spec.group {
-        Some(g) => format!(" priority={} group={g}", spec.priority),
-        None if spec.priority > 0 => format!(" priority={}", spec.priority),
+    let task = match &spec.task.group {
+        Some(g) => format!(" priority={} group={g}", spec.task.priority),
+        None if spec.task.priority > 0 => format!(" priority={}", spec.task.priority),
         None => String::new(),
     };
     outln!(
@@ -91,10 +72,14 @@ fn print_full(s: &Schedule) {
     );
     outln!("overlap:       {}", overlap_str(spec.overlap));
     outln!("payload:       {}", String::from_utf8_lossy(&spec.payload));
-    outln!("priority:      {}", spec.priority);
-    outln!("group:         {}", spec.group.as_deref().unwrap_or("-"));
-    outln!("max_attempts:  {}", spec.max_attempts);
-    outln!("lease:         {}", duration(spec.lease_ms));
+    let task = spec.tick_options();
+    outln!("priority:      {}", task.priority);
+    outln!("group:         {}", task.group.as_deref().unwrap_or("-"));
+    outln!("max_attempts:  {}", task.max_attempts.unwrap_or_default());
+    outln!(
+        "lease:         {}",
+        duration(task.lease_ms.unwrap_or_default())
+    );
     outln!("paused:        {}", if s.paused { "yes" } else { "no" });
     outln!(
         "next_fire_at:  {}",
@@ -141,16 +126,7 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
             spec.cron = a.cron.clone();
             spec.every_ms = a.every_ms;
             spec.tz = a.tz.clone();
-            if let Some(n) = a.max_attempts {
-                spec = spec.max_attempts(n);
-            }
-            if let Some(l) = a.lease_ms {
-                spec = spec.lease_ms(l);
-            }
-            if let Some(p) = a.priority {
-                spec = spec.priority(p);
-            }
-            spec.group = a.group.clone();
+            spec = spec.options(a.options.options());
             let r = q.set_schedule(&spec).await?;
             let outcome = match r.outcome {
                 SetOutcome::Created => "created",

@@ -42,24 +42,13 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
     if let Some(m) = a.debounce_max_ms {
         spec = spec.on_conflict(OnConflict::Debounce).debounce_max_ms(m);
     }
-    if let Some(p) = a.priority {
-        spec = spec.priority(p);
-    }
     if let Some(t) = a.ttl_ms {
         spec = spec.ttl_ms(t);
     }
     if let Some(t) = a.expires_at_ms {
         spec = spec.expires_at_ms(t);
     }
-    if let Some(m) = a.max_attempts {
-        spec = spec.max_attempts(m);
-    }
-    if let Some(l) = a.lease_ms {
-        spec = spec.lease_ms(l);
-    }
-    if let Some(g) = &a.group {
-        spec = spec.group(g.clone());
-    }
+    spec = spec.options(a.options.options());
     let e = client.queue(&a.queue)?.enqueue(spec).await?;
     let outcome = match e.outcome {
         dueq::EnqueueOutcome::Created => "created",

@@ -95,6 +95,82 @@ async fn the_table_refuses_bad_rows_from_plain_sql() {
 }
 
 #[tokio::test]
+async fn a_rows_task_options_reach_its_redis_task() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default());
+    let mut tx = env.db.pool.begin().await.unwrap();
+    let task = OutboxTask::new("k", b"1".to_vec())
+        .delay_ms(60_000)
+        .max_attempts(3)
+        .lease_ms(5_000)
+        .priority(4)
+        .group("merchant-7");
+    enqueue_in_tx(&mut tx, "q", &task).await.unwrap();
+    // a writer in another language: the options as JSON, attempts in their column
+    sqlx::query(
+        "INSERT INTO dueq_outbox (queue, key, due_at_ms, max_attempts, options)
+         VALUES ('q', 'sql', dueq_outbox_now_ms() + 60000, 2, '{\"priority\": 9}')",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    env.relay_all(&relay).await;
+    let q = env.client.queue("q").unwrap();
+    let t = q.get(&TaskRef::key("k").unwrap()).await.unwrap().unwrap();
+    assert_eq!(
+        (t.max_attempts, t.lease_ms, t.priority, t.group.as_deref()),
+        (3, 5_000, 4, Some("merchant-7"))
+    );
+    let t = q.get(&TaskRef::key("sql").unwrap()).await.unwrap().unwrap();
+    assert_eq!((t.max_attempts, t.priority, t.group), (2, 9, None));
+}
+
+#[tokio::test]
+async fn a_row_whose_options_dueq_cannot_read_is_rejected_naming_them() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default());
+    for (key, options) in [
+        ("type", r#"{"priority": "high"}"#),
+        ("range", r#"{"priority": 10}"#),
+    ] {
+        sqlx::query(
+            "INSERT INTO dueq_outbox (queue, key, due_at_ms, options)
+             VALUES ('q', $1, 0, $2::jsonb)",
+        )
+        .bind(key)
+        .bind(options)
+        .execute(&env.db.pool)
+        .await
+        .unwrap();
+    }
+    // not an object: refused by the table itself
+    let e = sqlx::query(
+        "INSERT INTO dueq_outbox (queue, key, due_at_ms, options) VALUES ('q', 'k', 0, '[]')",
+    )
+    .execute(&env.db.pool)
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("options_ok"), "{e}");
+    env.relay_all(&relay).await;
+    let rows: Vec<(String, String, Option<String>)> =
+        sqlx::query_as("SELECT key, state, last_error FROM dueq_outbox ORDER BY key")
+            .fetch_all(&env.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(rows.len(), 2);
+    for (key, state, error) in rows {
+        assert_eq!(state, "rejected", "{key}");
+        let error = error.unwrap_or_default();
+        assert!(error.contains("priority"), "{key}: {error}");
+    }
+    let q = env.client.queue("q").unwrap();
+    for key in ["type", "range"] {
+        assert!(q.get(&TaskRef::key(key).unwrap()).await.unwrap().is_none());
+    }
+}
+
+#[tokio::test]
 async fn a_live_key_is_kept_and_a_finished_key_can_be_used_again() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());

@@ -47,7 +47,7 @@ impl TestDb {
             .connect(&url)
             .await
             .unwrap();
-        assert_eq!(migrate(&pool).await.unwrap(), vec![1, 2, 3]);
+        assert_eq!(migrate(&pool).await.unwrap(), vec![1, 2, 3, 4]);
         Self { pool, name }
     }
 }

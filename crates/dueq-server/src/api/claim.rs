@@ -138,16 +138,38 @@ pub struct ExtendRequest {
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct AckResponse {
-    /// `acked`.
-    pub outcome: String,
+    /// Always `acked` (a lost lease is 409 `lease_lost`).
+    pub outcome: AckOutcomeJson,
+}
+
+/// What an ack did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AckOutcome)]
+#[non_exhaustive]
+pub enum AckOutcomeJson {
+    /// Completed.
+    Acked,
+}
+
+/// What a nack did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = NackOutcome)]
+#[non_exhaustive]
+pub enum NackOutcomeJson {
+    /// Back to scheduled for another attempt at `due_at_ms`.
+    Rescheduled,
+    /// Out of attempts or failed permanently: in the dead-letter queue.
+    Dead,
 }
 
 /// The answer to a nack.
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct NackResponse {
-    /// `rescheduled` or `dead`.
-    pub outcome: String,
+    /// What the nack did.
+    pub outcome: NackOutcomeJson,
     /// When rescheduled: the next attempt's due time, Unix epoch ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub due_at_ms: Option<u64>,
@@ -247,7 +269,7 @@ pub async fn ack(
         .await?
     {
         AckOutcome::Acked => Ok(Json(AckResponse {
-            outcome: "acked".into(),
+            outcome: AckOutcomeJson::Acked,
         })),
         _ => Err(lease_lost()),
     }
@@ -283,11 +305,11 @@ pub async fn nack(
         .await?;
     let r = match outcome {
         NackOutcome::Rescheduled { due_at_ms } => NackResponse {
-            outcome: "rescheduled".into(),
+            outcome: NackOutcomeJson::Rescheduled,
             due_at_ms: Some(due_at_ms),
         },
         NackOutcome::Dead => NackResponse {
-            outcome: "dead".into(),
+            outcome: NackOutcomeJson::Dead,
             due_at_ms: None,
         },
         _ => return Err(lease_lost()),

@@ -50,8 +50,20 @@ pub struct DeadListResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct DeadOutcomeResponse {
-    /// `retried` or `deleted`.
-    pub outcome: String,
+    /// What was done.
+    pub outcome: DeadOutcomeJson,
+}
+
+/// What a retry or delete of a dead task did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = DeadOutcome)]
+#[non_exhaustive]
+pub enum DeadOutcomeJson {
+    /// Scheduled again, due now, attempts counted afresh.
+    Retried,
+    /// Removed from the dead-letter queue.
+    Deleted,
 }
 
 /// List dead tasks, newest first.
@@ -105,7 +117,7 @@ pub async fn retry(
     let outcome = q.dead_retry(std::slice::from_ref(&id)).await?;
     match outcome.first() {
         Some(DeadRetryOutcome::Retried) => Ok(Json(DeadOutcomeResponse {
-            outcome: "retried".into(),
+            outcome: DeadOutcomeJson::Retried,
         })),
         Some(DeadRetryOutcome::Conflict) => Err(ApiError::conflict(
             "conflict",
@@ -133,7 +145,7 @@ pub async fn delete(
     let id = TaskId::new(id)?;
     if q.dead_delete(std::slice::from_ref(&id)).await?.first() == Some(&true) {
         Ok(Json(DeadOutcomeResponse {
-            outcome: "deleted".into(),
+            outcome: DeadOutcomeJson::Deleted,
         }))
     } else {
         Err(ApiError::not_found(format!("no dead task {id}")))

@@ -10,6 +10,7 @@ pub mod browse;
 pub mod claim;
 pub mod cleanup;
 pub mod dead;
+mod options;
 pub mod paging;
 pub mod queues;
 pub mod schedules;

@@ -6,16 +6,20 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use dueq::json::{MAX_PAYLOAD_DEPTH, json_depth, payload_bytes, payload_raw};
-use dueq::{Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome};
+use dueq::{
+    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
+use super::options::with_task_options;
 use super::paging::{self, PageQuery};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
 
+with_task_options! {
 /// A schedule: exactly one of `cron` and `every_ms`. Unknown fields are refused.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -41,18 +45,21 @@ pub struct ScheduleRequest {
     pub misfire_grace_ms: Option<u64>,
     /// `allow` (default) or `skip` (while the previous tick's task is live).
     pub overlap: Option<OverlapJson>,
-    /// Attempts of each task, 1 to 65535. Default 5.
-    #[schema(minimum = 1, maximum = 65535)]
-    pub max_attempts: Option<u32>,
-    /// Lease of each task, 1000 to 4294967295 ms. Default 30000.
-    #[schema(minimum = 1000, maximum = 4294967295_u64)]
-    pub lease_ms: Option<u64>,
-    /// Priority of each task, 0 (first, the default) to 9.
-    #[schema(maximum = 9)]
-    pub priority: Option<u8>,
-    /// Group of each task (1 to 256 bytes); default none.
-    #[schema(min_length = 1, max_length = 256)]
-    pub group: Option<String>,
+}
+}
+
+/// What a `PUT` of a schedule did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ScheduleSetOutcome)]
+#[non_exhaustive]
+pub enum SetOutcomeJson {
+    /// It was new.
+    Created,
+    /// Its definition changed.
+    Replaced,
+    /// The same definition was stored already.
+    Unchanged,
 }
 
 /// Misfire policy.
@@ -119,14 +126,16 @@ pub struct ScheduleResponse {
     pub fired_total: u64,
     /// Whether it is paused.
     pub paused: bool,
-    /// In the answer to `PUT`: `created`, `replaced` or `unchanged`.
+    /// In the answer to `PUT`: what it did.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<SetOutcomeJson>,
 }
 
 impl ScheduleResponse {
-    fn new(queue: &str, s: Schedule) -> Self {
+    /// Schedule `s` of `queue` as the API shows it.
+    pub fn new(queue: &str, s: Schedule) -> Self {
         let spec = s.spec;
+        let task = spec.tick_options();
         Self {
             queue: queue.to_owned(),
             payload: payload_raw(&spec.payload),
@@ -143,10 +152,10 @@ impl ScheduleResponse {
                 Overlap::Skip => OverlapJson::Skip,
                 _ => OverlapJson::Allow,
             },
-            max_attempts: spec.max_attempts,
-            lease_ms: spec.lease_ms,
-            priority: spec.priority,
-            group: spec.group,
+            max_attempts: task.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+            lease_ms: task.lease_ms.unwrap_or(DEFAULT_LEASE_MS),
+            priority: task.priority,
+            group: task.group,
             next_fire_at_ms: s.next_fire_at_ms,
             upcoming_ms: s.upcoming_ms,
             last_fire_at_ms: s.last_fire_at_ms,
@@ -193,6 +202,7 @@ fn spec(name: String, r: ScheduleRequest) -> ApiResult<ScheduleSpec> {
         .as_deref()
         .map(payload_bytes)
         .unwrap_or_else(|| b"null".to_vec());
+    let options = r.task_options();
     let mut s = ScheduleSpec::new(name, payload);
     s.cron = r.cron;
     s.every_ms = r.every_ms;
@@ -212,17 +222,7 @@ fn spec(name: String, r: ScheduleRequest) -> ApiResult<ScheduleSpec> {
     if let Some(g) = r.misfire_grace_ms {
         s = s.misfire_grace_ms(g);
     }
-    if let Some(n) = r.max_attempts {
-        s = s.max_attempts(n);
-    }
-    if let Some(l) = r.lease_ms {
-        s = s.lease_ms(l);
-    }
-    if let Some(p) = r.priority {
-        s = s.priority(p);
-    }
-    s.group = r.group;
-    Ok(s)
+    Ok(s.options(options))
 }
 
 fn missing(queue: &str, name: &str) -> ApiError {
@@ -261,11 +261,11 @@ pub async fn set(
     let r = q.set_schedule(&s).await?;
     let mut res = read(&st, &queue, &name).await?;
     let (status, outcome) = match r.outcome {
-        SetOutcome::Created => (StatusCode::CREATED, "created"),
-        SetOutcome::Replaced => (StatusCode::OK, "replaced"),
-        _ => (StatusCode::OK, "unchanged"),
+        SetOutcome::Created => (StatusCode::CREATED, SetOutcomeJson::Created),
+        SetOutcome::Replaced => (StatusCode::OK, SetOutcomeJson::Replaced),
+        _ => (StatusCode::OK, SetOutcomeJson::Unchanged),
     };
-    res.outcome = Some(outcome.to_owned());
+    res.outcome = Some(outcome);
     Ok((status, Json(res)))
 }
 

@@ -6,13 +6,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use dueq::{
     CancelOutcome, Due, EnqueueOutcome, Enqueued, OnConflict, RescheduleOutcome, Task, TaskRef,
-    TaskSpec,
+    TaskSpec, TaskState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use super::durable;
+use super::options::with_task_options;
 use crate::error::{ApiError, ApiResult, ErrorBody, per_item};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
@@ -35,6 +36,7 @@ pub enum OnConflictBody {
     Debounce,
 }
 
+with_task_options! {
 /// One task to enqueue. Unknown fields are refused. Give at most one of `delay_ms` and
 /// `due_at_ms` (neither: due now).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -62,24 +64,6 @@ pub struct EnqueueRequest {
     pub key: Option<String>,
     /// What to do when `key` is live. Default `keep`.
     pub on_conflict: Option<OnConflictBody>,
-    /// Attempts before the dead-letter queue, 1 to 65535. Default: the queue's
-    /// `max_attempts` setting, else 5.
-    #[schema(minimum = 1, maximum = 65535)]
-    pub max_attempts: Option<u32>,
-    /// Lease of a claim, 1000 to 4294967295 ms. Default: the queue's `lease_ms` setting, else
-    /// 30000.
-    #[schema(minimum = 1000, maximum = 4294967295_u64)]
-    pub lease_ms: Option<u64>,
-    /// Group (a tenant, a customer), 1 to 256 bytes: `group_concurrency` and
-    /// `group_rate_limit` apply to each group on its own, and due tasks of different groups
-    /// are handed out round-robin. A replace keeps the task's group.
-    #[schema(min_length = 1, max_length = 256)]
-    pub group: Option<String>,
-    /// Priority 0 (served first, the default) to 9: among due tasks a lower number is
-    /// claimed first; never before the due time. With `group`, it orders the group's own
-    /// due tasks (groups are still served round-robin).
-    #[schema(minimum = 0, maximum = 9)]
-    pub priority: Option<u8>,
     /// Expire the task if it has not started this many ms after the write lands (Redis
     /// clock), 1 to 3153600000000: it ends as `expired` (dropped, or in the dead-letter queue
     /// with reason `expired` when the queue's `on_expire` is `dead`). Not with
@@ -100,6 +84,7 @@ pub struct EnqueueRequest {
     /// (none unless configured). In a batch the largest value of its tasks applies to all.
     #[schema(minimum = 0, maximum = 16)]
     pub replicas: Option<u8>,
+}
 }
 
 /// The answer to one enqueue.
@@ -152,8 +137,8 @@ pub struct TaskResponse {
     pub id: String,
     /// Business key.
     pub key: Option<String>,
-    /// `scheduled`, `active`, `succeeded` or `dead`.
-    pub state: String,
+    /// Its state.
+    pub state: TaskStateJson,
     /// Due time, Unix epoch ms.
     pub due_at_ms: u64,
     /// Attempts made so far.
@@ -184,7 +169,7 @@ impl From<Task> for TaskResponse {
         Self {
             id: t.id.as_str().to_owned(),
             key: t.key,
-            state: t.state.as_str().to_owned(),
+            state: t.state.into(),
             due_at_ms: t.due_at_ms,
             attempt: t.attempt,
             max_attempts: t.max_attempts,
@@ -204,8 +189,51 @@ impl From<Task> for TaskResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct CancelResponse {
-    /// `cancelled`, `in_progress` or `not_found`.
-    pub outcome: String,
+    /// What the cancel did.
+    pub outcome: CancelOutcomeJson,
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = CancelOutcome)]
+#[non_exhaustive]
+pub enum CancelOutcomeJson {
+    /// Removed before any worker got it; it will never run.
+    Cancelled,
+    /// A worker is running it; it was not touched.
+    InProgress,
+    /// No live task by that id or key.
+    NotFound,
+}
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = TaskState)]
+#[non_exhaustive]
+pub enum TaskStateJson {
+    /// Waiting for its due time (also between retries).
+    Scheduled,
+    /// Claimed by a worker under a lease.
+    Active,
+    /// Acknowledged (kept while the queue retains succeeded tasks).
+    Succeeded,
+    /// In the dead-letter queue.
+    Dead,
+}
+
+impl From<TaskState> for TaskStateJson {
+    fn from(s: TaskState) -> Self {
+        match s {
+            TaskState::Active => Self::Active,
+            TaskState::Succeeded => Self::Succeeded,
+            TaskState::Dead => Self::Dead,
+            // a stored task is in one of these four; cancelled and expired tasks leave no
+            // record to read
+            _ => Self::Scheduled,
+        }
+    }
 }
 
 /// A new due time: exactly one of the two fields.
@@ -284,9 +312,6 @@ fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
     if let Some(m) = r.debounce_max_ms {
         s = s.debounce_max_ms(m);
     }
-    if let Some(p) = r.priority {
-        s = s.priority(p);
-    }
     match (r.ttl_ms, r.expires_at_ms) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid(
@@ -297,16 +322,7 @@ fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
         (None, Some(t)) => s = s.expires_at_ms(t),
         (None, None) => {}
     }
-    if let Some(m) = r.max_attempts {
-        s = s.max_attempts(m);
-    }
-    if let Some(l) = r.lease_ms {
-        s = s.lease_ms(l);
-    }
-    if let Some(g) = &r.group {
-        s = s.group(g.clone());
-    }
-    Ok(s)
+    Ok(s.options(r.task_options()))
 }
 
 fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
@@ -411,17 +427,12 @@ async fn cancel_task(
 ) -> ApiResult<(StatusCode, Json<CancelResponse>)> {
     let q = durable(st.queue(queue)?, query.replicas)?;
     let outcome = q.cancel(&target).await?;
-    let status = match outcome {
-        CancelOutcome::Cancelled => StatusCode::OK,
-        CancelOutcome::InProgress => StatusCode::CONFLICT,
-        _ => StatusCode::NOT_FOUND,
+    let (status, outcome) = match outcome {
+        CancelOutcome::Cancelled => (StatusCode::OK, CancelOutcomeJson::Cancelled),
+        CancelOutcome::InProgress => (StatusCode::CONFLICT, CancelOutcomeJson::InProgress),
+        _ => (StatusCode::NOT_FOUND, CancelOutcomeJson::NotFound),
     };
-    Ok((
-        status,
-        Json(CancelResponse {
-            outcome: outcome.as_str().to_owned(),
-        }),
-    ))
+    Ok((status, Json(CancelResponse { outcome })))
 }
 
 async fn reschedule_task(

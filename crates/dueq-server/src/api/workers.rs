@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use dueq::{WorkerBeat, WorkerInfo};
+use dueq::{WorkerBeat, WorkerInfo, WorkerKind};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -21,14 +21,26 @@ pub struct WorkersQuery {
     pub queue: Option<String>,
 }
 
+/// What a live process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = WorkerKind)]
+#[non_exhaustive]
+pub enum WorkerKindJson {
+    /// A Rust `Worker`, `dueq work`, or a client's worker over HTTP.
+    Worker,
+    /// `dueq serve`.
+    Server,
+}
+
 /// One live worker process or server, as its last heartbeat described it.
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct WorkerResponse {
     /// Id of its registration (`host:pid:random`).
     pub id: String,
-    /// `worker` (a Rust `Worker`, `dueq work`) or `server` (`dueq serve`).
-    pub kind: String,
+    /// What it is.
+    pub kind: WorkerKindJson,
     /// Host name.
     pub host: String,
     /// Process id.
@@ -55,7 +67,10 @@ impl From<WorkerInfo> for WorkerResponse {
     fn from(w: WorkerInfo) -> Self {
         Self {
             id: w.id,
-            kind: w.kind.as_str().to_owned(),
+            kind: match w.kind {
+                WorkerKind::Server => WorkerKindJson::Server,
+                _ => WorkerKindJson::Worker,
+            },
             host: w.host,
             pid: w.pid,
             version: w.version,

@@ -152,17 +152,51 @@ fn document_is_fit_for_generators_and_validators() {
         assert!(ids.iter().any(|i| i == id), "no {id}");
     }
     let schemas = &doc["components"]["schemas"];
+    // a property's enum, inline or behind a `$ref`
+    let values_of = |schema: &str, prop: &str| {
+        let p = &schemas[schema]["properties"][prop];
+        let p = p["oneOf"]
+            .as_array()
+            .and_then(|a| a.iter().find(|v| v["type"] != "null"))
+            .unwrap_or(p);
+        match p["$ref"].as_str() {
+            Some(r) => schemas[r.trim_start_matches("#/components/schemas/")]["enum"].clone(),
+            None => p["enum"].clone(),
+        }
+    };
     for (schema, prop, values) in dueq_server::openapi::ENUMS {
         assert_eq!(
-            schemas[*schema]["properties"][*prop]["enum"],
+            values_of(schema, prop),
             serde_json::json!(values),
             "{schema}.{prop}"
         );
     }
     assert_eq!(
-        schemas["CancelResponse"]["properties"]["outcome"]["enum"],
+        values_of("CancelResponse", "outcome"),
         serde_json::json!(["cancelled", "in_progress", "not_found"])
     );
+    for (schema, prop, values) in [
+        ("AckResponse", "outcome", &["acked"][..]),
+        ("NackResponse", "outcome", &["rescheduled", "dead"]),
+        ("DeadOutcomeResponse", "outcome", &["retried", "deleted"]),
+        (
+            "TaskResponse",
+            "state",
+            &["scheduled", "active", "succeeded", "dead"],
+        ),
+        ("WorkerResponse", "kind", &["worker", "server"]),
+        (
+            "ScheduleResponse",
+            "outcome",
+            &["created", "replaced", "unchanged"],
+        ),
+    ] {
+        assert_eq!(
+            values_of(schema, prop),
+            serde_json::json!(values),
+            "{schema}.{prop}"
+        );
+    }
     let claim = &doc["paths"]["/v1/queues/{queue}/claim"]["post"];
     assert_eq!(claim["requestBody"]["required"], false);
     // payloads are any JSON value, null included: no type of their own

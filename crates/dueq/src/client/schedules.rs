@@ -34,16 +34,9 @@ pub struct BackfillReport {
     pub existing: u64,
 }
 
-/// A task due now with `spec`'s template (payload, attempts, lease, priority, group).
+/// A task due now with `spec`'s template (payload and task options).
 fn template(spec: &ScheduleSpec) -> TaskSpec {
-    let mut t = TaskSpec::new(spec.payload.clone())
-        .max_attempts(spec.max_attempts)
-        .lease_ms(spec.lease_ms)
-        .priority(spec.priority);
-    if let Some(g) = &spec.group {
-        t = t.group(g.clone());
-    }
-    t
+    TaskSpec::new(spec.payload.clone()).options(spec.tick_options())
 }
 
 pub(super) fn decode(raw: &Raw) -> Result<(ScheduleSpec, State)> {

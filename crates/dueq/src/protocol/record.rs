@@ -11,6 +11,7 @@
 //! that has not started by then is a missed tick (`claim.lua`).
 
 use crate::error::{Error, Result};
+use crate::task::TaskOptions;
 
 const HDR_LEN: usize = 12;
 const TAIL_LEN: usize = 12;
@@ -59,10 +60,13 @@ fn u48_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// The record of a new task without its tail (attempt 0). `max_attempts` is at most 65 535,
-/// `key` at most 512 bytes, `lease_ms` at most `u32::MAX` and `priority` at most 9 (all
-/// checked before this is called; larger values would be clamped).
-pub fn spec(max_attempts: u32, lease_ms: u64, priority: u8, key: &str, payload: &[u8]) -> Vec<u8> {
+/// The record of a new task without its tail (attempt 0), with `options` ([`TaskOptions::check`]
+/// passed: larger values would be clamped; an attempts or lease of `None` is stored as 0, the
+/// queue's setting) and `key` (at most 512 bytes).
+pub fn spec(options: &TaskOptions, key: &str, payload: &[u8]) -> Vec<u8> {
+    let max_attempts = options.max_attempts.unwrap_or(0);
+    let lease_ms = options.lease_ms.unwrap_or(0);
+    let priority = options.priority;
     let mut v = Vec::with_capacity(HDR_LEN + key.len() + payload.len());
     v.extend(0u32.to_le_bytes());
     v.extend(
@@ -175,7 +179,11 @@ mod tests {
 
     #[test]
     fn spec_is_the_record_without_its_tail() {
-        let mut s = spec(5, 30_000, 7, "k", b"p");
+        let options = TaskOptions::new()
+            .max_attempts(5)
+            .lease_ms(30_000)
+            .priority(7);
+        let mut s = spec(&options, "k", b"p");
         s.extend(&253_402_300_799_999u64.to_le_bytes()[..6]);
         s.extend(&9u64.to_le_bytes()[..6]);
         let r = Record::decode(s).unwrap();

@@ -6,10 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::FIRE_AHEAD_MS;
 use super::timing::{self, Grid};
 use crate::error::{Error, Result};
-use crate::task::{
-    DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_DELAY_MS, MAX_PRIORITY,
-    validate_group, validate_lease_ms,
-};
+use crate::task::{DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_DELAY_MS, TaskOptions};
 
 /// Longest schedule name, in bytes.
 pub const MAX_SCHEDULE_NAME_BYTES: usize = 128;
@@ -75,15 +72,9 @@ pub struct ScheduleSpec {
     pub misfire_grace_ms: u64,
     /// Ticks while the previous task is live: default [`Overlap::Allow`].
     pub overlap: Overlap,
-    /// Attempts of each task (1 to 65 535). Default 5.
-    pub max_attempts: u32,
-    /// Lease of each task, ms. Default 30 000.
-    pub lease_ms: u64,
-    /// Priority of each task, 0 (first, the default) to 9.
-    pub priority: u8,
-    /// Group of each task (`group_concurrency` and `group_rate_limit` apply to it); `None`
-    /// (the default) for none.
-    pub group: Option<String>,
+    /// The options of each tick's task. Default: 5 attempts, a lease of 30 000 ms, priority
+    /// 0, no group; an attempts or lease of `None` is stored as that default.
+    pub task: TaskOptions,
 }
 
 impl ScheduleSpec {
@@ -99,11 +90,22 @@ impl ScheduleSpec {
             misfire: Misfire::Skip,
             misfire_grace_ms: DEFAULT_MISFIRE_GRACE_MS,
             overlap: Overlap::Allow,
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
-            lease_ms: DEFAULT_LEASE_MS,
-            priority: 0,
-            group: None,
+            task: TaskOptions::new()
+                .max_attempts(DEFAULT_MAX_ATTEMPTS)
+                .lease_ms(DEFAULT_LEASE_MS),
         }
+    }
+
+    fn task_options_mut(&mut self) -> &mut TaskOptions {
+        &mut self.task
+    }
+
+    crate::task_option_setters!();
+
+    /// Sets every option of the ticks' tasks at once.
+    pub fn options(mut self, options: TaskOptions) -> Self {
+        self.task = options;
+        self
     }
 
     /// Fires on a cron pattern (5 or 6 fields).
@@ -139,30 +141,6 @@ impl ScheduleSpec {
     /// The overlap policy.
     pub fn overlap(mut self, overlap: Overlap) -> Self {
         self.overlap = overlap;
-        self
-    }
-
-    /// Attempts of each task.
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = n;
-        self
-    }
-
-    /// Lease of each task, ms.
-    pub fn lease_ms(mut self, ms: u64) -> Self {
-        self.lease_ms = ms;
-        self
-    }
-
-    /// Priority of each task, 0 (first) to 9.
-    pub fn priority(mut self, priority: u8) -> Self {
-        self.priority = priority;
-        self
-    }
-
-    /// Group of each task.
-    pub fn group(mut self, group: impl Into<String>) -> Self {
-        self.group = Some(group.into());
         self
     }
 
@@ -224,21 +202,7 @@ impl ScheduleSpec {
                 self.misfire_grace_ms
             )));
         }
-        if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS {
-            return Err(Error::invalid(format!(
-                "max_attempts: must be 1 to {MAX_ATTEMPTS}"
-            )));
-        }
-        validate_lease_ms(self.lease_ms).map_err(|e| Error::invalid(format!("lease_ms: {e}")))?;
-        if self.priority > MAX_PRIORITY {
-            return Err(Error::invalid(format!(
-                "priority: must be 0 to {MAX_PRIORITY}, got {}",
-                self.priority
-            )));
-        }
-        if let Some(g) = &self.group {
-            validate_group(g)?;
-        }
+        self.task.check()?;
         Ok(grid)
     }
 
@@ -271,10 +235,7 @@ impl ScheduleSpec {
             misfire: self.misfire,
             misfire_grace_ms: self.misfire_grace_ms,
             overlap: self.overlap,
-            max_attempts: self.max_attempts,
-            lease_ms: self.lease_ms,
-            priority: self.priority,
-            group: self.group.clone(),
+            task: self.tick_options(),
         };
         // serializing plain strings, numbers and enums cannot fail
         let mut v = serde_json::to_vec(&head).unwrap_or_default();
@@ -297,11 +258,17 @@ impl ScheduleSpec {
             misfire: head.misfire,
             misfire_grace_ms: head.misfire_grace_ms,
             overlap: head.overlap,
-            max_attempts: head.max_attempts,
-            lease_ms: head.lease_ms,
-            priority: head.priority,
-            group: head.group,
+            task: head.task,
         })
+    }
+
+    /// The options each tick's task gets: [`ScheduleSpec::task`] with the schedule defaults
+    /// (5 attempts, a lease of 30 000 ms) where it has none.
+    pub fn tick_options(&self) -> TaskOptions {
+        let mut t = self.task.clone();
+        t.max_attempts = t.max_attempts.or(Some(DEFAULT_MAX_ATTEMPTS));
+        t.lease_ms = t.lease_ms.or(Some(DEFAULT_LEASE_MS));
+        t
     }
 }
 
@@ -313,18 +280,10 @@ struct Stored {
     misfire: Misfire,
     misfire_grace_ms: u64,
     overlap: Overlap,
-    max_attempts: u32,
-    lease_ms: u64,
-    // left out at their defaults, so schedules stored before these fields existed read the
-    // same and encode the same (an unchanged re-registration stays `unchanged`)
-    #[serde(default, skip_serializing_if = "is_zero")]
-    priority: u8,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    group: Option<String>,
-}
-
-fn is_zero(p: &u8) -> bool {
-    *p == 0
+    // last, and leaving out options at their defaults, so the stored form of a schedule
+    // stays the same as options are added (an unchanged re-registration stays `unchanged`)
+    #[serde(flatten)]
+    task: TaskOptions,
 }
 
 /// Checks a schedule name: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..` (it is a URL path segment

@@ -1,10 +1,11 @@
-//! What to enqueue: [`TaskSpec`], its due time and its options (attempts, lease, priority,
-//! group, expiry, conflict policy), with the limits and checks of each.
+//! What to enqueue: [`TaskSpec`]: the payload, its due time and expiry, its business key and
+//! what a live key does, and the task's [`TaskOptions`].
 //!
 //! Times are integer milliseconds: `*_at_ms` are Unix epoch milliseconds by the Redis
 //! server's clock, `*_ms` alone are durations.
 
 use super::id::validate_key;
+use super::options::TaskOptions;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The latest due time dueq accepts: 9999-12-31T23:59:59.999Z, in epoch milliseconds.
@@ -13,56 +14,6 @@ pub const MAX_DUE_AT_MS: u64 = 253_402_300_799_999;
 /// Longest delay accepted: 100 years. Longer delays could land past year 9999 only in the far
 /// future, but refusing them up front keeps every batch check on the client, before any write.
 pub const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3_600_000;
-
-/// Most attempts a task may be given (`max_attempts`); stored in 16 bits.
-pub const MAX_ATTEMPTS: u32 = 65_535;
-
-/// Default attempts before a task goes to the dead-letter queue.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
-
-/// Default lease (visibility timeout) of a claimed task.
-pub const DEFAULT_LEASE_MS: u64 = 30_000;
-
-/// Longest lease dueq accepts: about 49 days (it is stored in 32 bits).
-pub const MAX_LEASE_MS: u64 = u32::MAX as u64;
-
-/// Shortest lease dueq accepts (DESIGN 2.17): a worker renews a lease when less than half of it
-/// is left, so a shorter one expires under a live worker on an ordinary network or
-/// scheduling pause, and another worker runs the task at the same time.
-pub const MIN_LEASE_MS: u64 = 1_000;
-
-/// Highest (last-served) priority; 0 is served first.
-pub const MAX_PRIORITY: u8 = 9;
-
-/// Longest group name, in bytes.
-pub const MAX_GROUP_BYTES: usize = 256;
-
-/// Checks a lease length: [`MIN_LEASE_MS`] to [`MAX_LEASE_MS`].
-///
-/// # Errors
-/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) outside that range.
-pub fn validate_lease_ms(lease_ms: u64) -> Result<()> {
-    if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
-        return Err(Error::invalid(format!(
-            "lease_ms must be {MIN_LEASE_MS} to {MAX_LEASE_MS}, got {lease_ms}: a shorter \
-             lease expires before a worker can renew it, and the task runs twice at once"
-        )));
-    }
-    Ok(())
-}
-
-/// Checks a group name: 1 to 256 bytes of UTF-8.
-///
-/// # Errors
-/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) naming `group`.
-pub fn validate_group(group: &str) -> Result<()> {
-    if group.is_empty() || group.len() > MAX_GROUP_BYTES {
-        return Err(Error::invalid(format!(
-            "group: must be 1 to {MAX_GROUP_BYTES} bytes"
-        )));
-    }
-    Ok(())
-}
 
 /// When a task becomes due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,12 +76,9 @@ pub struct TaskSpec {
     pub(crate) due: Due,
     pub(crate) key: Option<String>,
     pub(crate) on_conflict: OnConflict,
-    pub(crate) max_attempts: Option<u32>,
-    pub(crate) lease_ms: Option<u64>,
-    pub(crate) group: Option<String>,
-    pub(crate) priority: u8,
     pub(crate) expiry: Option<Expiry>,
     pub(crate) debounce_max_ms: Option<u64>,
+    pub(crate) options: TaskOptions,
 }
 
 impl TaskSpec {
@@ -141,22 +89,21 @@ impl TaskSpec {
             due: Due::DelayMs(0),
             key: None,
             on_conflict: OnConflict::Keep,
-            max_attempts: None,
-            lease_ms: None,
-            group: None,
-            priority: 0,
             expiry: None,
             debounce_max_ms: None,
+            options: TaskOptions::default(),
         }
     }
 
-    /// Priority 0 (served first, the default) to [`MAX_PRIORITY`] (9). Among tasks that are
-    /// due, a lower number is claimed first; within one priority, due-time order, then
-    /// enqueue order. Priority never makes a task claimable before its due time. With a
-    /// [`TaskSpec::group`] it orders the group's own due tasks; groups are still served
-    /// round-robin, whatever their tasks' priorities.
-    pub fn priority(mut self, priority: u8) -> Self {
-        self.priority = priority;
+    fn task_options_mut(&mut self) -> &mut TaskOptions {
+        &mut self.options
+    }
+
+    crate::task_option_setters!();
+
+    /// Sets every [`TaskOptions`] at once.
+    pub fn options(mut self, options: TaskOptions) -> Self {
+        self.options = options;
         self
     }
 
@@ -180,14 +127,6 @@ impl TaskSpec {
     /// enqueue + this many milliseconds (1 to [`MAX_DELAY_MS`]). Only with `Debounce`.
     pub fn debounce_max_ms(mut self, debounce_max_ms: u64) -> Self {
         self.debounce_max_ms = Some(debounce_max_ms);
-        self
-    }
-
-    /// The group (a tenant, a customer; 1 to 256 bytes): the queue's `group_concurrency` and
-    /// `group_rate_limit` apply to each group on its own, and due tasks of different groups
-    /// are handed out round-robin. Default none. A replace keeps the group the task has.
-    pub fn group(mut self, group: impl Into<String>) -> Self {
-        self.group = Some(group.into());
         self
     }
 
@@ -220,32 +159,10 @@ impl TaskSpec {
         self.on_conflict = on_conflict;
         self
     }
-
-    /// Attempts before the task goes to the dead-letter queue (1 to 65 535). Default: the
-    /// queue's `max_attempts` setting (else 5), read when an attempt fails.
-    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
-        self.max_attempts = Some(max_attempts);
-        self
-    }
-
-    /// How long a worker holds the task before it is presumed dead (1 000 ms to about 49
-    /// days).
-    /// Default: the queue's `lease_ms` setting (else 30 000), read at each claim.
-    pub fn lease_ms(mut self, lease_ms: u64) -> Self {
-        self.lease_ms = Some(lease_ms);
-        self
-    }
 }
 
-/// Checks the task options of `spec` (priority, expiry, debounce), each error naming its
-/// field.
-pub(crate) fn check_options(spec: &TaskSpec) -> Result<()> {
-    if spec.priority > MAX_PRIORITY {
-        return Err(Error::invalid(format!(
-            "priority must be 0 to {MAX_PRIORITY}, got {}",
-            spec.priority
-        )));
-    }
+/// Checks the expiry and the conflict policy of `spec`, each error naming its field.
+fn check_expiry_and_conflict(spec: &TaskSpec) -> Result<()> {
     match spec.expiry {
         Some(Expiry::TtlMs(t)) if t == 0 || t > MAX_DELAY_MS => {
             return Err(Error::invalid(format!(
@@ -294,8 +211,8 @@ pub(crate) fn check_options(spec: &TaskSpec) -> Result<()> {
 
 impl TaskSpec {
     /// Checks the whole spec before anything is written: payload size against `limit`
-    /// (bytes), key, due time, group, attempts, lease and the task options; each error
-    /// names its field.
+    /// (bytes), key, due time, the task options, expiry and conflict policy; each error names
+    /// its field.
     pub(crate) fn check(&self, limit: usize) -> Result<()> {
         let spec = self;
         if spec.payload.len() > limit {
@@ -320,17 +237,7 @@ impl TaskSpec {
             }
         }
         spec.due.parts()?;
-        if let Some(g) = &spec.group {
-            validate_group(g)?;
-        }
-        if spec.max_attempts == Some(0) || spec.max_attempts > Some(MAX_ATTEMPTS) {
-            return Err(Error::invalid(format!(
-                "max_attempts must be 1 to {MAX_ATTEMPTS}"
-            )));
-        }
-        if let Some(l) = spec.lease_ms {
-            validate_lease_ms(l)?;
-        }
-        check_options(spec)
+        spec.options.check()?;
+        check_expiry_and_conflict(spec)
     }
 }

@@ -133,11 +133,7 @@ impl Queue {
                     key: s.key.as_deref(),
                     on_conflict: s.on_conflict,
                     due: s.due,
-                    // 0: the queue's setting, read where it is used
-                    max_attempts: s.max_attempts.unwrap_or(0),
-                    lease_ms: s.lease_ms.unwrap_or(0),
-                    group: s.group.as_deref(),
-                    priority: s.priority,
+                    options: &s.options,
                     expiry: s.expiry,
                     debounce_max_ms: s.debounce_max_ms,
                     payload: &s.payload,

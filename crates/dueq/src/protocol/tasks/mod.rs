@@ -9,7 +9,7 @@ use super::scripts;
 use crate::error::{Error, Result};
 use crate::task::{
     CancelOutcome, Due, EnqueueOutcome, Enqueued, Expiry, OnConflict, RescheduleOutcome, Task,
-    TaskId, TaskRef, TaskState,
+    TaskId, TaskOptions, TaskRef, TaskState,
 };
 
 /// A validated task ready for the enqueue script.
@@ -17,13 +17,7 @@ pub(crate) struct EnqueueItem<'a> {
     pub key: Option<&'a str>,
     pub on_conflict: OnConflict,
     pub due: Due,
-    /// 0: the queue's setting.
-    pub max_attempts: u32,
-    /// 0: the queue's setting.
-    pub lease_ms: u64,
-    pub group: Option<&'a str>,
-    /// 0 (first) to 9.
-    pub priority: u8,
+    pub options: &'a TaskOptions,
     pub expiry: Option<Expiry>,
     /// Only with [`OnConflict::Debounce`].
     pub debounce_max_ms: Option<u64>,
@@ -49,7 +43,7 @@ pub(crate) async fn enqueue(
     checked: bool,
 ) -> Result<EnqueueReply> {
     let mut a = Args::default();
-    let grouped = items.iter().any(|it| it.group.is_some());
+    let grouped = items.iter().any(|it| it.options.group.is_some());
     a.s(&k.wake).n(items.len()).n(if grouped { 5 } else { 4 });
     for it in items {
         let (kind, value) = it.due.parts()?;
@@ -63,7 +57,7 @@ pub(crate) async fn enqueue(
         mode.push(if kind == "delay" { 'd' } else { 'a' });
         // options ride in the mode word, so a task without them costs no extra argument
         // (and the script reads a priority off the spec only when this says there is one)
-        if it.priority > 0 {
+        if it.options.priority > 0 {
             mode.push_str(" p");
         }
         match it.expiry {
@@ -75,15 +69,13 @@ pub(crate) async fn enqueue(
             mode.push_str(&format!(" m{m}"));
         }
         let key = it.key.unwrap_or("");
-        a.s(key).s(&mode).n(value).0.push(record::spec(
-            it.max_attempts,
-            it.lease_ms,
-            it.priority,
-            key,
-            it.payload,
-        ));
+        a.s(key)
+            .s(&mode)
+            .n(value)
+            .0
+            .push(record::spec(it.options, key, it.payload));
         if grouped {
-            a.s(it.group.unwrap_or(""));
+            a.s(it.options.group.as_deref().unwrap_or(""));
         }
     }
     if checked && k.partition > 0 {

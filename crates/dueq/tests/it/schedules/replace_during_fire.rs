@@ -123,10 +123,10 @@ fn assert_template(tasks: &[TickTask], spec: &ScheduleSpec, what: &str) {
                 payload.as_slice()
             ),
             (
-                spec.priority,
-                spec.max_attempts,
-                spec.lease_ms,
-                spec.group.as_deref(),
+                spec.task.priority,
+                spec.task.max_attempts.unwrap(),
+                spec.task.lease_ms.unwrap(),
+                spec.task.group.as_deref(),
                 spec.payload.as_slice()
             ),
             "{what}: tick {due}"

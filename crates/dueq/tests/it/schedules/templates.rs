@@ -62,13 +62,7 @@ fn ticks_of(ctx: &Ctx, q: &Queue, name: &str) -> BTreeMap<u64, String> {
 /// key inside), with the tick's misfire deadline and the tail the script appends.
 fn expected_record(spec: &ScheduleSpec, at: u64, created: u64) -> Vec<u8> {
     let key = format!("schedule:{}:{at}", spec.name);
-    let mut v = record::spec(
-        spec.max_attempts,
-        spec.lease_ms,
-        spec.priority,
-        &key,
-        &spec.payload,
-    );
+    let mut v = record::spec(&spec.task, &key, &spec.payload);
     // a tick's task carries its misfire deadline (under `skip`, the tick + misfire_grace_ms):
     // bit 10 of the key field is set and the deadline's 6 bytes follow the key
     assert_eq!(spec.misfire, Misfire::Skip, "{}", spec.name);
@@ -139,10 +133,14 @@ async fn check_ticks(
         );
         assert_eq!(
             (t.max_attempts, t.lease_ms, t.priority),
-            (spec.max_attempts, spec.lease_ms, spec.priority),
+            (
+                spec.task.max_attempts.unwrap(),
+                spec.task.lease_ms.unwrap(),
+                spec.task.priority
+            ),
             "{key}"
         );
-        assert_eq!(t.group, spec.group, "{key}");
+        assert_eq!(t.group, spec.task.group, "{key}");
     }
 }
 
@@ -267,9 +265,9 @@ async fn tick_records_equal_the_per_tick_spec_for_every_field() {
         } else {
             Vec::new()
         };
-        r.priority = 9 - s.priority;
-        r.max_attempts = 7;
-        r.group = if s.group.is_some() {
+        r.task.priority = 9 - s.task.priority;
+        r.task.max_attempts = Some(7);
+        r.task.group = if s.task.group.is_some() {
             None
         } else {
             Some(format!("new-{i}"))
@@ -314,11 +312,15 @@ async fn tick_records_equal_the_per_tick_spec_for_every_field() {
                 t.due_at_ms,
                 t.created_at_ms
             ),
-            (s.priority, s.max_attempts, 1, t1, t3),
+            (s.task.priority, s.task.max_attempts.unwrap(), 1, t1, t3),
             "{key}"
         );
-        assert_eq!(t.group, s.group, "{key}");
-        assert_eq!(t.lease_expires_at_ms - t.claimed_at_ms, s.lease_ms, "{key}");
+        assert_eq!(t.group, s.task.group, "{key}");
+        assert_eq!(
+            t.lease_expires_at_ms - t.claimed_at_ms,
+            s.task.lease_ms.unwrap(),
+            "{key}"
+        );
     }
 
     // a delete takes back the ticks still ahead, not the claimed one
