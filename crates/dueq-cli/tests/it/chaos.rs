@@ -15,7 +15,7 @@ fn chaos(args: &[&str]) -> Output {
         .expect("run dueq chaos")
 }
 
-/// Issue 11 item 4: five seconds of faults on worker processes (SIGKILL), Redis (`kill -9` +
+/// Five seconds of faults on worker processes (SIGKILL), Redis (`kill -9` +
 /// restart on its AOF, `CLIENT KILL`, `FUNCTION FLUSH`, `DEBUG SLEEP`, `CLIENT PAUSE`); every
 /// kind comes at least once (the run cycles through them before going random).
 #[test]
@@ -205,7 +205,7 @@ fn cluster_run(replicas: &str, seed: &str) -> serde_json::Value {
     r
 }
 
-/// Issue 29: master failovers of a Redis Cluster under a partitioned queue, with durable
+/// Master failovers of a Redis Cluster under a partitioned queue, with durable
 /// writes (`--replicas 1`), so both fault kinds come: a master killed and restarted as its
 /// replica's replica, and a master killed with the node kept down until the next fault
 /// (durable writes to its partitions answer not_replicated meanwhile). About 35 s.

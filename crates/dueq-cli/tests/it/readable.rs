@@ -1,4 +1,4 @@
-//! A readable CLI (issue 30, item 2): durations as `30m`, `7d`, `1h30m`, `250ms`, `2s` or plain
+//! A readable CLI: durations as `30m`, `7d`, `1h30m`, `250ms`, `2s` or plain
 //! milliseconds, a due time as RFC 3339, times shown as a local date-time and a relative form,
 //! one spelling per enum value, an unknown queue an error for reads, and `settings get` with
 //! the effective values, defaults marked.

@@ -456,7 +456,7 @@ fn serve_lists_itself_among_the_live_workers() {
     );
 }
 
-/// Issue 11, the embedded supervisor: `kill -9` of the embedded redis-server under a running
+/// The embedded supervisor: `kill -9` of the embedded redis-server under a running
 /// `dueq serve`. The supervisor starts a new one on the same socket and data (AOF), `/readyz`
 /// is 200 again and the task written before the crash is still there, without a restart of
 /// `dueq serve`.
@@ -501,7 +501,7 @@ fn serve_restarts_its_embedded_redis_after_kill9() {
     sigterm_and_wait(&mut s);
 }
 
-/// Issue 11, Sentinel in the CLI and the server: `dueq serve --redis redis+sentinel://...`
+/// Sentinel in the CLI and the server: `dueq serve --redis redis+sentinel://...`
 /// answers, and after `SENTINEL FAILOVER` its enqueues land on the new primary without a
 /// restart (the first tries may answer 503 while the primary changes, or land on the old
 /// primary and be lost with it); a task written before with `replicas: 1` survives.
@@ -610,7 +610,7 @@ fn cli_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> std::process::Outp
     cmd.output().unwrap()
 }
 
-/// One Redis without flags (issue 30, item 1): in the directory of a `dueq serve` using its
+/// One Redis without flags: in the directory of a `dueq serve` using its
 /// embedded Redis, `dueq enqueue` and `dueq stats` reach that Redis with no flag (and from
 /// elsewhere with `DUEQ_DATA_DIR`); once it stopped they fall back to the default, and its URL
 /// file, put back as if left behind, does not send them to the dead socket.

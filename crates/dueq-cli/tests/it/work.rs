@@ -254,7 +254,7 @@ fn sigterm_stops_the_commands_children_too() {
     assert_eq!(stat(&url, "jobs", "due"), 1, "the task was handed back");
 }
 
-/// Live workers (issue 15 item 7): the ids of the `dueq work` processes with pid `pid` in
+/// Live workers: the ids of the `dueq work` processes with pid `pid` in
 /// `dueq --json workers`, and their expiry times.
 fn listed(url: &str, pid: u32) -> Vec<(String, u64)> {
     let (ok, v) = dueq_json(url, &["workers"]);
@@ -435,7 +435,7 @@ fn run_order(url: &str, args: &[&str], queues: &[&str], total: u64) -> Vec<Strin
         .collect()
 }
 
-/// `dueq work --queue a=3 --queue b=1` (issue 9, item 4): with one slot and a backlog on
+/// `dueq work --queue a=3 --queue b=1`: with one slot and a backlog on
 /// both, about three of every four runs are of `a` while both have due work; with `--strict`
 /// every task of the heavier queue runs before any of the lighter one.
 #[test]
@@ -502,7 +502,7 @@ fn bad_queue_arguments_are_refused_before_anything_starts() {
     assert_eq!(v, serde_json::json!({"workers": []}));
 }
 
-/// The log of a real run with a failing command (issue 30, item 3): a start line naming the
+/// The log of a real run with a failing command: a start line naming the
 /// queue, concurrency and Redis; a line per failed attempt with attempt/max, exit status and
 /// the stderr tail; a dead-lettered line; the command's stderr passed through with a
 /// `[QUEUE ID]` prefix; a stop line.

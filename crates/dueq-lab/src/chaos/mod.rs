@@ -1,4 +1,4 @@
-//! `dueq chaos`: the fault-injection run of issue 11 as a command, with worker *processes*.
+//! `dueq chaos`: the fault-injection run as a command, with worker *processes*.
 //!
 //! It starts its own redis-server ([`crate::servers::chaos_server`]: `appendfsync always` and
 //! `DEBUG` allowed, on a unix socket in a temporary directory) and `--workers` processes of

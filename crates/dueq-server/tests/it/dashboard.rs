@@ -1,6 +1,6 @@
 //! The dashboard over HTTP (no browser): login when tokens are configured, the CSRF and
 //! origin checks of every POST (refused ones change nothing), pause/resume, the dead-letter
-//! page's retry and delete, and the task page. The actions of issue 30 (run now, cancel,
+//! page's retry and delete, and the task page. The actions (run now, cancel,
 //! bulk dead-letter retry and delete, purge, the webhook card, workers of active tasks) are
 //! in `dashboard_actions.rs`, a submodule that shares the `Browser` below. The browser test
 //! is `tests/browser`.

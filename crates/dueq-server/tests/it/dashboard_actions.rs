@@ -1,4 +1,4 @@
-//! The dashboard's actions (issue 30, item 6) over HTTP, each effect checked through the
+//! The dashboard's actions over HTTP, each effect checked through the
 //! library: run now and cancel (after a confirmation page) on a scheduled task, bulk retry and
 //! delete of dead tasks by filter (a dry run's count first, then what was counted, resumable
 //! by cursor), purge per state (count, confirm, continue), the webhook card, the worker

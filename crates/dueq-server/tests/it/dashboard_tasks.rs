@@ -1,4 +1,4 @@
-//! The dashboard's live task pages (issue 9, item 5): `/ui/queues/{queue}/scheduled` with
+//! The dashboard's live task pages: `/ui/queues/{queue}/scheduled` with
 //! the charts of what falls due in the next hour and day, `/ui/queues/{queue}/active`; their
 //! rows, the escaping of what users wrote (keys, groups, payloads), and paging by cursor.
 

@@ -1,4 +1,4 @@
-//! Connection limits of `serve` (issue 29): a client that dribbles its request head is closed
+//! Connection limits of `serve`: a client that dribbles its request head is closed
 //! at the header-read timeout, an idle keep-alive connection at the idle timeout (and not at
 //! the shorter header-read one), a busy request is cut by neither, and past the connection
 //! cap a new connection waits (in the listen backlog) until an open one closes.

@@ -109,7 +109,7 @@ async fn document_matches_design_and_router() {
     assert!(served.body["components"]["schemas"]["EnqueueRequest"].is_object());
 }
 
-/// What other people's tools need (issue 14): unique operation ids, `servers`, `security: []`
+/// What other people's tools need: unique operation ids, `servers`, `security: []`
 /// on the open routes, 403 and 405 on every operation, enums for the closed string sets.
 #[test]
 fn document_is_fit_for_generators_and_validators() {

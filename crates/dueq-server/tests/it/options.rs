@@ -179,7 +179,7 @@ async fn debounce_over_http() {
     assert_error(&r, StatusCode::CONFLICT, "in_progress");
 }
 
-/// `GET /v1/queues/{queue}/tasks` (issue 9, item 5): scheduled tasks in one due order over
+/// `GET /v1/queues/{queue}/tasks`: scheduled tasks in one due order over
 /// priorities and groups, active ones by lease deadline with their deadline, paged by the
 /// `next` cursor; bad parameters are 400 naming them.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Lists whose cost must not grow with the number of queues or schedules (issue 29): `/readyz`
+//! Lists whose cost must not grow with the number of queues or schedules: `/readyz`
 //! reads no queue, `GET /v1/queues` and `GET /v1/queues/{queue}/schedules` are paged by name
 //! and read only the page's entries, and so are the dashboard's overview and schedules page.
 //! Costs are counted in Redis commands (`INFO commandstats`), not in wall-clock time.

@@ -1,5 +1,5 @@
 //! Slot sharing is responsible for deciding how the free concurrency slots of a worker that
-//! serves several queues go to those queues (issue 9, item 4): [`QueueOrder::Weighted`]
+//! serves several queues go to those queues: [`QueueOrder::Weighted`]
 //! shares them in proportion to the weights of the queues that have due work;
 //! [`QueueOrder::Strict`] gives them to the highest-weight queue with due work, and to a lower
 //! one only while every higher one has nothing due. A queue with nothing due takes nothing.

@@ -1,4 +1,4 @@
-//! Browsing live tasks page by page (issue 9, item 5): scheduled ones in one due order over
+//! Browsing live tasks page by page: scheduled ones in one due order over
 //! every priority and group, active ones by lease deadline, cursors that survive tasks
 //! leaving between pages; and the due-time histogram of what is coming.
 
@@ -189,7 +189,7 @@ fn expected(dues: &[u64], now: u64) -> DueHistogram {
     want
 }
 
-/// `Queue::due_histogram` (issue 9, item 5): tasks of every priority and group, with and
+/// `Queue::due_histogram`: tasks of every priority and group, with and
 /// without an expiry, counted in the minute and hour they fall due in by the Redis clock the
 /// reply carries; active tasks are not counted; the buckets add up to `stats().scheduled`.
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! Cases C19, C21 and C22 of `shared/cases/CASES.md` (Redis restarts, failover, durable
-//! writes), and the reconnect behaviour of issue 11: a killed connection, an outage counted
+//! writes), and the reconnect behaviour: a killed connection, an outage counted
 //! once, retries with backoff rather than a hot loop.
 
 use std::collections::HashMap;
@@ -150,7 +150,7 @@ async fn c19_redis_restart() {
     assert!(stats.redis_errors < 100, "{stats:?}");
 }
 
-/// Issue 11, reconnect: an outage of a second is one outage (one warning, one count), calls
+/// Reconnect: an outage of a second is one outage (one warning, one count), calls
 /// retry with backoff meanwhile (a bounded number of failed calls, not a loop), and a worker
 /// that lived through it runs a task enqueued after it, as well as one that fell due while
 /// Redis was away.
@@ -195,7 +195,7 @@ async fn outage_is_counted_once_and_paced() {
     assert!(stats.redis_errors < 60, "{stats:?}");
 }
 
-/// Issue 11, reconnect: `CLIENT KILL` of every connection of the client (commands and the
+/// Reconnect: `CLIENT KILL` of every connection of the client (commands and the
 /// wake-up subscription). The worker keeps going: tasks enqueued after the kill run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_kill_reconnects() {
@@ -230,7 +230,7 @@ async fn client_kill_reconnects() {
     worker.shutdown().await.unwrap();
 }
 
-/// Issue 11, durable writes (DESIGN 2.14): with no replica to confirm, a durable enqueue
+/// Durable writes (DESIGN 2.14): with no replica to confirm, a durable enqueue
 /// reports `NotReplicated` (an error, not success) after its timeout; the write itself is on
 /// the primary (WAIT cannot undo it), and the same enqueue without `replicas` succeeds. Also
 /// after `FUNCTION FLUSH`: the durable pipeline loads the library by itself.
@@ -443,7 +443,7 @@ async fn c22_worker_resumes_after_failover() {
     );
 }
 
-/// Issue 11, durable acks across a failover: with two replicas and acks that wait for both
+/// Durable acks across a failover: with two replicas and acks that wait for both
 /// (`replicas(2)`, every replica there is), a `SENTINEL FAILOVER` during a drain loses no
 /// confirmed ack: every task that ran twice had an ack that was not confirmed (the worker
 /// counts it as `lease_lost`) or a lease that expired. (With `replicas(1)` the replica that

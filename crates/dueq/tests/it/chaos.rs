@@ -1,4 +1,4 @@
-//! The fault-injection run of issue 11 (item 4), bounded: a producer and three consumers (each
+//! The fault-injection run, bounded: a producer and three consumers (each
 //! with its own `Client`, claiming through `DueClaimer` and acking by hand) on a Redis with
 //! `appendfsync always`, while a fault thread kills and restarts Redis, kills connections,
 //! flushes scripts, pauses Redis (`DEBUG SLEEP`, `CLIENT PAUSE`) and the test crashes
@@ -249,7 +249,7 @@ fn inject_sentinel(
     cluster
 }
 
-/// Issue 11 item 4: the bounded fault-injection run (module docs) on one Redis.
+/// The bounded fault-injection run (module docs) on one Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_run_loses_and_duplicates_nothing() {
     let fault_ms = env_u64("DUEQ_CHAOS_MS", 4_000);
@@ -281,7 +281,7 @@ async fn chaos_run_loses_and_duplicates_nothing() {
     .await;
 }
 
-/// Issue 11 item 4, the variant with a replica and Sentinel: durable writes for the one
+/// The variant with a replica and Sentinel: durable writes for the one
 /// replica there is (enqueues and acks wait for it), faults `SENTINEL FAILOVER`, `CLIENT
 /// KILL`, `FUNCTION FLUSH` on the primary of the moment. No confirmed enqueue is lost and no
 /// task is delivered after a confirmed ack. `DUEQ_CHAOS_SENTINEL_MS` (default 6 000) and

@@ -1,4 +1,4 @@
-//! Issue 29, item 2: a master of a Redis Cluster killed (kill -9) and its replica promoted
+//! A master of a Redis Cluster killed (kill -9) and its replica promoted
 //! delays only the partitions on that master, and no partition waits on the client once the
 //! cluster serves it again.
 //!

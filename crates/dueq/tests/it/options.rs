@@ -1,4 +1,4 @@
-//! Task options of issue 9 (docs/OPTIONS.md): priority, expiry (`ttl_ms` / `expires_at_ms`,
+//! Task options (docs/OPTIONS.md): priority, expiry (`ttl_ms` / `expires_at_ms`,
 //! `on_expire`) and `on_conflict: debounce`, each through every operation that finds or
 //! places a scheduled task. The cases C27 to C29 are in `cases_options.rs`.
 

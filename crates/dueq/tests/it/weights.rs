@@ -1,4 +1,4 @@
-//! Queue weights of a worker that serves several queues (issue 9, item 4): weighted sharing
+//! Queue weights of a worker that serves several queues: weighted sharing
 //! of the slots while several queues have due work, and strict order.
 
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! The live workers list (issue 15 item 7): heartbeats register, describe, expire and are
+//! The live workers list: heartbeats register, describe, expire and are
 //! removed on a graceful stop; the registry is trimmed and capped. The SIGKILL of a real
 //! `dueq work` process is in `crates/dueq-cli/tests/it/work.rs`.
 

@@ -1,4 +1,4 @@
-//! A model-based test of the queue protocol (issue 11, item 5): random sequences of enqueue
+//! A model-based test of the queue protocol: random sequences of enqueue
 //! (one task or a batch, keyed or not, grouped or not, keep or replace), claim, ack, nack
 //! (retry and permanent), extend, release, cancel and reschedule (by id and by key), dead-letter retry
 //! and delete, time passing, lease expiry, a worker crash and a Redis restart (`kill -9` under

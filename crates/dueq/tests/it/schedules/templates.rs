@@ -58,7 +58,7 @@ fn ticks_of(ctx: &Ctx, q: &Queue, name: &str) -> BTreeMap<u64, String> {
         .collect()
 }
 
-/// The record the client built before `1a00b82` for tick `at` of `spec` (one spec per tick,
+/// The record of tick `at` of `spec` as a client sending one spec per tick would build it (the
 /// key inside), with the tick's misfire deadline and the tail the script appends.
 fn expected_record(spec: &ScheduleSpec, at: u64, created: u64) -> Vec<u8> {
     let key = format!("schedule:{}:{at}", spec.name);

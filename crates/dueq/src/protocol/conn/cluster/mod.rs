@@ -15,7 +15,7 @@
 //! connection dropped, or no answer in time) is not repeated: the error reaches the caller,
 //! who retries as after any Redis error.
 //!
-//! Why not redis-rs's `cluster_async::ClusterConnection` (issue 29): its one task serves
+//! Why not redis-rs's `cluster_async::ClusterConnection`: its one task serves
 //! every node, and while it reads the slot map again (`refresh_slots` holds the slot map's
 //! write lock, redis 1.8.1 `cluster_handling/async_connection/mod.rs:983`) it polls none of
 //! the calls in flight (`poll_flush`, :1713). With tokio 1.54, a call whose read of that lock
