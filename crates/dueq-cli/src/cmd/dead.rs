@@ -52,6 +52,14 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                         d.task.last_error.as_deref().unwrap_or("-")
                     );
                 }
+                let shown = *offset + page.tasks.len() as u64;
+                if !page.tasks.is_empty() && shown < page.total {
+                    outln!(
+                        "showing {} to {shown} of {}, newest first; next page: --offset {shown}",
+                        offset + 1,
+                        page.total
+                    );
+                }
             }
         }
         DeadCommand::Retry {
@@ -238,6 +246,13 @@ fn print_bulk(
         return;
     }
     let what = action.done();
+    if r.matched == 0 {
+        outln!(
+            "{}no dead task matches; nothing {what}",
+            if b.dry_run { "dry run: " } else { "" }
+        );
+        return;
+    }
     if b.dry_run {
         let cap = b
             .limit

@@ -263,6 +263,54 @@ fn bulk_runs_without_a_filter_are_refused_unless_all() {
 }
 
 #[test]
+fn a_filter_that_matches_nothing_says_so_and_a_list_names_its_next_page() {
+    let server = RedisServer::start();
+    let url = server.url();
+    dead_tasks(&url, "pay", "k", 12);
+    // every task died after this time: the death-time index skips all of them
+    for args in [
+        vec!["dead", "retry", "pay", "--died-before", "1", "--dry-run"],
+        vec!["dead", "delete", "pay", "--died-before", "1"],
+    ] {
+        let o = dueq(&url, &args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let verb = if args[1] == "retry" {
+            "retried"
+        } else {
+            "deleted"
+        };
+        let dry = if args.contains(&"--dry-run") {
+            "dry run: "
+        } else {
+            ""
+        };
+        assert_eq!(
+            stdout(&o),
+            format!("{dry}no dead task matches; nothing {verb}\n"),
+            "{args:?}"
+        );
+    }
+    assert_eq!(stat(&url, "pay", "dead"), 12);
+    let o = dueq(&url, &["dead", "list", "pay", "--limit", "5"]);
+    let text = stdout(&o);
+    assert!(
+        text.ends_with("showing 1 to 5 of 12, newest first; next page: --offset 5\n"),
+        "{text}"
+    );
+    let o = dueq(
+        &url,
+        &["dead", "list", "pay", "--offset", "10", "--limit", "5"],
+    );
+    let text = stdout(&o);
+    assert_eq!(
+        text.lines().count(),
+        3,
+        "the header and the last two: {text}"
+    );
+    assert!(!text.contains("next page"), "{text}");
+}
+
+#[test]
 fn bulk_retry_spreads_due_times_over_spread() {
     let server = RedisServer::start();
     let url = server.url();
