@@ -86,6 +86,22 @@ pub fn spec(options: &TaskOptions, key: &str, payload: &[u8]) -> Vec<u8> {
 }
 
 impl Record {
+    /// What a list shows of a record that does not decode: its bytes as the payload, every
+    /// other field empty.
+    pub fn unreadable(raw: Vec<u8>) -> Self {
+        Self {
+            attempt: 0,
+            max_attempts: 0,
+            lease_ms: 0,
+            priority: 0,
+            due_at_ms: 0,
+            created_at_ms: 0,
+            misfire_deadline_ms: None,
+            key: None,
+            payload: raw,
+        }
+    }
+
     /// Decodes a record; takes ownership to move the payload out without a copy.
     ///
     /// # Errors

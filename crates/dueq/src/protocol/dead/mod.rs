@@ -29,17 +29,7 @@ pub(crate) async fn dead_list(
         let raw = r.bytes()?;
         // an unreadable record (quarantined by a script) is still listed, raw, so an operator
         // can see and delete it
-        let rec = Record::decode(raw.clone()).unwrap_or(Record {
-            attempt: 0,
-            max_attempts: 0,
-            lease_ms: 0,
-            priority: 0,
-            due_at_ms: 0,
-            created_at_ms: 0,
-            misfire_deadline_ms: None,
-            key: None,
-            payload: raw,
-        });
+        let rec = Record::decode(raw.clone()).unwrap_or_else(|_| Record::unreadable(raw));
         let last_error = r.opt_string()?;
         let mut task = task_from(id, TaskState::Dead, rec, died_at_ms, last_error);
         // 0 in a record means "the queue's setting", as a get shows it

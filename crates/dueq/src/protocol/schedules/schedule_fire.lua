@@ -182,7 +182,7 @@ if count > 0 then
         local spec = ARGV[at[i] + 8 + cnt[i]]
         si, head = i, string.sub(spec, 1, HDR_LEN - 2)
         kp, body = struct_unpack('<I2', spec, HDR_LEN - 1), string.sub(spec, HDR_LEN + 1)
-        p = math.floor(kp / KLEN_MOD)
+        p = rec_prio(spec)
         kp = kp - kp % KLEN_MOD + MISFIRE_BIT
         if ARGV[at[i] + 10 + cnt[i]] == 'o' then kp = kp + ONCE_BIT end
         hlen = nil
