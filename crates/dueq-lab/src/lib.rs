@@ -24,7 +24,8 @@ pub mod chaos;
 pub mod replay;
 pub mod servers;
 
-pub use args::{BenchArgs, ChaosArgs, ChaosWorkerArgs, ReplayArgs};
+pub use args::{ChaosArgs, ChaosWorkerArgs, ReplayArgs};
+pub use bench::BenchArgs;
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.
 pub async fn shutdown_signal() {

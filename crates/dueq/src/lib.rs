@@ -48,6 +48,7 @@ mod client;
 pub mod due;
 pub mod duties;
 mod error;
+mod hash;
 pub mod json;
 pub mod protocol;
 mod redact;

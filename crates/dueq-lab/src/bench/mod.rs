@@ -3,6 +3,7 @@
 //! reporting every run and the median. W9 runs on a fresh local 3-master Redis Cluster
 //! instead, and reads Redis CPU from each master. [`measure`] says how each figure is taken.
 
+mod args;
 mod fairness;
 mod load;
 mod measure;
@@ -17,10 +18,10 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
+pub use self::args::BenchArgs;
 use self::measure::{Figure, median};
 pub use self::sizes::Sizes;
 pub use self::workloads::Workload;
-use crate::args::BenchArgs;
 use crate::servers;
 
 /// Runs `dueq bench` with its flags: the chosen workloads (default [`Workload::ALL`]) at the

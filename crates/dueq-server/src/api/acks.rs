@@ -20,6 +20,7 @@ use dueq::{AckOutcome, LeaseToken, NackOutcome, TaskId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::durable::durable;
 use crate::error::{ApiError, ApiResult, ErrorBody, ErrorDetail, per_item};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
@@ -245,7 +246,7 @@ pub async fn acks(
     ApiPath(queue): ApiPath<String>,
     ApiJson(body): ApiJson<AcksRequest>,
 ) -> ApiResult<Json<AcksResponse>> {
-    let q = super::durable(st.queue(&queue)?, body.replicas)?;
+    let q = durable(st.queue(&queue)?, body.replicas)?;
     let items = leases("acks", &body.acks)?;
     let done = per_item(q.ack_each(&items).await)?;
     let results = items
@@ -285,7 +286,7 @@ pub async fn nacks(
     ApiPath(queue): ApiPath<String>,
     ApiJson(body): ApiJson<NacksRequest>,
 ) -> ApiResult<Json<NacksResponse>> {
-    let q = super::durable(st.queue(&queue)?, body.replicas)?;
+    let q = durable(st.queue(&queue)?, body.replicas)?;
     check_len("nacks", body.nacks.len())?;
     let checked = body
         .nacks

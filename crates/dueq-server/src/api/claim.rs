@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use utoipa::ToSchema;
 
+use super::durable::durable;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
@@ -262,7 +263,7 @@ pub async fn ack(
     ApiPath((queue, id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<AckRequest>,
 ) -> ApiResult<Json<AckResponse>> {
-    let q = super::durable(st.queue(&queue)?, body.replicas)?;
+    let q = durable(st.queue(&queue)?, body.replicas)?;
     let id = TaskId::new(id)?;
     match q
         .ack(&id, &LeaseToken::new(body.lease_token.clone()))
@@ -291,7 +292,7 @@ pub async fn nack(
     ApiPath((queue, id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<NackRequest>,
 ) -> ApiResult<Json<NackResponse>> {
-    let q = super::durable(st.queue(&queue)?, body.replicas)?;
+    let q = durable(st.queue(&queue)?, body.replicas)?;
     let id = TaskId::new(id)?;
     let token = LeaseToken::new(body.lease_token.clone());
     let outcome = q

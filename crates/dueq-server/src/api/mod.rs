@@ -10,6 +10,7 @@ pub mod browse;
 pub mod claim;
 pub mod cleanup;
 pub mod dead;
+mod durable;
 mod options;
 pub mod paging;
 pub mod queues;
@@ -85,20 +86,4 @@ pub(crate) fn system_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(system::readyz))
         .routes(routes!(system::metrics))
         .routes(routes!(system::openapi_json))
-}
-
-/// The queue handle with the durable writes a request asks for (`replicas`; `None`: the
-/// server's own setting).
-pub(crate) fn durable(
-    q: dueq::Queue,
-    replicas: Option<u8>,
-) -> crate::error::ApiResult<dueq::Queue> {
-    match replicas {
-        None => Ok(q),
-        Some(n) if n > dueq::MAX_REPLICAS => Err(crate::error::ApiError::invalid(format!(
-            "replicas must be 0 to {}",
-            dueq::MAX_REPLICAS
-        ))),
-        Some(n) => Ok(q.with_replicas(n, dueq::DEFAULT_REPLICA_TIMEOUT_MS)),
-    }
 }

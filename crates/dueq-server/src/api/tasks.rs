@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
-use super::durable;
+use super::durable::durable;
 use super::options::with_task_options;
 use crate::error::{ApiError, ApiResult, ErrorBody, per_item};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};

@@ -5,6 +5,7 @@
 //! one order in which every operation on a queue takes them.
 
 use crate::error::{Error, Result};
+use crate::hash::fnv1a64;
 
 /// Longest queue name, in bytes.
 pub const MAX_QUEUE_NAME_BYTES: usize = 128;
@@ -152,9 +153,7 @@ pub fn validate_queue_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Most partitions a queue can have (a partition's number is kept in its task ids above the
-/// low 40 bits, see [`partition_of_id`]; 1 024 << 40 stays below 2^53, exact in a Lua number).
-pub const MAX_PARTITIONS: u16 = 1024;
+pub use crate::settings::MAX_PARTITIONS;
 
 /// Bits of a task id's sequence number below its partition number: partition `p` numbers its
 /// tasks from `p << 40`, so an id names its partition (about 10^12 ids per partition).
@@ -190,17 +189,6 @@ pub fn partition_of_key(key: &str, n: u16) -> u16 {
         return 0;
     }
     (fnv1a64(key.as_bytes()) % u64::from(n)) as u16
-}
-
-/// FNV-1a, 64 bit: a hash that is the same in every build and on every host (std's is not),
-/// for what several processes must agree on (partitions, fingerprints, the library's name).
-pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 /// The partition that holds task `id` in a queue of `n` partitions: the number above the low

@@ -109,7 +109,7 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
          callback = function() return '{NAME_SLOT}' end}}\n"
     );
     // over the whole text, wrapper included
-    let name = format!("dueq_{:016x}", super::keys::fnv1a64(source.as_bytes()));
+    let name = format!("dueq_{:016x}", crate::hash::fnv1a64(source.as_bytes()));
     Library {
         source: source.replace(NAME_SLOT, &name),
         name,

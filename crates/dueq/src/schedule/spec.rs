@@ -223,7 +223,7 @@ impl ScheduleSpec {
             self.every_ms.map(|m| m.to_string()).unwrap_or_default(),
             self.tz.as_deref().unwrap_or("")
         );
-        format!("{:016x}", crate::protocol::keys::fnv1a64(text.as_bytes()))
+        format!("{:016x}", crate::hash::fnv1a64(text.as_bytes()))
     }
 
     /// The stored form: one JSON line of the settings, `\n`, the payload bytes.

@@ -92,3 +92,8 @@ impl BackoffSettings {
         Backoff::new(self.base_ms, self.factor, self.max_ms).jitter(0.2)
     }
 }
+
+/// Most partitions a queue can have (a partition's number is kept in its task ids above the
+/// low 40 bits, see [`partition_of_id`](crate::partition_of_id); 1 024 << 40 stays below 2^53,
+/// exact in a Lua number).
+pub const MAX_PARTITIONS: u16 = 1024;

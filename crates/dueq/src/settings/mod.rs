@@ -26,7 +26,9 @@ mod limits;
 mod patch;
 mod stored;
 
-pub use limits::{BackoffSettings, MAX_BACKOFF_MS, MAX_LIMIT, MAX_RATE_WINDOW_MS, RateLimit};
+pub use limits::{
+    BackoffSettings, MAX_BACKOFF_MS, MAX_LIMIT, MAX_PARTITIONS, MAX_RATE_WINDOW_MS, RateLimit,
+};
 pub use patch::SettingsPatch;
 pub(crate) use stored::STORED_FIELDS;
 

@@ -174,7 +174,7 @@ impl SettingsPatch {
                 "partitions",
                 u64::from(n),
                 1,
-                u64::from(crate::protocol::keys::MAX_PARTITIONS),
+                u64::from(super::MAX_PARTITIONS),
             )?;
         }
         Ok(())

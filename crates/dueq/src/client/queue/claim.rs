@@ -5,7 +5,7 @@ use futures_util::future::join_all;
 
 use super::Queue;
 use super::recover::earliest;
-use crate::client::split;
+use crate::client::partitions::split;
 use crate::error::{Error, Result};
 use crate::protocol::call::MAX_BATCH;
 use crate::protocol::leases::{self, ClaimTracking, Throttle};
