@@ -163,9 +163,9 @@ async fn remove_orphans(
         })
         .collect::<Result<Vec<_>>>()?;
     if !rows.is_empty() {
-        let (rows, specs) = restorable(&rows);
+        let (rows, specs, mut updates) = restorable(&rows);
+        rep.rejected += updates.len() as u64;
         let done = q.enqueue_batch(&specs).await?;
-        let mut updates = Vec::with_capacity(rows.len());
         for (r, e) in rows.iter().zip(done) {
             let mut u = Update::new(r.id, "relayed");
             u.task_id = Some(e.id.to_string());

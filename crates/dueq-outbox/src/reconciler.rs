@@ -175,7 +175,9 @@ impl Reconciler {
         }
         for (queue, group) in missing {
             let q = self.queues.get(queue).await?;
-            let (group, specs) = restorable(group);
+            let (group, specs, refused) = restorable(group);
+            rep.rejected += refused.len() as u64;
+            updates.extend(refused);
             let done = q.enqueue_batch(&specs).await?;
             for (r, e) in group.iter().zip(done) {
                 let mut u = Update::new(r.id, "relayed");

@@ -394,7 +394,13 @@ impl Relay {
                 match self.reconcile().await {
                     Ok(rep) => {
                         reconcile_failures = 0;
-                        if rep.restored + rep.removed + rep.orphans_removed + rep.gave_up > 0 {
+                        if rep.restored
+                            + rep.removed
+                            + rep.orphans_removed
+                            + rep.gave_up
+                            + rep.rejected
+                            > 0
+                        {
                             tracing::warn!(?rep, "reconciler repaired Redis");
                         } else {
                             tracing::info!(?rep, "reconciler pass");

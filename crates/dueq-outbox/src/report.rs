@@ -49,6 +49,9 @@ pub struct ReconcileReport {
     pub finished: u64,
     /// Rows given up after `max_restores` restores (now `dead`).
     pub gave_up: u64,
+    /// Rows missing in Redis that dueq refuses to restore (options changed by hand since they
+    /// were relayed, or out of range): now `rejected`, `last_error` naming the option.
+    pub rejected: u64,
     /// Redis tasks removed because their row was deleted or finished (tombstones).
     pub removed: u64,
     /// Scheduled Redis tasks of the owned queues looked at for a live row.

@@ -84,15 +84,21 @@ impl OutRow {
     /// The dueq task for this row, due at its stored (original) due time.
     ///
     /// # Errors
-    /// The reason, when the `options` column is not dueq's task options (the row is refused).
+    /// The reason, naming the option, when the options are not dueq's or out of their range
+    /// (the row is refused).
     pub(crate) fn spec(&self) -> std::result::Result<TaskSpec, String> {
         let mut options: TaskOptions = match &self.options {
             Some(text) => read_options(text)?,
             None => TaskOptions::default(),
         };
-        // the columns are the contract for these two, checked by the table
-        options.max_attempts = self.max_attempts.and_then(|n| u32::try_from(n).ok());
-        options.lease_ms = self.lease_ms.map(to_u64);
+        // a column set wins over the same name in the JSON
+        if let Some(n) = self.max_attempts {
+            options.max_attempts = Some(u32::try_from(n).unwrap_or(0));
+        }
+        if let Some(l) = self.lease_ms {
+            options.lease_ms = Some(to_u64(l));
+        }
+        options.check().map_err(|e| e.to_string())?;
         Ok(TaskSpec::new(self.payload.clone())
             .key(self.key.clone())
             .due_at_ms(to_u64(self.due_at_ms))
@@ -100,8 +106,19 @@ impl OutRow {
     }
 }
 
-/// Reads the `options` column; the error names the first option that does not read.
+/// Reads the `options` column; the error names the first option that does not read, or a
+/// name that is not an option (a typo would otherwise be lost without a word).
 fn read_options(text: &str) -> std::result::Result<TaskOptions, String> {
+    if let Ok(map) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+        && let Some(name) = map
+            .keys()
+            .find(|k| !TaskOptions::FIELDS.contains(&k.as_str()))
+    {
+        return Err(format!(
+            "options.{name}: not a task option (they are {})",
+            TaskOptions::FIELDS.join(", ")
+        ));
+    }
     serde_json::from_str(text).map_err(|e| {
         let map: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(text).unwrap_or_default();
@@ -177,19 +194,27 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The rows of `rows` that can be restored to Redis, with their tasks. A relayed row's options
-/// were read when it was relayed; one changed by hand since and no longer readable is left as
-/// it is, named in the log.
+/// The rows of `rows` that can be restored to Redis, with their tasks, and the updates that
+/// reject the others: a relayed row's options were read when it was relayed, so one that no
+/// longer reads or checks was changed by hand since (or written before a check existed); it
+/// is marked `rejected`, naming the option, rather than restored or left waiting.
 pub(crate) fn restorable<'a>(
     rows: impl IntoIterator<Item = &'a OutRow>,
-) -> (Vec<&'a OutRow>, Vec<TaskSpec>) {
-    rows.into_iter()
-        .filter_map(|r| match r.spec() {
-            Ok(s) => Some((r, s)),
+) -> (Vec<&'a OutRow>, Vec<TaskSpec>, Vec<Update>) {
+    let (mut ok, mut specs, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    for r in rows {
+        match r.spec() {
+            Ok(s) => {
+                ok.push(r);
+                specs.push(s);
+            }
             Err(why) => {
                 tracing::warn!(row = r.id, queue = r.queue, error = why, "row not restored");
-                None
+                let mut u = Update::new(r.id, "rejected");
+                u.last_error = Some(format!("refused by dueq: {why}"));
+                refused.push(u);
             }
-        })
-        .unzip()
+        }
+    }
+    (ok, specs, refused)
 }

@@ -119,10 +119,14 @@ impl OutboxTask {
     }
 }
 
-/// The `options` column's text: what dueq's [`TaskOptions`] serialize to.
+/// The `options` column's text: dueq's [`TaskOptions`] as JSON, without the two that have
+/// columns of their own (`max_attempts`, `lease_ms`).
 fn options_json(options: &TaskOptions) -> String {
+    let mut rest = options.clone();
+    rest.max_attempts = None;
+    rest.lease_ms = None;
     // a struct of numbers and strings always serializes
-    serde_json::to_string(options).unwrap_or_else(|_| "{}".to_owned())
+    serde_json::to_string(&rest).unwrap_or_else(|_| "{}".to_owned())
 }
 
 pub(crate) fn validate_queue(queue: &str) -> Result<()> {

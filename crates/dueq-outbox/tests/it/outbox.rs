@@ -130,10 +130,14 @@ async fn a_rows_task_options_reach_its_redis_task() {
 async fn a_row_whose_options_dueq_cannot_read_is_rejected_naming_them() {
     let env = Env::new().await;
     let relay = env.relay(RelayConfig::default());
-    for (key, options) in [
-        ("type", r#"{"priority": "high"}"#),
-        ("range", r#"{"priority": 10}"#),
-    ] {
+    let bad = [
+        ("type", r#"{"priority": "high"}"#, "priority"),
+        ("range", r#"{"priority": 10}"#, "priority"),
+        ("typo", r#"{"priorty": 4}"#, "priorty"),
+        ("per-enqueue", r#"{"ttl_ms": 1000}"#, "ttl_ms"),
+        ("group", r#"{"group": ""}"#, "group"),
+    ];
+    for (key, options, _) in bad {
         sqlx::query(
             "INSERT INTO dueq_outbox (queue, key, due_at_ms, options)
              VALUES ('q', $1, 0, $2::jsonb)",
@@ -144,6 +148,14 @@ async fn a_row_whose_options_dueq_cannot_read_is_rejected_naming_them() {
         .await
         .unwrap();
     }
+    // a good row in the same batch is relayed all the same
+    sqlx::query(
+        "INSERT INTO dueq_outbox (queue, key, due_at_ms, options)
+         VALUES ('q', 'good', 0, '{\"priority\": null, \"group\": null}')",
+    )
+    .execute(&env.db.pool)
+    .await
+    .unwrap();
     // not an object: refused by the table itself
     let e = sqlx::query(
         "INSERT INTO dueq_outbox (queue, key, due_at_ms, options) VALUES ('q', 'k', 0, '[]')",
@@ -158,16 +170,102 @@ async fn a_row_whose_options_dueq_cannot_read_is_rejected_naming_them() {
             .fetch_all(&env.db.pool)
             .await
             .unwrap();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 6);
+    let q = env.client.queue("q").unwrap();
     for (key, state, error) in rows {
+        if key == "good" {
+            assert_eq!(state, "relayed", "{error:?}");
+            let t = q
+                .get(&TaskRef::key("good").unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!((t.priority, t.group), (0, None));
+            continue;
+        }
         assert_eq!(state, "rejected", "{key}");
         let error = error.unwrap_or_default();
-        assert!(error.contains("priority"), "{key}: {error}");
+        let named = bad.iter().find(|b| b.0 == key).map(|b| b.2).unwrap();
+        assert!(error.contains(named), "{key}: {error}");
+        assert!(
+            q.get(&TaskRef::key(key.as_str()).unwrap())
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
+}
+
+#[tokio::test]
+async fn attempts_and_lease_come_from_their_columns_else_from_the_options() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default());
+    for (key, attempts, options) in [
+        ("json", None, r#"{"max_attempts": 2, "lease_ms": 9000}"#),
+        (
+            "column",
+            Some(3),
+            r#"{"max_attempts": 2, "lease_ms": 9000}"#,
+        ),
+    ] {
+        sqlx::query(
+            "INSERT INTO dueq_outbox (queue, key, due_at_ms, max_attempts, options)
+             VALUES ('q', $1, dueq_outbox_now_ms() + 60000, $2, $3::jsonb)",
+        )
+        .bind(key)
+        .bind(attempts)
+        .bind(options)
+        .execute(&env.db.pool)
+        .await
+        .unwrap();
+    }
+    env.relay_all(&relay).await;
     let q = env.client.queue("q").unwrap();
-    for key in ["type", "range"] {
-        assert!(q.get(&TaskRef::key(key).unwrap()).await.unwrap().is_none());
+    let get = |k: &'static str| {
+        let q = q.clone();
+        async move { q.get(&TaskRef::key(k).unwrap()).await.unwrap().unwrap() }
+    };
+    let t = get("json").await;
+    assert_eq!((t.max_attempts, t.lease_ms), (2, 9_000));
+    let t = get("column").await;
+    assert_eq!((t.max_attempts, t.lease_ms), (3, 9_000));
+}
+
+#[tokio::test]
+async fn a_restore_refuses_a_row_changed_by_hand_and_restores_the_others() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default().recheck_ms(0));
+    let mut tx = env.db.pool.begin().await.unwrap();
+    for key in ["a", "b", "c"] {
+        let t = OutboxTask::new(key, b"1".to_vec()).delay_ms(3_600_000);
+        enqueue_in_tx(&mut tx, "q", &t).await.unwrap();
     }
+    tx.commit().await.unwrap();
+    env.relay_all(&relay).await;
+    // Redis loses every task; one row's options are changed by hand in the meantime
+    let q = env.client.queue("q").unwrap();
+    for key in ["a", "b", "c"] {
+        q.cancel(&TaskRef::key(key).unwrap()).await.unwrap();
+    }
+    sqlx::query("UPDATE dueq_outbox SET options = '{\"priority\": 10}' WHERE key = 'b'")
+        .execute(&env.db.pool)
+        .await
+        .unwrap();
+    let rep = relay.reconcile().await.unwrap();
+    assert_eq!((rep.restored, rep.rejected), (2, 1), "{rep:?}");
+    for key in ["a", "c"] {
+        assert!(
+            q.get(&TaskRef::key(key).unwrap()).await.unwrap().is_some(),
+            "{key}"
+        );
+    }
+    let (state, error): (String, Option<String>) =
+        sqlx::query_as("SELECT state, last_error FROM dueq_outbox WHERE key = 'b'")
+            .fetch_one(&env.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "rejected");
+    assert!(error.unwrap_or_default().contains("priority"));
 }
 
 #[tokio::test]

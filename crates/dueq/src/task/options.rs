@@ -38,8 +38,8 @@ pub const MAX_GROUP_BYTES: usize = 256;
 /// The options of one task. `None` and 0 are the defaults: the queue's settings where the
 /// task runs. Every field is checked by [`TaskOptions::check`], each error naming its field.
 ///
-/// Serialized as a JSON object that leaves out defaults: a stored schedule and an outbox row
-/// keep them so.
+/// Serialized as a JSON object that leaves out the options at their defaults (a stored
+/// schedule keeps its options so); `null` reads as the default.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct TaskOptions {
@@ -53,7 +53,11 @@ pub struct TaskOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
     /// 0 (served first, the default) to [`MAX_PRIORITY`].
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero",
+        deserialize_with = "null_as_zero"
+    )]
     pub priority: u8,
     /// The group (a tenant, a customer), 1 to [`MAX_GROUP_BYTES`] bytes; `None` for none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +66,10 @@ pub struct TaskOptions {
 
 fn is_zero(p: &u8) -> bool {
     *p == 0
+}
+
+fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u8, D::Error> {
+    Ok(Option::<u8>::deserialize(d)?.unwrap_or(0))
 }
 
 impl TaskOptions {
@@ -217,5 +225,10 @@ mod tests {
         let text = serde_json::to_string(&o).unwrap();
         assert_eq!(text, r#"{"priority":2,"group":"m"}"#);
         assert_eq!(serde_json::from_str::<TaskOptions>(&text).unwrap(), o);
+        let nulls = r#"{"max_attempts":null,"lease_ms":null,"priority":null,"group":null}"#;
+        assert_eq!(
+            serde_json::from_str::<TaskOptions>(nulls).unwrap(),
+            TaskOptions::new()
+        );
     }
 }
