@@ -219,11 +219,12 @@ pub struct EnqueueArgs {
 /// A new option's flag is written here once.
 #[derive(Debug, Args)]
 pub struct TaskOptionArgs {
-    /// Attempts before the dead-letter queue (default: the queue's setting, else 5; a
-    /// schedule's tasks: 5).
+    /// Attempts before the dead-letter queue (default for an enqueue: the queue's setting,
+    /// else 5; for a schedule's ticks: 5).
     #[arg(long)]
     pub max_attempts: Option<u32>,
-    /// Lease of a claim (default: the queue's setting, else 30s; a schedule's tasks: 30s).
+    /// Lease of a claim (default for an enqueue: the queue's setting, else 30s; for a
+    /// schedule's ticks: 30s).
     #[arg(long = "lease", alias = "lease-ms", value_name = "DURATION", value_parser = duration)]
     pub lease_ms: Option<u64>,
     /// Priority 0 (served first, the default) to 9, among due tasks (within a --group, among

@@ -8,7 +8,6 @@
 //! `dueq settings set`'s patch), so a bad field gets the same message from either.
 
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// Why [`object_from_slice`] refused a document.
@@ -79,13 +78,6 @@ pub fn object_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ObjectE
     Ok(value)
 }
 
-/// A stored payload as a JSON value: the value itself when the bytes are JSON, else the text
-/// (lossy UTF-8) as a JSON string. Nesting deeper than serde_json's limit (128) is shown as text.
-pub fn payload_json(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
-}
-
 /// A stored payload as raw JSON text for a response: the bytes verbatim when they are one
 /// JSON value (no re-ordering of object keys, any nesting depth), else a JSON string of the
 /// text (lossy UTF-8).
@@ -148,8 +140,6 @@ mod tests {
         assert_eq!(payload_raw(b"not json").get(), r#""not json""#);
         assert_eq!(payload_raw(b"").get(), r#""""#);
         assert_eq!(payload_raw(&[0xff, b'a']).get(), "\"\u{fffd}a\"");
-        assert_eq!(payload_json(b"[1,2]"), serde_json::json!([1, 2]));
-        assert_eq!(payload_json(b"x"), serde_json::json!("x"));
     }
 
     #[test]
@@ -164,6 +154,5 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let raw = payload_raw(deep.as_bytes());
         assert!(raw.get().len() >= 200_000);
-        assert!(payload_json(deep.as_bytes()).is_string());
     }
 }

@@ -8,9 +8,10 @@ use dueq::{Client, DeadBulk, DeadBulkReport, DeadFilter, DeadRetryOutcome, Queue
 use serde_json::json;
 
 use super::cleanup::Progress;
-use super::{known_queue, print_json, task_json};
+use super::{known_queue, print_json, print_response};
 use crate::args::{DeadBulkArgs, DeadCommand};
 use crate::human::{duration, when};
+use dueq_server::api::dead::DeadListResponse;
 
 fn ids(v: &[String]) -> Result<Vec<TaskId>> {
     Ok(v.iter().map(TaskId::new).collect::<Result<_, _>>()?)
@@ -29,16 +30,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 .dead_list(*offset, *limit)
                 .await?;
             if json_out {
-                let tasks: Vec<_> = page
-                    .tasks
-                    .iter()
-                    .map(|d| {
-                        let mut v = task_json(&d.task);
-                        v["died_at_ms"] = json!(d.died_at_ms);
-                        v
-                    })
-                    .collect();
-                print_json(&json!({"total": page.total, "tasks": tasks}));
+                print_response(&DeadListResponse::from(page))?;
             } else {
                 outln!("{} dead in {queue}", page.total);
                 for d in &page.tasks {
@@ -55,7 +47,8 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 let shown = *offset + page.tasks.len() as u64;
                 if !page.tasks.is_empty() && shown < page.total {
                     outln!(
-                        "showing {} to {shown} of {}, newest first; next page: --offset {shown}",
+                        "showing {} to {shown} of {}, newest first; next page: --offset {shown} \
+                         --limit {limit}",
                         offset + 1,
                         page.total
                     );

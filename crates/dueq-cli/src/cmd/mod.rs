@@ -13,15 +13,8 @@ pub mod webhook;
 pub mod work;
 pub mod workers;
 
-use dueq::{Client, Queue, Task, TaskRef};
-use dueq_server::api::tasks::TaskResponse;
+use dueq::{Client, Queue, TaskRef};
 use serde_json::Value;
-
-/// A task as the HTTP API shows it (DESIGN 4.2).
-pub fn task_json(t: &Task) -> Value {
-    // a struct of strings, numbers and a JSON payload always serializes
-    serde_json::to_value(TaskResponse::from(t.clone())).unwrap_or(Value::Null)
-}
 
 /// The task an id or `--key` names.
 pub fn target(id: Option<&str>, key: Option<&str>) -> anyhow::Result<TaskRef> {
@@ -35,6 +28,13 @@ pub fn target(id: Option<&str>, key: Option<&str>) -> anyhow::Result<TaskRef> {
 /// Prints JSON on one line.
 pub fn print_json(v: &Value) {
     outln!("{v}");
+}
+
+/// Prints what the HTTP API answers (its response type) as JSON on one line. Written straight
+/// to text, so a payload of any nesting depth is copied as stored.
+pub fn print_response(v: &impl serde::Serialize) -> anyhow::Result<()> {
+    outln!("{}", serde_json::to_string(v)?);
+    Ok(())
 }
 
 /// The error of a read on a queue that is not in the registry (never had a task, setting,

@@ -135,6 +135,7 @@ fn report_json(r: &ReconcileReport) -> serde_json::Value {
         "restored": r.restored,
         "finished": r.finished,
         "gave_up": r.gave_up,
+        "rejected": r.rejected,
         "removed": r.removed,
         "swept": r.swept,
         "orphans_removed": r.orphans_removed,
@@ -169,13 +170,14 @@ pub async fn run(client: dueq::Client, a: &RelayArgs, json_out: bool) -> Result<
         print_json(&report_json(&r));
     } else {
         outln!(
-            "examined {} in_sync {} restored {} finished {} gave_up {} removed {} swept {} \
-             orphans_removed {} pending {} complete {} took_ms {}",
+            "examined {} in_sync {} restored {} finished {} gave_up {} rejected {} removed {} \
+             swept {} orphans_removed {} pending {} complete {} took_ms {}",
             r.examined,
             r.in_sync,
             r.restored,
             r.finished,
             r.gave_up,
+            r.rejected,
             r.removed,
             r.swept,
             r.orphans_removed,

@@ -4,9 +4,9 @@
 use anyhow::{Result, bail};
 use dueq::{Client, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, TaskRef};
 use dueq_server::api::schedules::ScheduleResponse;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{known_queue, print_json};
+use super::{known_queue, print_json, print_response};
 use crate::args::{MisfireArg, OverlapArg, ScheduleCommand};
 use crate::human::{duration, when, when_opt};
 
@@ -21,12 +21,6 @@ fn misfire_str(m: Misfire) -> &'static str {
 
 fn overlap_str(o: Overlap) -> &'static str {
     if o == Overlap::Skip { "skip" } else { "allow" }
-}
-
-/// A schedule as the HTTP API shows it.
-fn schedule_json(queue: &str, s: &Schedule) -> Value {
-    // a struct of strings, numbers and a JSON payload always serializes
-    serde_json::to_value(ScheduleResponse::new(queue, s.clone())).unwrap_or(Value::Null)
 }
 
 /// How a schedule fires: `cron "0 30 2 * * *" tz=Europe/Berlin` or `every 1h`.
@@ -75,10 +69,13 @@ fn print_full(s: &Schedule) {
     let task = spec.tick_options();
     outln!("priority:      {}", task.priority);
     outln!("group:         {}", task.group.as_deref().unwrap_or("-"));
-    outln!("max_attempts:  {}", task.max_attempts.unwrap_or_default());
+    outln!(
+        "max_attempts:  {}",
+        task.max_attempts.unwrap_or(dueq::DEFAULT_MAX_ATTEMPTS)
+    );
     outln!(
         "lease:         {}",
-        duration(task.lease_ms.unwrap_or_default())
+        duration(task.lease_ms.unwrap_or(dueq::DEFAULT_LEASE_MS))
     );
     outln!("paused:        {}", if s.paused { "yes" } else { "no" });
     outln!(
@@ -101,7 +98,7 @@ async fn show(client: &Client, queue: &str, name: &str, json_out: bool) -> Resul
         bail!("queue {queue} has no schedule {name}");
     };
     if json_out {
-        print_json(&schedule_json(queue, &s));
+        print_response(&ScheduleResponse::new(queue, s))?;
     } else {
         print_full(&s);
     }
@@ -147,8 +144,15 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
         ScheduleCommand::List { queue } => {
             let all = known_queue(client, queue).await?.schedules().await?;
             if json_out {
-                let v: Vec<Value> = all.iter().map(|s| schedule_json(queue, s)).collect();
-                print_json(&json!({"schedules": v}));
+                #[derive(serde::Serialize)]
+                struct List {
+                    schedules: Vec<ScheduleResponse>,
+                }
+                let schedules = all
+                    .into_iter()
+                    .map(|s| ScheduleResponse::new(queue, s))
+                    .collect();
+                print_response(&List { schedules })?;
             } else {
                 for s in &all {
                     print_line(s);

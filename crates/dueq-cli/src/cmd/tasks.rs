@@ -6,9 +6,10 @@ use anyhow::{Context, Result};
 use dueq::{CancelOutcome, Client, Due, OnConflict, RescheduleOutcome, TaskSpec};
 use serde_json::json;
 
-use super::{print_json, target, task_json};
+use super::{print_json, print_response, target};
 use crate::args::{DueArgs, EnqueueArgs, RescheduleArgs, TargetArgs};
 use crate::human::{when, when_opt};
+use dueq_server::api::tasks::TaskResponse;
 
 fn due(d: &DueArgs) -> Option<Due> {
     match (d.delay_ms, d.due_at_ms) {
@@ -79,7 +80,7 @@ pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> 
         anyhow::bail!("not_found: no such task");
     };
     if json_out {
-        print_json(&task_json(&t));
+        print_response(&TaskResponse::from(t))?;
     } else {
         outln!("id:         {}", t.id);
         outln!("key:        {}", t.key.as_deref().unwrap_or("-"));

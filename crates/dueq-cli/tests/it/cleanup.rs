@@ -294,7 +294,7 @@ fn a_filter_that_matches_nothing_says_so_and_a_list_names_its_next_page() {
     let o = dueq(&url, &["dead", "list", "pay", "--limit", "5"]);
     let text = stdout(&o);
     assert!(
-        text.ends_with("showing 1 to 5 of 12, newest first; next page: --offset 5\n"),
+        text.ends_with("showing 1 to 5 of 12, newest first; next page: --offset 5 --limit 5\n"),
         "{text}"
     );
     let o = dueq(
@@ -734,4 +734,45 @@ fn workers_show_their_language() {
     };
     assert_eq!(&row("py-1")[1..4], ["worker", "python", "4242"], "{text}");
     assert_eq!(&row("quiet-1")[1..4], ["worker", "-", "4343"], "{text}");
+}
+
+/// `--json` of `get`, `dead list`, `schedule get` and `schedule list` copies a payload nested
+/// deeper than a JSON value can be parsed (128 levels) as stored, as the HTTP API does.
+#[test]
+fn json_output_copies_a_deeply_nested_payload() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let o = dueq(
+        &url,
+        &["enqueue", "deep", "--payload", &deep, "--key", "d1"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = dueq(
+        &url,
+        &[
+            "schedule",
+            "set",
+            "deep",
+            "s",
+            "--every",
+            "1h",
+            "--payload",
+            &deep,
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for args in [
+        vec!["--json", "get", "deep", "--key", "d1"],
+        vec!["--json", "schedule", "get", "deep", "s"],
+        vec!["--json", "schedule", "list", "deep"],
+    ] {
+        let o = dueq(&url, &args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let text = stdout(&o);
+        assert!(
+            text.contains(&format!("\"payload\":{deep}")),
+            "{args:?}: {text}"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use dueq::{DeadRetryOutcome, TaskId};
+use dueq::{DeadPage, DeadRetryOutcome, TaskId};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -66,6 +66,22 @@ pub enum DeadOutcomeJson {
     Deleted,
 }
 
+impl From<DeadPage> for DeadListResponse {
+    fn from(p: DeadPage) -> Self {
+        Self {
+            total: p.total,
+            tasks: p
+                .tasks
+                .into_iter()
+                .map(|d| DeadTaskResponse {
+                    died_at_ms: d.died_at_ms,
+                    task: d.task.into(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// List dead tasks, newest first.
 #[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "dead", operation_id = "list_dead",
     params(("queue" = String, Path, description = "Queue name"), DeadQuery),
@@ -84,17 +100,7 @@ pub async fn list(
     let p = q
         .dead_list(page.offset.unwrap_or(0), page.limit.unwrap_or(20))
         .await?;
-    Ok(Json(DeadListResponse {
-        total: p.total,
-        tasks: p
-            .tasks
-            .into_iter()
-            .map(|d| DeadTaskResponse {
-                died_at_ms: d.died_at_ms,
-                task: d.task.into(),
-            })
-            .collect(),
-    }))
+    Ok(Json(p.into()))
 }
 
 /// Schedule a dead task again, due now, attempts counted afresh.

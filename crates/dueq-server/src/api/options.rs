@@ -15,12 +15,12 @@ macro_rules! with_task_options {
         $(#[$meta])*
         pub struct $name {
             $($fields)*
-            /// Attempts before the dead-letter queue, 1 to 65535. Default: the queue's
-            /// `max_attempts` setting, else 5 (a schedule's tasks: 5).
+            /// Attempts before the dead-letter queue, 1 to 65535. Default for an enqueue: the
+            /// queue's `max_attempts` setting, else 5; for a schedule's ticks: 5.
             #[schema(minimum = 1, maximum = 65535)]
             pub max_attempts: Option<u32>,
-            /// Lease of a claim, 1000 to 4294967295 ms. Default: the queue's `lease_ms`
-            /// setting, else 30000 (a schedule's tasks: 30000).
+            /// Lease of a claim, 1000 to 4294967295 ms. Default for an enqueue: the queue's
+            /// `lease_ms` setting, else 30000; for a schedule's ticks: 30000.
             #[schema(minimum = 1000, maximum = 4294967295_u64)]
             pub lease_ms: Option<u64>,
             /// Priority 0 (served first, the default) to 9: among due tasks a lower number is
@@ -30,7 +30,8 @@ macro_rules! with_task_options {
             pub priority: Option<u8>,
             /// Group (a tenant, a customer), 1 to 256 bytes: `group_concurrency` and
             /// `group_rate_limit` apply to each group on its own, and due tasks of different
-            /// groups are handed out round-robin. A replace keeps the task's group.
+            /// groups are handed out round-robin. An enqueue that replaces a live task keeps
+            /// that task's group.
             #[schema(min_length = 1, max_length = 256)]
             pub group: Option<String>,
         }
