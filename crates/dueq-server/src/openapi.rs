@@ -33,7 +33,25 @@ use crate::api;
         title = "dueq",
         description = "Delay queue and task scheduler on Redis sorted sets. Times are integer \
             milliseconds; errors are {\"error\": {\"code\", \"message\"}}. When tokens are \
-            configured, every /v1 call needs Authorization: Bearer <token>."
+            configured, every /v1 call needs Authorization: Bearer <token>.",
+        contact(name = "dueq maintainers")
+    ),
+    tags(
+        (name = "tasks", description = "Enqueue tasks (one or a batch); look up, cancel and \
+            reschedule a task by id or by business key; browse scheduled and active tasks."),
+        (name = "claim", description = "Pull work over HTTP: claim due tasks under a lease, \
+            then ack, nack (retry or dead-letter), extend or release them, one or in batches."),
+        (name = "dead", description = "The dead-letter queue: list, retry and delete dead \
+            tasks, by id or in bulk by filter."),
+        (name = "queues", description = "Queues: list, statistics, settings, pause and resume, \
+            purge and delete."),
+        (name = "schedules", description = "Recurring schedules (cron in a time zone, or a \
+            fixed interval): set, read, pause, resume, trigger, backfill and delete."),
+        (name = "webhooks", description = "Push delivery: a queue's tasks POSTed to a URL, \
+            signed as Standard Webhooks."),
+        (name = "workers", description = "Live worker processes and servers, and heartbeats of \
+            workers in other languages."),
+        (name = "system", description = "Health, readiness, metrics and this document.")
     ),
     servers((url = "/", description = "The server that serves this document")),
     modifiers(&Bearer)

@@ -151,6 +151,25 @@ fn document_is_fit_for_generators_and_validators() {
     ] {
         assert!(ids.iter().any(|i| i == id), "no {id}");
     }
+    // every tag an operation uses is declared with a description; the document has a contact
+    let declared: Vec<&str> = doc["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .inspect(|t| assert!(t["description"].is_string(), "{t}"))
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for item in doc["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            for tag in op["tags"].as_array().into_iter().flatten() {
+                assert!(
+                    declared.contains(&tag.as_str().unwrap()),
+                    "{tag} is not declared"
+                );
+            }
+        }
+    }
+    assert!(doc["info"]["contact"]["name"].is_string());
     let schemas = &doc["components"]["schemas"];
     // a property's enum, inline or behind a `$ref`
     let values_of = |schema: &str, prop: &str| {
