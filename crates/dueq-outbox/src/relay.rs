@@ -145,7 +145,7 @@ impl Relay {
                         specs.push(s.on_conflict(OnConflict::Replace));
                     }
                     Err(why) => {
-                        updates.push(refused(r, &why));
+                        updates.push(Update::rejected(r, &why));
                         report.rejected += 1;
                     }
                 }
@@ -176,7 +176,7 @@ impl Relay {
                             }
                             Err(e) if e.is_retryable() => return Err(e.into()),
                             Err(e) => {
-                                updates.push(refused(r, &e.to_string()));
+                                updates.push(Update::rejected(r, &e.to_string()));
                                 report.rejected += 1;
                             }
                         }
@@ -297,12 +297,12 @@ impl Relay {
         }
         let spec = match r.spec() {
             Ok(s) => s.on_conflict(OnConflict::Replace),
-            Err(why) => return Ok(Some(refused(r, &why))),
+            Err(why) => return Ok(Some(Update::rejected(r, &why))),
         };
         match q.enqueue(spec).await {
             Ok(e) => Ok(Some(enqueued(r, &e))),
             Err(e) if e.is_retryable() => Err(e.into()),
-            Err(e) => Ok(Some(refused(r, &e.to_string()))),
+            Err(e) => Ok(Some(Update::rejected(r, &e.to_string()))),
         }
     }
 
@@ -485,19 +485,6 @@ pub async fn postgres_readiness(pool: &PgPool) -> std::result::Result<(), String
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
-}
-
-/// The update that marks `r` rejected: dueq refused it for `why` (it never runs).
-fn refused(r: &OutRow, why: &str) -> Update {
-    tracing::warn!(
-        row = r.id,
-        queue = r.queue,
-        error = why,
-        "row refused by dueq"
-    );
-    let mut u = Update::new(r.id, "rejected");
-    u.last_error = Some(format!("refused by dueq: {why}"));
-    u
 }
 
 /// The update of a row the relay enqueued as task `e`.

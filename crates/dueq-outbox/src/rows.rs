@@ -32,6 +32,19 @@ impl Update {
             restored: false,
         }
     }
+
+    /// The update that marks row `r` rejected: dueq refused it for `why` (it never runs).
+    pub(crate) fn rejected(r: &OutRow, why: &str) -> Self {
+        tracing::warn!(
+            row = r.id,
+            queue = r.queue,
+            error = why,
+            "row refused by dueq"
+        );
+        let mut u = Self::new(r.id, "rejected");
+        u.last_error = Some(format!("refused by dueq: {why}"));
+        u
+    }
 }
 
 /// A row as the relay reads it.
@@ -109,25 +122,27 @@ impl OutRow {
 /// Reads the `options` column; the error names the first option that does not read, or a
 /// name that is not an option (a typo would otherwise be lost without a word).
 fn read_options(text: &str) -> std::result::Result<TaskOptions, String> {
-    if let Ok(map) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-        && let Some(name) = map
-            .keys()
-            .find(|k| !TaskOptions::FIELDS.contains(&k.as_str()))
+    use serde::Deserialize;
+    use serde_json::Value;
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("options: {e}"))?;
+    let map = value.as_object().ok_or("options: not a JSON object")?;
+    if let Some(name) = map
+        .keys()
+        .find(|k| !TaskOptions::FIELDS.contains(&k.as_str()))
     {
         return Err(format!(
             "options.{name}: not a task option (they are {})",
             TaskOptions::FIELDS.join(", ")
         ));
     }
-    serde_json::from_str(text).map_err(|e| {
-        let map: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(text).unwrap_or_default();
-        let bad = map.into_iter().find(|(k, v)| {
-            let one = serde_json::Map::from_iter([(k.clone(), v.clone())]);
-            serde_json::from_value::<TaskOptions>(serde_json::Value::Object(one)).is_err()
+    TaskOptions::deserialize(&value).map_err(|e| {
+        // the option at fault: the first that does not read on its own
+        let bad = map.iter().find(|(k, v)| {
+            let one = Value::Object([((*k).clone(), (*v).clone())].into_iter().collect());
+            TaskOptions::deserialize(&one).is_err()
         });
         match bad {
-            Some((field, _)) => format!("options.{field}: {e}"),
+            Some((name, _)) => format!("options.{name}: {e}"),
             None => format!("options: {e}"),
         }
     })
@@ -208,12 +223,7 @@ pub(crate) fn restorable<'a>(
                 ok.push(r);
                 specs.push(s);
             }
-            Err(why) => {
-                tracing::warn!(row = r.id, queue = r.queue, error = why, "row not restored");
-                let mut u = Update::new(r.id, "rejected");
-                u.last_error = Some(format!("refused by dueq: {why}"));
-                refused.push(u);
-            }
+            Err(why) => refused.push(Update::rejected(r, &why)),
         }
     }
     (ok, specs, refused)

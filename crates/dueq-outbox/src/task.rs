@@ -48,17 +48,7 @@ impl OutboxTask {
         }
     }
 
-    fn task_options_mut(&mut self) -> &mut TaskOptions {
-        &mut self.options
-    }
-
-    dueq::task_option_setters!();
-
-    /// Sets every [`TaskOptions`] at once.
-    pub fn options(mut self, options: TaskOptions) -> Self {
-        self.options = options;
-        self
-    }
+    dueq::task_option_setters!(options);
 
     /// Due this many ms after the row is written, by the database clock (0 to 100 years).
     /// Default 0.

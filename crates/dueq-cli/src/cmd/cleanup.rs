@@ -99,7 +99,7 @@ pub async fn purge(client: &Client, a: &PurgeArgs, json_out: bool) -> Result<()>
     };
     progress.finish();
     if json_out {
-        print_json(&json!({"dropped": dropped, "left": left}));
+        print_json(&json!({"dropped": dropped, "left": left}))?;
     } else {
         let cancelled = if state == Purge::Scheduled {
             " (counted as cancelled)"
@@ -126,7 +126,7 @@ pub async fn delete_queue(client: &Client, queue: &str, force: bool, json_out: b
         );
     }
     if json_out {
-        print_json(&json!({"deleted": true}));
+        print_json(&json!({"deleted": true}))?;
     } else {
         outln!("deleted queue {queue}");
     }

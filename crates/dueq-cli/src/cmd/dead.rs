@@ -8,7 +8,7 @@ use dueq::{Client, DeadBulk, DeadBulkReport, DeadFilter, DeadRetryOutcome, Queue
 use serde_json::json;
 
 use super::cleanup::Progress;
-use super::{known_queue, print_json, print_response};
+use super::{known_queue, print_json};
 use crate::args::{DeadBulkArgs, DeadCommand};
 use crate::human::{duration, when};
 use dueq_server::api::dead::DeadListResponse;
@@ -30,7 +30,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 .dead_list(*offset, *limit)
                 .await?;
             if json_out {
-                print_response(&DeadListResponse::from(page))?;
+                print_json(&DeadListResponse::from(page))?;
             } else {
                 outln!("{} dead in {queue}", page.total);
                 for d in &page.tasks {
@@ -64,7 +64,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
             let run = bulk_run(b)?.spread_ms(spread_ms.unwrap_or(0));
             let q = known_queue(client, queue).await?;
             let r = run_bulk(&q, Action::Retry, run, step(b)).await?;
-            print_bulk(&r, Action::Retry, b, *spread_ms, json_out);
+            print_bulk(&r, Action::Retry, b, *spread_ms, json_out)?;
         }
         DeadCommand::Delete {
             queue,
@@ -74,7 +74,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
             let run = bulk_run(b)?;
             let q = known_queue(client, queue).await?;
             let r = run_bulk(&q, Action::Delete, run, step(b)).await?;
-            print_bulk(&r, Action::Delete, b, None, json_out);
+            print_bulk(&r, Action::Delete, b, None, json_out)?;
         }
         DeadCommand::Retry { queue, ids: v, .. } => {
             let ids = ids(v)?;
@@ -88,7 +88,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 };
                 failed += usize::from(o != DeadRetryOutcome::Retried);
                 if json_out {
-                    print_json(&json!({"id": id.as_str(), "outcome": s}));
+                    print_json(&json!({"id": id.as_str(), "outcome": s}))?;
                 } else {
                     outln!("{id} {s}");
                 }
@@ -105,7 +105,7 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
                 let s = if ok { "deleted" } else { "not_found" };
                 failed += usize::from(!ok);
                 if json_out {
-                    print_json(&json!({"id": id.as_str(), "outcome": s}));
+                    print_json(&json!({"id": id.as_str(), "outcome": s}))?;
                 } else {
                     outln!("{id} {s}");
                 }
@@ -228,15 +228,15 @@ fn print_bulk(
     b: &DeadBulkArgs,
     spread_ms: Option<u64>,
     json_out: bool,
-) {
+) -> Result<()> {
     if json_out {
         print_json(&json!({
             "looked_at": r.looked_at,
             "matched": r.matched,
             "done": r.done,
             "conflicts": r.conflicts,
-        }));
-        return;
+        }))?;
+        return Ok(());
     }
     let what = action.done();
     if r.matched == 0 {
@@ -244,7 +244,7 @@ fn print_bulk(
             "{}no dead task matches; nothing {what}",
             if b.dry_run { "dry run: " } else { "" }
         );
-        return;
+        return Ok(());
     }
     if b.dry_run {
         let cap = b
@@ -256,7 +256,7 @@ fn print_bulk(
             r.matched,
             r.looked_at
         );
-        return;
+        return Ok(());
     }
     let spread = spread_ms
         .filter(|ms| *ms > 0 && r.done > 0)
@@ -277,4 +277,5 @@ fn print_bulk(
         r.matched,
         r.looked_at
     );
+    Ok(())
 }

@@ -14,7 +14,6 @@ pub mod work;
 pub mod workers;
 
 use dueq::{Client, Queue, TaskRef};
-use serde_json::Value;
 
 /// The task an id or `--key` names.
 pub fn target(id: Option<&str>, key: Option<&str>) -> anyhow::Result<TaskRef> {
@@ -25,14 +24,9 @@ pub fn target(id: Option<&str>, key: Option<&str>) -> anyhow::Result<TaskRef> {
     })
 }
 
-/// Prints JSON on one line.
-pub fn print_json(v: &Value) {
-    outln!("{v}");
-}
-
-/// Prints what the HTTP API answers (its response type) as JSON on one line. Written straight
-/// to text, so a payload of any nesting depth is copied as stored.
-pub fn print_response(v: &impl serde::Serialize) -> anyhow::Result<()> {
+/// Prints JSON on one line: a value, or what the HTTP API answers (its response type),
+/// written straight to text, so a payload of any nesting depth is copied as stored.
+pub fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
     outln!("{}", serde_json::to_string(v)?);
     Ok(())
 }

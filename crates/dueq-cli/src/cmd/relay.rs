@@ -167,7 +167,7 @@ pub async fn run(client: dueq::Client, a: &RelayArgs, json_out: bool) -> Result<
         .reconcile()
         .await?;
     if json_out {
-        print_json(&report_json(&r));
+        print_json(&report_json(&r))?;
     } else {
         outln!(
             "examined {} in_sync {} restored {} finished {} gave_up {} rejected {} removed {} \

@@ -6,7 +6,7 @@ use dueq::{Client, Misfire, Overlap, Schedule, ScheduleSpec, SetOutcome, TaskRef
 use dueq_server::api::schedules::ScheduleResponse;
 use serde_json::json;
 
-use super::{known_queue, print_json, print_response};
+use super::{known_queue, print_json};
 use crate::args::{MisfireArg, OverlapArg, ScheduleCommand};
 use crate::human::{duration, when, when_opt};
 
@@ -98,7 +98,7 @@ async fn show(client: &Client, queue: &str, name: &str, json_out: bool) -> Resul
         bail!("queue {queue} has no schedule {name}");
     };
     if json_out {
-        print_response(&ScheduleResponse::new(queue, s))?;
+        print_json(&ScheduleResponse::new(queue, s))?;
     } else {
         print_full(&s);
     }
@@ -131,7 +131,7 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
                 _ => "unchanged",
             };
             if json_out {
-                print_json(&json!({"outcome": outcome, "next_fire_at_ms": r.next_fire_at_ms}));
+                print_json(&json!({"outcome": outcome, "next_fire_at_ms": r.next_fire_at_ms}))?;
             } else {
                 outln!(
                     "{outcome}; next fire {}",
@@ -152,7 +152,7 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
                     .into_iter()
                     .map(|s| ScheduleResponse::new(queue, s))
                     .collect();
-                print_response(&List { schedules })?;
+                print_json(&List { schedules })?;
             } else {
                 for s in &all {
                     print_line(s);
@@ -168,7 +168,7 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
                 bail!("queue {queue} has no schedule {name}");
             }
             if json_out {
-                print_json(&json!({"name": name, "deleted": true}));
+                print_json(&json!({"name": name, "deleted": true}))?;
             } else {
                 outln!("deleted");
             }
@@ -208,7 +208,7 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
                 .and_then(|t| t.key)
                 .unwrap_or_default();
             if json_out {
-                print_json(&json!({"id": e.id.as_str(), "key": key, "due_at_ms": e.due_at_ms}));
+                print_json(&json!({"id": e.id.as_str(), "key": key, "due_at_ms": e.due_at_ms}))?;
             } else {
                 outln!("enqueued {} key={key} due {}", e.id, when(e.due_at_ms));
             }
@@ -228,7 +228,7 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
             };
             if json_out {
                 print_json(&json!({"ticks": r.ticks, "created": r.created,
-                    "existing": r.existing}));
+                    "existing": r.existing}))?;
             } else {
                 outln!(
                     "{} ticks in the range: {} enqueued (due now), {} already present",

@@ -44,7 +44,7 @@ pub async fn run(client: &Client, c: &SettingsCommand, json_out: bool) -> Result
             .map(|r| (r.name.clone(), r.value.clone()))
             .collect();
         v["effective"] = Value::Object(eff);
-        print_json(&v);
+        print_json(&v)?;
     } else {
         let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0) + 1;
         for r in &rows {

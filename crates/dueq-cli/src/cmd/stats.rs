@@ -74,7 +74,7 @@ pub async fn stats(client: &Client, queue: Option<&str>, json_out: bool) -> Resu
     let now = now_ms();
     for s in all {
         if json_out {
-            print_json(&stats_json(&s));
+            print_json(&stats_json(&s))?;
         } else {
             let active = match s.concurrency_limit {
                 Some(limit) => format!("{}/{limit}", s.active),
@@ -132,7 +132,7 @@ pub async fn pause(
         q.resume().await?;
     }
     if json_out {
-        print_json(&json!({"queue": queue, "paused": paused}));
+        print_json(&json!({"queue": queue, "paused": paused}))?;
     } else {
         outln!("{queue}: {}", if paused { "paused" } else { "resumed" });
     }

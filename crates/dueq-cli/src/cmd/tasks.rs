@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use dueq::{CancelOutcome, Client, Due, OnConflict, RescheduleOutcome, TaskSpec};
 use serde_json::json;
 
-use super::{print_json, print_response, target};
+use super::{print_json, target};
 use crate::args::{DueArgs, EnqueueArgs, RescheduleArgs, TargetArgs};
 use crate::human::{when, when_opt};
 use dueq_server::api::tasks::TaskResponse;
@@ -60,7 +60,7 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
     };
     if json_out {
         print_json(&json!({"id": e.id.as_str(), "due_at_ms": e.due_at_ms,
-            "created": e.created(), "outcome": outcome}));
+            "created": e.created(), "outcome": outcome}))?;
     } else {
         outln!("{outcome} {} due {}", e.id, when(e.due_at_ms));
     }
@@ -75,12 +75,12 @@ pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> 
     let q = client.queue(&a.queue)?;
     let Some(t) = q.get(&target(a.id.as_deref(), a.key.as_deref())?).await? else {
         if json_out {
-            print_json(&json!({"outcome": "not_found"}));
+            print_json(&json!({"outcome": "not_found"}))?;
         }
         anyhow::bail!("not_found: no such task");
     };
     if json_out {
-        print_response(&TaskResponse::from(t))?;
+        print_json(&TaskResponse::from(t))?;
     } else {
         outln!("id:         {}", t.id);
         outln!("key:        {}", t.key.as_deref().unwrap_or("-"));
@@ -106,7 +106,7 @@ pub async fn cancel(client: &Client, a: &TargetArgs, json_out: bool) -> Result<(
         .cancel(&target(a.id.as_deref(), a.key.as_deref())?)
         .await?;
     if json_out {
-        print_json(&json!({"outcome": o.as_str()}));
+        print_json(&json!({"outcome": o.as_str()}))?;
     } else {
         outln!("{}", o.as_str());
     }
@@ -127,7 +127,7 @@ pub async fn reschedule(client: &Client, a: &RescheduleArgs, json_out: bool) -> 
         _ => ("not_found", None),
     };
     if json_out {
-        print_json(&json!({"outcome": outcome, "due_at_ms": due_at}));
+        print_json(&json!({"outcome": outcome, "due_at_ms": due_at}))?;
     } else {
         match due_at {
             Some(d) => outln!("{outcome}; due {}", when(d)),

@@ -70,7 +70,7 @@ pub async fn run(client: &Client, cmd: &WebhookCommand, json_out: bool) -> Resul
             if json_out {
                 let mut v = webhook_json(&set.webhook, true);
                 v["secret_generated"] = json!(set.secret_generated);
-                print_json(&v);
+                print_json(&v)?;
             } else {
                 print_text(&set.webhook, true);
             }
@@ -80,7 +80,7 @@ pub async fn run(client: &Client, cmd: &WebhookCommand, json_out: bool) -> Resul
                 bail!("queue {queue} has no webhook");
             };
             if json_out {
-                print_json(&webhook_json(&w, *show_secret));
+                print_json(&webhook_json(&w, *show_secret))?;
             } else {
                 print_text(&w, *show_secret);
             }
@@ -88,7 +88,7 @@ pub async fn run(client: &Client, cmd: &WebhookCommand, json_out: bool) -> Resul
         WebhookCommand::Clear { queue } => {
             let removed = client.queue(queue)?.clear_webhook().await?;
             if json_out {
-                print_json(&json!({"queue": queue, "removed": removed}));
+                print_json(&json!({"queue": queue, "removed": removed}))?;
             } else if removed {
                 outln!("{queue}: webhook removed");
             }

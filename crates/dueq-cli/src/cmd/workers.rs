@@ -33,7 +33,7 @@ pub async fn list(client: &Client, queue: Option<&str>, json_out: bool) -> Resul
         None => client.workers().await?,
     };
     if json_out {
-        print_json(&json!({"workers": workers.iter().map(worker_json).collect::<Vec<_>>()}));
+        print_json(&json!({"workers": workers.iter().map(worker_json).collect::<Vec<_>>()}))?;
         return Ok(());
     }
     // "now" for the ages: the newest heartbeat, so the Redis clock, not this machine's

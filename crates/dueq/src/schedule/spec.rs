@@ -96,17 +96,7 @@ impl ScheduleSpec {
         }
     }
 
-    fn task_options_mut(&mut self) -> &mut TaskOptions {
-        &mut self.task
-    }
-
-    crate::task_option_setters!();
-
-    /// Sets every option of the ticks' tasks at once.
-    pub fn options(mut self, options: TaskOptions) -> Self {
-        self.task = options;
-        self
-    }
+    crate::task_option_setters!(task);
 
     /// Fires on a cron pattern (5 or 6 fields).
     pub fn cron(mut self, pattern: impl Into<String>) -> Self {

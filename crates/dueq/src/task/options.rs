@@ -86,7 +86,7 @@ impl TaskOptions {
         self
     }
 
-    crate::task_option_setters!();
+    crate::task_option_setters!(@setters);
 
     /// Checks every option; the error's message starts with the field's name.
     ///
@@ -116,14 +116,27 @@ impl TaskOptions {
     }
 }
 
-/// The setter of every [`TaskOptions`] field, for a builder that holds one and has
-/// `fn task_options_mut(&mut self) -> &mut TaskOptions`: [`TaskSpec`](crate::TaskSpec),
-/// [`ScheduleSpec`](crate::ScheduleSpec), the outbox's `OutboxTask`. A new option's setter is
-/// written here once.
+/// The setter of every [`TaskOptions`] field, and `options` to set them all, for a builder
+/// whose field `$field` holds them: `task_option_setters!(options)` in
+/// [`TaskSpec`](crate::TaskSpec), [`ScheduleSpec`](crate::ScheduleSpec) and the outbox's
+/// `OutboxTask`. A new option's setter is written here once.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! task_option_setters {
-    () => {
+    ($field:ident) => {
+        fn task_options_mut(&mut self) -> &mut $crate::TaskOptions {
+            &mut self.$field
+        }
+
+        /// Sets every task option at once.
+        pub fn options(mut self, options: $crate::TaskOptions) -> Self {
+            self.$field = options;
+            self
+        }
+
+        $crate::task_option_setters!(@setters);
+    };
+    (@setters) => {
         /// Attempts before the task goes to the dead-letter queue (1 to 65 535). Default: the
         /// queue's `max_attempts` setting (else 5), read when an attempt fails; a schedule's
         /// ticks: 5.

@@ -95,17 +95,7 @@ impl TaskSpec {
         }
     }
 
-    fn task_options_mut(&mut self) -> &mut TaskOptions {
-        &mut self.options
-    }
-
-    crate::task_option_setters!();
-
-    /// Sets every [`TaskOptions`] at once.
-    pub fn options(mut self, options: TaskOptions) -> Self {
-        self.options = options;
-        self
-    }
+    crate::task_option_setters!(options);
 
     /// Gives the task up if it has not started this many milliseconds after the write lands
     /// (Redis clock): it ends as expired (dropped, or in the dead-letter queue with the error
