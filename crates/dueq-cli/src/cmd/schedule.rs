@@ -144,15 +144,23 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
         ScheduleCommand::List { queue } => {
             let all = known_queue(client, queue).await?.schedules().await?;
             if json_out {
+                // the shape of `GET .../schedules`, every schedule on one page
                 #[derive(serde::Serialize)]
                 struct List {
                     schedules: Vec<ScheduleResponse>,
+                    total: usize,
+                    next: Option<String>,
                 }
+                let total = all.len();
                 let schedules = all
                     .into_iter()
                     .map(|s| ScheduleResponse::new(queue, s))
                     .collect();
-                print_json(&List { schedules })?;
+                print_json(&List {
+                    schedules,
+                    total,
+                    next: None,
+                })?;
             } else {
                 for s in &all {
                     print_line(s);

@@ -254,6 +254,11 @@ fn schedule_set_get_list_pause_resume_delete() {
     assert!(ok);
     assert_eq!(p["paused"], false);
     let (ok, l) = dueq_json(&url, &["schedule", "list", "orders"]);
+    assert_eq!(
+        (l["total"].as_u64(), l["next"].is_null()),
+        (Some(1), true),
+        "{l}"
+    );
     assert!(ok);
     assert_eq!(l["schedules"][0]["name"], "nightly");
     // C34 from the shell: refused, naming the field, nothing stored

@@ -179,10 +179,15 @@ macro_rules! task_option_setters {
 /// # Errors
 /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput), message starting `lease_ms:`.
 pub fn validate_lease_ms(lease_ms: u64) -> Result<()> {
-    if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
+    if lease_ms < MIN_LEASE_MS {
         return Err(Error::invalid(format!(
             "lease_ms: must be {MIN_LEASE_MS} to {MAX_LEASE_MS}, got {lease_ms}: a shorter \
              lease expires before a worker can renew it, and the task runs twice at once"
+        )));
+    }
+    if lease_ms > MAX_LEASE_MS {
+        return Err(Error::invalid(format!(
+            "lease_ms: must be {MIN_LEASE_MS} to {MAX_LEASE_MS} (about 49 days), got {lease_ms}"
         )));
     }
     Ok(())
@@ -222,6 +227,11 @@ mod tests {
                 "{e} should start with {field}"
             );
         }
+        let long = TaskOptions::new()
+            .lease_ms(MAX_LEASE_MS + 1)
+            .check()
+            .unwrap_err();
+        assert!(!long.to_string().contains("shorter"), "{long}");
         TaskOptions::new()
             .max_attempts(1)
             .lease_ms(1_000)
