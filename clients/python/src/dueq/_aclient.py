@@ -33,7 +33,9 @@ __all__ = ["AsyncClient", "AsyncQueue"]
 T = TypeVar("T")
 
 
-def _async(fn: "Callable[Concatenate[Any, P], T]") -> "Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]":
+def _async(
+    fn: "Callable[Concatenate[Any, P], T]",
+) -> "Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]":
     """The coroutine method that runs the sync method ``fn`` on the wrapped object (``.sync``)
     in the client's thread pool; same signature and docs, awaited."""
 
@@ -77,7 +79,9 @@ class AsyncClient:
         )
         """The :class:`dueq.Client` doing the requests (for a :class:`dueq.Worker`, say)."""
         self.url = url
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_threads, thread_name_prefix="dueq-aio")
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_threads, thread_name_prefix="dueq-aio"
+        )
 
     async def _run(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)

@@ -87,7 +87,8 @@ class AdminOps(QueueBase):
         server, 1 to 1000 (default 10); ``timeout_ms``: 1 to 300000 (default 10000).
         Retried: a second try stores the same target and keeps the secret."""
         body: Dict[str, Any] = {"url": url}
-        for name, v in (("secret", secret), ("concurrency", concurrency), ("timeout_ms", timeout_ms)):
+        options = (("secret", secret), ("concurrency", concurrency), ("timeout_ms", timeout_ms))
+        for name, v in options:
             if v is not None:
                 body[name] = v
         return Webhook.from_json(self._call("PUT", "/webhook", body, retry=True))

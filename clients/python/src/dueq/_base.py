@@ -9,7 +9,18 @@ is safe is decided there, next to the route, and nowhere else.
 from __future__ import annotations
 
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from .errors import DueqError
 from .models import ClaimedTask
@@ -17,7 +28,18 @@ from .models import ClaimedTask
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["MAX_BATCH", "Lease", "QueueBase", "chunks", "code_of", "lease_of", "seg"]
+__all__ = [
+    "MAX_BATCH",
+    "Lease",
+    "QueueBase",
+    "chunks",
+    "code_of",
+    "every_page",
+    "lease_of",
+    "seg",
+]
+
+T = TypeVar("T")
 
 MAX_BATCH = 1000
 """Most items in one batch request (enqueue, acks, nacks, releases) and one claim."""
@@ -51,6 +73,18 @@ def chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
         yield items[i : i + MAX_BATCH]
 
 
+def every_page(page: Callable[[Optional[str]], Tuple[Sequence[T], Optional[str]]]) -> List[T]:
+    """Every item of a list the API pages by name: ``page(after)`` gives one page's items and
+    its ``next`` (``None`` at the end)."""
+    out: List[T] = []
+    after: Optional[str] = None
+    while True:
+        items, after = page(after)
+        out.extend(items)
+        if after is None:
+            return out
+
+
 class QueueBase:
     """A queue's name and path, and requests under ``/v1/queues/{queue}``."""
 
@@ -63,7 +97,13 @@ class QueueBase:
         return f"{type(self).__name__}({self.name!r})"
 
     def _request(
-        self, method: str, sub: str, body: Any = None, *, retry: bool, timeout_s: Optional[float] = None
+        self,
+        method: str,
+        sub: str,
+        body: Any = None,
+        *,
+        retry: bool,
+        timeout_s: Optional[float] = None,
     ) -> Tuple[int, Any]:
         return self.client._request(method, self._base + sub, body, timeout_s, retry=retry)
 

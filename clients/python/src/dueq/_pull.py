@@ -48,12 +48,7 @@ class PullOps(QueueBase):
     def ack_batch(self, tasks: Sequence[Lease]) -> List[AckOutcome]:
         """Completes many claimed tasks, one request per 1000; one outcome per task, in order
         (a stale token refuses only its own task)."""
-        out: List[AckOutcome] = []
-        for chunk in chunks(tasks):
-            items = [{"id": i, "lease_token": t} for i, t in map(lease_of, chunk)]
-            r = self._call("POST", "/acks", {"acks": items}, retry=False)
-            out.extend(AckOutcome(x["outcome"]) for x in r["results"])
-        return out
+        return [AckOutcome(o) for o in self._settle("acks", tasks)]
 
     def nack(
         self,
@@ -95,11 +90,16 @@ class PullOps(QueueBase):
     def release_batch(self, tasks: Sequence[Lease]) -> List[ReleaseOutcome]:
         """Hands leases back unfinished: each task is due again at once and the attempt is
         not counted (what a stopping worker does with tasks it did not run)."""
-        out: List[ReleaseOutcome] = []
+        return [ReleaseOutcome(o) for o in self._settle("releases", tasks)]
+
+    def _settle(self, route: str, tasks: Sequence[Lease]) -> List[str]:
+        """Sends ``{"acks" or "releases": [{id, lease_token}]}``, 1000 a request; the
+        outcomes in order."""
+        out: List[str] = []
         for chunk in chunks(tasks):
             items = [{"id": i, "lease_token": t} for i, t in map(lease_of, chunk)]
-            r = self._call("POST", "/releases", {"releases": items}, retry=False)
-            out.extend(ReleaseOutcome(x["outcome"]) for x in r["results"])
+            r = self._call("POST", "/" + route, {route: items}, retry=False)
+            out.extend(x["outcome"] for x in r["results"])
         return out
 
     def extend(self, task: Lease, lease_ms: int) -> Optional[int]:

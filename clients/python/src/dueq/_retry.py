@@ -40,7 +40,8 @@ class RetryPolicy:
             raise ValueError(f"retry_base_ms must be 1 to 60000, got {self.base_ms!r}")
         if not self.base_ms <= self.max_ms <= 600_000:
             raise ValueError(
-                f"retry_max_ms must be retry_base_ms ({self.base_ms}) to 600000, got {self.max_ms!r}"
+                f"retry_max_ms must be retry_base_ms ({self.base_ms}) to 600000,"
+                f" got {self.max_ms!r}"
             )
 
     def delay_s(self, attempt: int, rand: Callable[[], float] = random.random) -> float:

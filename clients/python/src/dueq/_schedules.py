@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from ._base import QueueBase, seg
+from ._base import QueueBase, every_page, seg
 from .models import Backfilled, Schedule, SchedulesPage, Triggered
 
 __all__ = ["ScheduleOps"]
@@ -15,14 +15,11 @@ class ScheduleOps(QueueBase):
     def schedules(self) -> List[Schedule]:
         """Every schedule of the queue, sorted by name: every page of
         :meth:`schedules_page` (one request per 1000)."""
-        out: List[Schedule] = []
-        after: Optional[str] = None
-        while True:
-            page = self.schedules_page(limit=1000, after=after)
-            out.extend(page.schedules)
-            if page.next is None:
-                return out
-            after = page.next
+        def page(after: Optional[str]) -> Tuple[List[Schedule], Optional[str]]:
+            p = self.schedules_page(limit=1000, after=after)
+            return p.schedules, p.next
+
+        return every_page(page)
 
     def schedules_page(self, limit: int = 100, after: Optional[str] = None) -> SchedulesPage:
         """One page of the queue's schedules, sorted by name: at most ``limit`` (1 to 1000)

@@ -15,7 +15,7 @@ import urllib.parse
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._admin import AdminOps
-from ._base import MAX_BATCH, Lease, code_of, seg
+from ._base import MAX_BATCH, Lease, code_of, every_page, seg
 from ._dead import DeadOps
 from ._http import Transport
 from ._pull import PullOps
@@ -69,14 +69,11 @@ class Client:
     def queues(self) -> List[QueueStats]:
         """Statistics of every queue that has had a task, sorted by name: every page of
         :meth:`queues_page` (one request per 1000 queues)."""
-        out: List[QueueStats] = []
-        after: Optional[str] = None
-        while True:
-            page = self.queues_page(limit=1000, after=after)
-            out.extend(page.queues)
-            if page.next is None:
-                return out
-            after = page.next
+        def page(after: Optional[str]) -> Tuple[List[QueueStats], Optional[str]]:
+            p = self.queues_page(limit=1000, after=after)
+            return p.queues, p.next
+
+        return every_page(page)
 
     def queues_page(self, limit: int = 100, after: Optional[str] = None) -> QueuesPage:
         """One page of queue statistics, sorted by name: at most ``limit`` (1 to 1000) queues
@@ -209,7 +206,9 @@ class Client:
                     return status, parsed
                 why = f"{status} {code_of(parsed)}"
             delay_s = policy.delay_s(attempt)
-            log.info("dueq: %s %s failed (%s); try %d in %.3f s", method, path, why, attempt + 2, delay_s)
+            log.info(
+                "dueq: %s %s failed (%s); try %d in %.3f s", method, path, why, attempt + 2, delay_s
+            )
             time.sleep(delay_s)
         raise AssertionError("unreachable: the last try returns or raises")
 
