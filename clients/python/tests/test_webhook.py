@@ -4,7 +4,6 @@ import base64
 import json
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Dict, List, Tuple
 
@@ -83,14 +82,8 @@ def test_a_real_delivery_verifies_with_the_standard_webhooks_library(
     receiver = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     try:
-        req = urllib.request.Request(
-            f"{server.url}/v1/queues/{queue.name}/webhook",
-            data=json.dumps({"url": f"http://127.0.0.1:{receiver.server_port}/hook"}).encode(),
-            method="PUT",
-            headers={"authorization": f"Bearer {server.token}", "content-type": "application/json"},
-        )
-        with urllib.request.urlopen(req) as resp:
-            secret = json.loads(resp.read())["secret"]
+        secret = queue.set_webhook(f"http://127.0.0.1:{receiver.server_port}/hook").secret
+        assert secret is not None
         task = queue.enqueue({"order": 42}, key="order:42:cancel")
         wait_until(lambda: got, what="the delivery")
         headers, body = got[0]

@@ -4,11 +4,12 @@
 >>> orders = Client("http://127.0.0.1:7878", token=None).queue("orders")  # doctest: +SKIP
 >>> orders.enqueue({"order": 42}, key="order:42:cancel", delay_ms=30 * 60_000)  # doctest: +SKIP
 
-See the README for workers (:class:`Worker`, :class:`AsyncWorker`) and webhooks.
+See the README for asyncio (:class:`AsyncClient`), workers (:class:`Worker`,
+:class:`AsyncWorker`) and webhooks.
 """
 
 from ._version import __version__
-from .aio import AsyncWorker
+from .aio import AsyncClient, AsyncQueue, AsyncWorker
 from .client import MAX_BATCH, Client, Queue
 from .errors import (
     ConflictError,
@@ -22,6 +23,20 @@ from .errors import (
 )
 from .models import (
     AckOutcome,
+    Backfilled,
+    Backoff,
+    DeadBulkResult,
+    PurgeResult,
+    RateLimit,
+    Readiness,
+    Schedule,
+    ScheduleSetOutcome,
+    SchedulesPage,
+    Settings,
+    SettingsChanges,
+    TaskPage,
+    Triggered,
+    Webhook,
     CancelOutcome,
     ClaimedTask,
     DeadOutcome,
@@ -58,6 +73,22 @@ __all__ = [
     "UnauthorizedError",
     "UnavailableError",
     "AckOutcome",
+    "Backfilled",
+    "Backoff",
+    "DeadBulkResult",
+    "PurgeResult",
+    "RateLimit",
+    "Readiness",
+    "Schedule",
+    "ScheduleSetOutcome",
+    "SchedulesPage",
+    "Settings",
+    "SettingsChanges",
+    "TaskPage",
+    "Triggered",
+    "Webhook",
+    "AsyncClient",
+    "AsyncQueue",
     "AsyncWorker",
     "CancelOutcome",
     "ClaimedTask",

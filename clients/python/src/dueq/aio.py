@@ -1,4 +1,6 @@
-"""``AsyncWorker``: the :class:`dueq.Worker` for ``async def`` handlers, on asyncio.
+"""asyncio: ``AsyncClient`` / ``AsyncQueue`` (every call of :class:`dueq.Client` and
+:class:`dueq.Queue` as a coroutine, :mod:`dueq._aclient`) and ``AsyncWorker``, the
+:class:`dueq.Worker` for ``async def`` handlers.
 
 Handlers run as tasks on the event loop, at most ``concurrency`` at once. The standard
 library has no asynchronous HTTP client, so the requests (claim, acks, nacks, extend,
@@ -23,6 +25,7 @@ import signal
 import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Union
 
+from ._aclient import AsyncClient, AsyncQueue
 from ._heartbeat import DEFAULT_HEARTBEAT_MS, Heartbeat, new_worker_id, validate_heartbeat_ms
 from .client import Client, Queue
 from .errors import DueqError
@@ -30,7 +33,7 @@ from .models import AckOutcome, ClaimedTask, NackOutcome, ReleaseOutcome
 from .outcome import Verdict, failure, verdict
 from .worker import WorkerStats
 
-__all__ = ["AsyncWorker"]
+__all__ = ["AsyncClient", "AsyncQueue", "AsyncWorker"]
 
 log = logging.getLogger("dueq.worker")
 
@@ -42,12 +45,13 @@ class AsyncWorker:
     once. Options as for :class:`dueq.Worker`; ``handle_signals`` installs SIGTERM and SIGINT
     handlers on the running loop (Unix) for the time :meth:`run` runs. ``id`` is the worker's
     id in the live workers list (``GET /v1/workers``), where it beats every ``heartbeat_ms``
-    (100 to 60000, default 5000), and the ``worker_id`` of its claims."""
+    (100 to 60000, default 5000), and the ``worker_id`` of its claims. ``client`` may be a
+    :class:`Client` or an :class:`AsyncClient`."""
 
     def __init__(
         self,
-        client: Client,
-        queue: Union[str, Queue],
+        client: Union[Client, AsyncClient],
+        queue: Union[str, Queue, AsyncQueue],
         handler: AsyncHandler,
         *,
         concurrency: int = 64,
@@ -65,6 +69,10 @@ class AsyncWorker:
             raise ValueError("claim_max must be 1 to 1000")
         if not 0 <= poll_ms <= 60000:
             raise ValueError("poll_ms must be 0 to 60000")
+        if isinstance(client, AsyncClient):
+            client = client.sync
+        if isinstance(queue, AsyncQueue):
+            queue = queue.sync
         self.queue = client.queue(queue) if isinstance(queue, str) else queue
         self.handler = handler
         self.concurrency = concurrency

@@ -5,10 +5,24 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, TypedDict, Union
 
 __all__ = [
     "AckOutcome",
+    "Backfilled",
+    "Backoff",
+    "DeadBulkResult",
+    "PurgeResult",
+    "RateLimit",
+    "Readiness",
+    "Schedule",
+    "ScheduleSetOutcome",
+    "SchedulesPage",
+    "Settings",
+    "SettingsChanges",
+    "TaskPage",
+    "Triggered",
+    "Webhook",
     "CancelOutcome",
     "ClaimedTask",
     "DeadOutcome",
@@ -170,6 +184,9 @@ class Task:
     worker_id: Optional[str] = None
     """The worker holding it, when its claim named one (only while active): a
     :class:`dueq.Worker`'s :attr:`~dueq.Worker.id`."""
+    lease_expires_at_ms: Optional[int] = None
+    """When the running attempt's lease runs out unless extended (only in
+    :meth:`Queue.browse` of active tasks)."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Task":
@@ -188,6 +205,7 @@ class Task:
             expires_at_ms=d.get("expires_at_ms"),
             claimed_at_ms=d.get("claimed_at_ms"),
             worker_id=d.get("worker_id"),
+            lease_expires_at_ms=d.get("lease_expires_at_ms"),
         )
 
 
@@ -359,3 +377,278 @@ class WorkerInfo:
             language=d.get("language", "rust"),
             extra={k: v for k, v in d.items() if k not in known},
         )
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of live tasks (:meth:`Queue.browse`)."""
+
+    tasks: List[Task]
+    """Scheduled tasks in due order, or active ones in lease-deadline order."""
+    next: Optional[str]
+    """Pass as ``after`` for the next page; ``None`` when this page reached the end."""
+
+
+@dataclass(frozen=True)
+class DeadBulkResult:
+    """What :meth:`Queue.dead_retry_matching` or :meth:`Queue.dead_delete_matching` did."""
+
+    looked_at: int
+    """Dead tasks looked at."""
+    matched: int
+    """Of those, the ones the filter matched (with ``dry_run``: the count)."""
+    done: int
+    """Retried or deleted."""
+    conflicts: int
+    """Retries refused: the task's business key is live on another task."""
+    cursor: Optional[str]
+    """Set when work is left: call again with ``cursor=`` and the same filters."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "DeadBulkResult":
+        return cls(d["looked_at"], d["matched"], d["done"], d["conflicts"], d.get("cursor"))
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What :meth:`Queue.purge` did."""
+
+    dropped: int
+    """Tasks dropped by this call."""
+    left: int
+    """Tasks of that state still there: 0 when done, else call again."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry delays of a queue: ``min(max_ms, base_ms * factor ** (attempt - 1))``, with
+    20 % jitter."""
+
+    base_ms: int
+    factor: float
+    max_ms: int
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"base_ms": self.base_ms, "factor": self.factor, "max_ms": self.max_ms}
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``max`` tasks handed out in any window of ``per_ms``."""
+
+    max: int
+    per_ms: int
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"max": self.max, "per_ms": self.per_ms}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A queue's settings (:meth:`Queue.settings`); ``None`` is the built-in default."""
+
+    max_attempts: Optional[int] = None
+    lease_ms: Optional[int] = None
+    backoff: Optional[Backoff] = None
+    dead_max: Optional[int] = None
+    succeeded_max: Optional[int] = None
+    rate_limit: Optional[RateLimit] = None
+    group_rate_limit: Optional[RateLimit] = None
+    concurrency: Optional[int] = None
+    group_concurrency: Optional[int] = None
+    alert_due_age_ms: Optional[int] = None
+    alert_due_count: Optional[int] = None
+    on_expire: Optional[str] = None
+    """``drop`` or ``dead``."""
+    partitions: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+    """Settings this client version does not know (newer servers)."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Settings":
+        objects = {"backoff": Backoff, "rate_limit": RateLimit, "group_rate_limit": RateLimit}
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        args: Dict[str, Any] = {}
+        for k in known:
+            v = d.get(k)
+            args[k] = objects[k](**v) if k in objects and v is not None else v
+        return cls(**args, extra={k: v for k, v in d.items() if k not in known})
+
+
+class ScheduleSetOutcome(str, enum.Enum):
+    """What :meth:`Queue.set_schedule` did."""
+
+    CREATED = "created"
+    REPLACED = "replaced"
+    UNCHANGED = "unchanged"
+    """The same definition again: nothing changed (also what a retried call may answer)."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A stored schedule and its state."""
+
+    queue: str
+    name: str
+    cron: Optional[str]
+    every_ms: Optional[int]
+    tz: Optional[str]
+    """Time zone of ``cron`` (``None``: UTC)."""
+    payload: Any
+    misfire: str
+    """``skip`` or ``fire_once``."""
+    misfire_grace_ms: int
+    overlap: str
+    """``allow`` or ``skip``."""
+    max_attempts: int
+    lease_ms: int
+    priority: int
+    group: Optional[str]
+    next_fire_at_ms: Optional[int]
+    """``None`` while paused."""
+    upcoming_ms: List[int]
+    """The next fire times (empty while paused)."""
+    last_fire_at_ms: Optional[int]
+    skipped_total: int
+    fired_total: int
+    paused: bool
+    outcome: Optional[ScheduleSetOutcome] = None
+    """Only in the answer to :meth:`Queue.set_schedule`."""
+    extra: Dict[str, Any] = field(default_factory=dict)
+    """Fields this client version does not know (newer servers)."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Schedule":
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        args: Dict[str, Any] = {k: d.get(k) for k in known}
+        args["upcoming_ms"] = list(d.get("upcoming_ms") or [])
+        if args["outcome"] is not None:
+            args["outcome"] = ScheduleSetOutcome(args["outcome"])
+        return cls(**args, extra={k: v for k, v in d.items() if k not in known})
+
+
+@dataclass(frozen=True)
+class SchedulesPage:
+    """One page of a queue's schedules, sorted by name."""
+
+    schedules: List[Schedule]
+    total: int
+    """Schedules of the queue in all (every page)."""
+    next: Optional[str]
+    """Pass as ``after`` for the next page; ``None`` when this page reached the end."""
+
+
+@dataclass(frozen=True)
+class Triggered:
+    """The task :meth:`Queue.trigger_schedule` enqueued (due now)."""
+
+    id: str
+    key: str
+    """``schedule:{name}:manual:{ms}``."""
+    due_at_ms: int
+
+
+@dataclass(frozen=True)
+class Backfilled:
+    """What :meth:`Queue.backfill_schedule` did."""
+
+    ticks: int
+    """Ticks in the range."""
+    created: int
+    """Tasks enqueued for them."""
+    existing: int
+    """Ticks whose task was still scheduled or running (kept, not duplicated)."""
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """A queue's push delivery target (:meth:`Queue.webhook`)."""
+
+    queue: str
+    url: str
+    """The target (a password in it shows as ``***``, except in :meth:`Queue.set_webhook`'s
+    answer)."""
+    concurrency: int
+    timeout_ms: int
+    updated_at_ms: int
+    last_error: Optional[str] = None
+    """The error of the last failed delivery, if any."""
+    last_error_at_ms: Optional[int] = None
+    secret: Optional[str] = None
+    """The ``whsec_`` signing secret: only in :meth:`Queue.set_webhook`'s answer."""
+    secret_generated: Optional[bool] = None
+    """In :meth:`Queue.set_webhook`'s answer: whether this call generated the secret."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Webhook":
+        return cls(
+            queue=d["queue"],
+            url=d["url"],
+            concurrency=d["concurrency"],
+            timeout_ms=d["timeout_ms"],
+            updated_at_ms=d["updated_at_ms"],
+            last_error=d.get("last_error"),
+            last_error_at_ms=d.get("last_error_at_ms"),
+            secret=d.get("secret"),
+            secret_generated=d.get("secret_generated"),
+        )
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """The server's readiness (``GET /readyz``)."""
+
+    ready: bool
+    """Every check passes."""
+    redis: bool
+    scripts: bool
+    eviction_safe: bool
+    eviction_policy: Optional[str]
+    checks: Dict[str, bool]
+    """Extra checks by name (``postgres``)."""
+    error: Optional[str]
+    """The first problem, if any."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Readiness":
+        return cls(
+            ready=d["ready"],
+            redis=d["redis"],
+            scripts=d["scripts"],
+            eviction_safe=d["eviction_safe"],
+            eviction_policy=d.get("eviction_policy"),
+            checks=dict(d.get("checks") or {}),
+            error=d.get("error"),
+        )
+
+
+class SettingsChanges(TypedDict, total=False):
+    """The keyword arguments of :meth:`Queue.update_settings`: each one given is set (``None``:
+    back to the default), each one left out stays as it is."""
+
+    max_attempts: Optional[int]
+    """Attempts of tasks enqueued without their own, 1 to 65535 (default 5)."""
+    lease_ms: Optional[int]
+    """Lease of tasks enqueued without their own, 1000 to 4294967295 ms (default 30000)."""
+    backoff: Optional[Union[Backoff, Mapping[str, Any]]]
+    """Retry delays (default: 1 s doubling to 1 h)."""
+    dead_max: Optional[int]
+    """Dead-letter cap, 1 to 100000000 (default 10000)."""
+    succeeded_max: Optional[int]
+    """Succeeded tasks kept for lookup, 0 to 100000000 (default 0)."""
+    rate_limit: Optional[Union[RateLimit, Mapping[str, Any]]]
+    """Over the whole queue (default none)."""
+    group_rate_limit: Optional[Union[RateLimit, Mapping[str, Any]]]
+    """Of each group on its own (default none)."""
+    concurrency: Optional[int]
+    """Most tasks active at once over the queue, 1 to 1000000 (default none)."""
+    group_concurrency: Optional[int]
+    """Most tasks of one group active at once, 1 to 1000000 (default none)."""
+    alert_due_age_ms: Optional[int]
+    """The queue is behind when its oldest due task waited this long (default none)."""
+    alert_due_count: Optional[int]
+    """The queue is behind when this many tasks are due (default none)."""
+    on_expire: Optional[str]
+    """``"drop"`` (default) or ``"dead"``: what happens to a task that expired unstarted."""
+    partitions: Optional[int]
+    """1 to 1024 (default 1); changed only while the queue holds no task."""
