@@ -428,9 +428,9 @@ export class Worker {
     if (!r.abort.signal.aborted) r.abort.abort(new TaskAbortedError(kind, r.task.id, message));
   }
 
+  /** Hands leases back. A task whose handler still runs must be in `#abandoned` first. */
   async #release(tasks: ClaimedTask[]): Promise<void> {
     if (!tasks.length) return;
-    for (const t of tasks) this.#abandoned.add(key(t));
     try {
       for (const o of await this.queue.releaseBatch(tasks)) o === "released" ? this.stats.released++ : this.stats.lease_lost++;
     } catch (e) {
