@@ -2,20 +2,24 @@
 //
 // Duties: the claim loop long-polls for as many tasks as there are free slots (at most
 // `claimMax`; while tasks are in hand it waits for half a batch of free slots), naming the
-// worker (`worker_id`: its `id`); each handler's answer is queued and the acker sends
-// everything queued since its last request in one `/acks` and one `/nacks` request; the lease keeper extends the
-// lease of a handler that has run for a third of `leaseMs`; the heartbeat registers the worker
-// in the server's live workers list (`GET /v1/workers`, `dueq workers`, the dashboard) when
-// `run()` starts and beats every `heartbeatMs` (default 5000) with its queue, concurrency,
-// the handlers running at that moment, host, pid, this client's version and `typescript`; the
-// entry expires 3 beats after the last one. A failed beat goes to `onError` and the next one
-// comes at the next interval: it never stops the worker.
+// worker (`worker_id`: its `id`); each handler gets an `AbortSignal` beside its task; each
+// answer is queued and the acker sends everything queued since its last request in one
+// `/acks` and one `/nacks` request; the lease keeper extends the lease of a handler that has
+// run for a third of `leaseMs`, and aborts the handler's signal when its lease is lost (an
+// extend answers `lease_lost`, or no extend landed before the lease ran out by this host's
+// clock, counted from the claim's answer or the last extend that landed); the heartbeat
+// registers the worker in the server's live workers list (`GET /v1/workers`, `dueq workers`,
+// the dashboard) when `run()` starts and beats every `heartbeatMs` (default 5000) with its
+// queue, concurrency, the handlers running at that moment, host, pid, this client's version
+// and `typescript`; the entry expires 3 beats after the last one. A failed beat goes to
+// `onError` and the next one comes at the next interval: it never stops the worker.
 //
 // Shutdown order (`stop()`, or SIGTERM / SIGINT while `run()` runs with `handleSignals`):
 // 1. the long-poll in flight finishes (at most `pollMs`) and nothing more is claimed;
 // 2. running handlers get `graceMs` to finish; their answers are sent;
-// 3. the leases of handlers still running then are handed back (`/releases`: due again at
-//    once, the attempt not counted); what those handlers report later is dropped;
+// 3. the signals of handlers still running then abort (reason `shutdown`) and their leases
+//    are handed back (`/releases`: due again at once, the attempt not counted); what those
+//    handlers report later is dropped;
 // 4. the acker sends what is left;
 // 5. the heartbeat stops (a beat in flight finishes) and the worker leaves the live workers
 //    list (`DELETE /v1/workers/{id}`, its last call); `run()` resolves with the counts.
@@ -48,12 +52,43 @@ export function fail(error = "failed permanently"): Fail {
   return { kind: "fail", error };
 }
 
+/** Why a handler's signal aborted: the worker is stopping, or the task's lease is lost. */
+export type AbortKind = "shutdown" | "lease_lost";
+
+/**
+ * The `reason` of a handler's aborted signal (`signal.reason`). Its `name` is `AbortError`,
+ * as for any aborted `fetch`; `kind` says why.
+ */
+export class TaskAbortedError extends Error {
+  override readonly name = "AbortError";
+  readonly kind: AbortKind;
+  readonly taskId: string;
+
+  constructor(kind: AbortKind, taskId: string, message: string) {
+    super(message);
+    this.kind = kind;
+    this.taskId = taskId;
+  }
+}
+
+/** What a handler gets beside its task. */
+export interface HandlerContext {
+  /**
+   * Aborts when the handler should stop: the worker is stopping and `graceMs` has passed
+   * (`reason.kind` `shutdown`), or the task's lease is lost (`lease_lost`). Pass it to
+   * `fetch` and other abortable calls. A handler that throws once its signal aborted does
+   * not fail the attempt: the task is handed back instead.
+   */
+  readonly signal: AbortSignal;
+}
+
 /**
  * A handler resolves to nothing (or anything but `retry()` / `fail()`) for success: the task
  * is acknowledged. It throws to fail the attempt with the error's text as `last_error` (the
  * queue's backoff decides when it runs again; the dead-letter queue after `max_attempts`).
+ * Its second argument carries an `AbortSignal` (`HandlerContext`).
  */
-export type Handler = (task: ClaimedTask) => Promise<unknown> | unknown;
+export type Handler = (task: ClaimedTask, context: HandlerContext) => Promise<unknown> | unknown;
 
 export interface WorkerOptions {
   /** Handlers running at once. Default 16. */
@@ -64,7 +99,8 @@ export interface WorkerOptions {
   pollMs?: number;
   /** The lease asked for each claim, ms; extended for handlers running longer than a third of it. Default 30000. */
   leaseMs?: number;
-  /** How long `stop()` lets running handlers finish, ms. Default 30000. */
+  /** How long `stop()` lets running handlers finish, ms; then their signals abort and their
+   * leases are handed back. Default 30000. */
   graceMs?: number;
   /** Stop on SIGTERM and SIGINT while `run()` runs. Default true. */
   handleSignals?: boolean;
@@ -85,11 +121,17 @@ export interface WorkerStats {
   lease_lost: number;
 }
 
-type Verdict = { kind: "ack" } | ({ kind: "nack" } & NackOptions);
+type Verdict = { kind: "ack" } | ({ kind: "nack" } & NackOptions) | { kind: "release" };
 
 interface Running {
   task: ClaimedTask;
+  /** When the claim was answered or the last extend was sent, by this host's clock. */
   extendedAt: number;
+  /** When the lease runs out by this host's clock: the claim's answer or the send time of
+   * the last extend that landed, plus `leaseMs`. */
+  leaseDeadline: number;
+  extending: boolean;
+  abort: AbortController;
   done: Promise<void>;
 }
 
@@ -264,22 +306,29 @@ export class Worker {
         await this.#release(tasks);
         return;
       }
+      // a long-poll answers as soon as it claimed: its leases started just before now
       const now = Date.now();
-      for (const t of tasks) this.#running.set(key(t), { task: t, extendedAt: now, done: this.#runOne(t) });
+      for (const t of tasks) {
+        const abort = new AbortController();
+        const running: Running = { task: t, extendedAt: now, leaseDeadline: now + this.#o.leaseMs, extending: false, abort, done: Promise.resolve() };
+        this.#running.set(key(t), running);
+        running.done = this.#runOne(t, abort.signal);
+      }
     }
   }
 
-  async #runOne(task: ClaimedTask): Promise<void> {
+  async #runOne(task: ClaimedTask, signal: AbortSignal): Promise<void> {
     await Promise.resolve(); // registered in #running before the handler starts
     let v: Verdict;
     try {
-      const r = (await this.#handler(task)) as Retry | Fail | null | undefined;
+      const r = (await this.#handler(task, { signal })) as Retry | Fail | null | undefined;
       const kind = r && typeof r === "object" ? (r as { kind?: unknown }).kind : undefined;
       if (kind === "retry") v = { kind: "nack", error: (r as Retry).error, retry_in_ms: (r as Retry).inMs };
       else if (kind === "fail") v = { kind: "nack", error: (r as Fail).error, permanent: true };
       else v = { kind: "ack" };
     } catch (e) {
-      v = { kind: "nack", error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+      // stopped by its signal: not a failure of the task; hand it back, the attempt not counted
+      v = signal.aborted ? { kind: "release" } : { kind: "nack", error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
     }
     const k = key(task);
     this.#running.delete(k);
@@ -306,6 +355,8 @@ export class Worker {
   #shutdownDone = false;
 
   async #send(batch: Array<[ClaimedTask, Verdict]>): Promise<void> {
+    const releases = batch.filter(([, v]) => v.kind === "release").map(([t]) => t);
+    if (releases.length) await this.#release(releases);
     let acks = batch.filter(([, v]) => v.kind === "ack").map(([t]) => t);
     let nacks = batch.flatMap(([t, v]) => (v.kind === "nack" ? [{ task: t, error: v.error, retry_in_ms: v.retry_in_ms, permanent: v.permanent }] : []));
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -342,22 +393,44 @@ export class Worker {
     this.#warn(new Error(`gave up answering ${batch.length} tasks; their leases expire and they run again`));
   }
 
-  async #extendDue(): Promise<void> {
+  /** The lease keeper's tick: aborts handlers whose lease ran out, extends the others'. */
+  #extendDue(): void {
     const now = Date.now();
     for (const r of this.#running.values()) {
-      if (now - r.extendedAt < this.#o.leaseMs / 3) continue;
-      r.extendedAt = now;
-      try {
-        if ((await this.queue.extend(r.task, this.#o.leaseMs)) === null) r.extendedAt = Infinity;
-      } catch (e) {
-        this.#warn(e);
+      if (r.abort.signal.aborted) continue;
+      if (now >= r.leaseDeadline) {
+        this.#abort(r, "lease_lost", `the lease of task ${r.task.id} ran out before it could be extended`);
+        continue;
       }
+      if (r.extending || now - r.extendedAt < this.#o.leaseMs / 3) continue;
+      void this.#extendOne(r);
     }
   }
 
+  async #extendOne(r: Running): Promise<void> {
+    const sentAt = Date.now();
+    r.extendedAt = sentAt;
+    r.extending = true;
+    try {
+      if ((await this.queue.extend(r.task, this.#o.leaseMs)) === null) {
+        this.#abort(r, "lease_lost", `task ${r.task.id}: the server answered lease_lost to an extend`);
+      } else {
+        r.leaseDeadline = sentAt + this.#o.leaseMs;
+      }
+    } catch (e) {
+      this.#warn(e);
+    } finally {
+      r.extending = false;
+    }
+  }
+
+  #abort(r: Running, kind: AbortKind, message: string): void {
+    if (!r.abort.signal.aborted) r.abort.abort(new TaskAbortedError(kind, r.task.id, message));
+  }
+
+  /** Hands leases back. A task whose handler still runs must be in `#abandoned` first. */
   async #release(tasks: ClaimedTask[]): Promise<void> {
     if (!tasks.length) return;
-    for (const t of tasks) this.#abandoned.add(key(t));
     try {
       for (const o of await this.queue.releaseBatch(tasks)) o === "released" ? this.stats.released++ : this.stats.lease_lost++;
     } catch (e) {
@@ -376,9 +449,13 @@ export class Worker {
       ]);
       clearTimeout(timer);
     }
-    const stuck = [...this.#running.values()].map((r) => r.task);
-    for (const t of stuck) this.#running.delete(key(t));
-    await this.#release(stuck);
+    const stuck = [...this.#running.values()];
+    for (const r of stuck) {
+      this.#running.delete(key(r.task));
+      this.#abandoned.add(key(r.task));
+    }
+    for (const r of stuck) this.#abort(r, "shutdown", `the worker is stopping: task ${r.task.id} is handed back`);
+    await this.#release(stuck.map((r) => r.task));
     this.#shutdownDone = true;
   }
 }

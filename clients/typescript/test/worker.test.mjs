@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { hostname } from "node:os";
 import { after, before, test } from "node:test";
-import { Client, DueqError, VERSION, Worker, fail, retry } from "../dist/index.js";
+import { Client, DueqError, TaskAbortedError, VERSION, Worker, fail, retry } from "../dist/index.js";
 import { fresh, metric, scrape, startServer, waitUntil } from "./server.mjs";
 
 let server, client;
@@ -67,16 +67,23 @@ test("a thrown error is the task's last_error; long handlers keep their lease", 
 const SCRIPT = `
 import { Client, Worker } from ${JSON.stringify(new URL("../dist/index.js", import.meta.url).href)};
 const [url, token, queue] = process.argv.slice(1);
-const w = new Worker(new Client(url, { token }), queue, async (t) => {
+const w = new Worker(new Client(url, { token }), queue, async (t, { signal }) => {
   console.log("started " + t.id);
-  await new Promise((r) => setTimeout(r, 60_000));
+  await new Promise((r) => {
+    const timer = setTimeout(r, 60_000);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      console.log("aborted " + signal.reason.kind);
+      r();
+    });
+  });
 }, { concurrency: 1, claimMax: 1, pollMs: 200, graceMs: 200 });
 const s = await w.run();
 console.log("stopped " + s.released);
 process.exit(0);
 `;
 
-test("SIGTERM stops gracefully and hands the lease back", async () => {
+test("SIGTERM stops gracefully, aborts the handler's signal and hands the lease back", async () => {
   const q = client.queue(fresh());
   const e = await q.enqueue("held");
   const p = spawn(process.execPath, ["--input-type=module", "-e", SCRIPT, server.url, server.token, q.name], { stdio: ["ignore", "pipe", "inherit"] });
@@ -92,7 +99,7 @@ test("SIGTERM stops gracefully and hands the lease back", async () => {
   } finally {
     if (p.exitCode === null) p.kill("SIGKILL");
   }
-  assert.match(out, /stopped 1\s*$/);
+  assert.match(out, /\naborted shutdown\nstopped 1\s*$/);
   // it left the live workers list on its way out
   assert.deepEqual(await client.workers(q.name), []);
   const t = await q.get(e.id);
@@ -229,4 +236,112 @@ test("heartbeatMs is checked", () => {
   }
   const ids = new Set([1, 2, 3].map(() => new Worker(client, "q", async () => {}).id));
   assert.equal(ids.size, 3);
+});
+
+// --- the handler's AbortSignal ----------------------------------------------------------------
+
+/** Resolves with the signal's reason once it aborts. */
+const aborted = (signal) => new Promise((r) => signal.addEventListener("abort", () => r(signal.reason), { once: true }));
+
+test("stop(): a handler still running after graceMs is aborted (shutdown) and its task handed back", async () => {
+  const q = client.queue(fresh());
+  const held = await q.enqueue("held");
+  const quick = await q.enqueue("quick");
+  const signals = {};
+  let open;
+  const gate = new Promise((r) => (open = r));
+  const w = new Worker(client, q, async (t, { signal }) => {
+    signals[t.payload] = signal;
+    if (t.payload === "quick") return gate; // finishes within the grace period
+    throw await aborted(signal); // as an aborted fetch would
+  }, { concurrency: 2, pollMs: 200, graceMs: 300, handleSignals: false });
+  const run = w.run();
+  await waitUntil(() => signals.held && signals.quick, 10_000, "both handlers running");
+  assert.equal(signals.held.aborted, false);
+  w.stop();
+  open();
+  const stats = await run;
+  const reason = signals.held.reason;
+  assert.ok(reason instanceof TaskAbortedError && reason instanceof Error);
+  assert.deepEqual([reason.name, reason.kind, reason.taskId], ["AbortError", "shutdown", held.id]);
+  assert.equal(signals.quick.aborted, false);
+  assert.deepEqual([stats.acked, stats.released, stats.retried, stats.lease_lost], [1, 1, 0, 0]);
+  assert.equal(await q.get(quick.id), null);
+  const t = await q.get(held.id);
+  assert.deepEqual([t.state, t.attempt, t.last_error], ["scheduled", 0, null]);
+});
+
+test("an extend answered lease_lost aborts the handler's signal (lease_lost)", async () => {
+  const q = client.queue(fresh());
+  const e = await q.enqueue("x");
+  let first, reason;
+  const w = new Worker(client, q, async (t, { signal }) => {
+    if (first) return; // the task again, after the lease was taken away
+    first = t;
+    reason = await aborted(signal);
+    throw reason;
+  }, { leaseMs: 1000, pollMs: 200, handleSignals: false });
+  const run = w.run();
+  try {
+    await waitUntil(() => first, 10_000, "the handler running");
+    // someone else ends the lease: the worker's next extend is refused
+    assert.deepEqual(await q.releaseBatch([first]), ["released"]);
+    await waitUntil(() => reason, 10_000, "the signal aborted");
+    assert.ok(reason instanceof TaskAbortedError);
+    assert.equal(reason.kind, "lease_lost");
+    assert.match(reason.message, /answered lease_lost/);
+    await waitUntil(() => w.stats.acked === 1, 10_000, "the task run again and acked");
+  } finally {
+    w.stop();
+  }
+  const stats = await run;
+  // the aborted run's throw was not a failed attempt: no nack reached the task
+  assert.deepEqual([stats.retried, stats.dead], [0, 0]);
+  assert.equal(await q.get(e.id), null);
+});
+
+test("a lease that runs out before an extend lands aborts the handler's signal (lease_lost)", async () => {
+  // every extend fails to reach the server
+  const noExtend = (url, init) => (String(url).endsWith("/extend") ? Promise.reject(new TypeError("injected: network down")) : fetch(url, init));
+  const c = new Client(server.url, { token: server.token, fetch: noExtend, retryBaseMs: 10 });
+  const q = c.queue(fresh());
+  await q.enqueue("x");
+  const errors = [];
+  let runs = 0, reason, abortedAfterMs;
+  const w = new Worker(c, q, async (t, { signal }) => {
+    if (++runs > 1) return;
+    const started = Date.now();
+    reason = await aborted(signal);
+    abortedAfterMs = Date.now() - started;
+    throw reason;
+  }, { leaseMs: 1000, pollMs: 200, handleSignals: false, onError: (e) => errors.push(e) });
+  const run = w.run();
+  try {
+    await waitUntil(() => reason, 10_000, "the signal aborted");
+    assert.equal(reason.kind, "lease_lost");
+    assert.match(reason.message, /ran out/);
+    // not before the lease's 1000 ms were over
+    assert.ok(abortedAfterMs >= 900, String(abortedAfterMs));
+    assert.ok(errors.some((e) => e?.code === "connection_failed"), errors.map(String).join("; "));
+    await waitUntil(() => w.stats.acked === 1, 15_000, "the task run again and acked");
+  } finally {
+    w.stop();
+  }
+  const stats = await run;
+  assert.deepEqual([stats.retried, stats.dead], [0, 0]);
+});
+
+test("handlers written for one argument still work", async () => {
+  const q = client.queue(fresh());
+  await q.enqueue("x");
+  let args;
+  const w = new Worker(client, q, function (task) {
+    args = arguments.length;
+    assert.equal(task.payload, "x");
+  }, { pollMs: 200, handleSignals: false });
+  const run = w.run();
+  await waitUntil(() => w.stats.acked === 1, 10_000, "acked");
+  w.stop();
+  await run;
+  assert.equal(args, 2);
 });
