@@ -121,6 +121,19 @@ def test_a_keyless_enqueue_is_not_sent_again(
     assert [t.payload for t in queue.browse().tasks] == [{"order": 8}]
 
 
+def test_a_keyed_enqueue_that_replaces_is_not_sent_again(
+    proxy: FaultProxy, server: Server, queue: dueq.Queue
+) -> None:
+    queue.enqueue({"v": 1}, key="order:9", delay_ms=60_000)
+    proxy.plan = ["hang"]
+    with pytest.raises(dueq.TimeoutError_):
+        via(proxy, server, queue).enqueue(
+            {"v": 2}, key="order:9", delay_ms=60_000, on_conflict="replace"
+        )
+    assert posts(proxy) == 1
+    assert [t.payload for t in queue.browse().tasks] == [{"v": 2}]
+
+
 def test_a_keyed_batch_is_retried_and_a_mixed_one_is_not(
     proxy: FaultProxy, server: Server, queue: dueq.Queue
 ) -> None:

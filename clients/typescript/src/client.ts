@@ -195,7 +195,7 @@ export class Client {
   /** Takes worker `id` off the live workers list at once (`DELETE /v1/workers/{id}`, a
    * graceful stop); whether it was listed. */
   async removeWorker(id: string): Promise<boolean> {
-    return found(await this.request("DELETE", "/v1/workers/" + seg("id", id), undefined, { idempotent: true }));
+    return found(await this.request("DELETE", "/v1/workers/" + seg("id", id), undefined, { idempotent: false }));
   }
 
   /** `GET /healthz`: `{ status: "ok" }` while the server process runs. */
@@ -365,17 +365,18 @@ export class Queue {
 
   /**
    * Cancels a scheduled task: `cancelled`, `in_progress` (a worker runs it; untouched) or
-   * `not_found`. Retried by id (a retry whose first try did land answers `not_found`), not by
-   * key: meanwhile the key may name a newer task.
+   * `not_found`. Never retried: a second try would answer `not_found` for the task the first
+   * one cancelled.
    */
   async cancel(ref: TaskRef): Promise<CancelOutcome> {
-    const { path, byKey } = this.#target(ref);
-    const r = await this.client.request("DELETE", path, undefined, { idempotent: !byKey });
+    const { path } = this.#target(ref);
+    const r = await this.client.request("DELETE", path, undefined, { idempotent: false });
     if ([200, 404, 409].includes(r.status) && typeof r.body?.outcome === "string") return r.body.outcome;
     throw DueqError.fromResponse(r.status, r.body);
   }
 
-  /** Moves a scheduled task's due time. Retried by id, not by key (as `cancel`). */
+  /** Moves a scheduled task's due time. Retried by id, not by key: between two tries the key
+   * may pass to a newer task. */
   async reschedule(ref: TaskRef, due: { delay_ms: number } | { due_at_ms: number }): Promise<Rescheduled> {
     const { path, byKey } = this.#target(ref);
     const r = await this.client.request("PATCH", path, due, { idempotent: !byKey });
@@ -458,12 +459,12 @@ export class Queue {
 
   /** Schedules a dead task again, due now: `retried`, `not_found` or `conflict` (its key is live on another task). */
   async deadRetry(id: string): Promise<DeadOutcome> {
-    return deadOutcome(await this.client.request("POST", `${this.#base}/dead/${seg("id", id)}/retry`, undefined, { idempotent: true }));
+    return deadOutcome(await this.client.request("POST", `${this.#base}/dead/${seg("id", id)}/retry`, undefined, { idempotent: false }));
   }
 
   /** Deletes a dead task for good: `deleted` or `not_found`. */
   async deadDelete(id: string): Promise<DeadOutcome> {
-    return deadOutcome(await this.client.request("DELETE", `${this.#base}/dead/${seg("id", id)}`, undefined, { idempotent: true }));
+    return deadOutcome(await this.client.request("DELETE", `${this.#base}/dead/${seg("id", id)}`, undefined, { idempotent: false }));
   }
 
   /**
@@ -515,7 +516,7 @@ export class Queue {
 
   /** Deletes schedule `name` (tasks it already enqueued stay); whether it existed. */
   async deleteSchedule(name: string): Promise<boolean> {
-    return found(await this.client.request("DELETE", this.#schedule(name), undefined, { idempotent: true }));
+    return found(await this.client.request("DELETE", this.#schedule(name), undefined, { idempotent: false }));
   }
 
   /** Pauses schedule `name`: no tick fires or counts until it is resumed. Throws `NotFoundError` for an unknown schedule. */
@@ -536,11 +537,11 @@ export class Queue {
 
   /**
    * Enqueues one task per tick of a past range (at most 10 000 ticks), each due now and keyed
-   * as its tick, so a repeat adds nothing while those tasks wait. Throws `NotFoundError` for
-   * an unknown schedule.
+   * as its tick. Never retried: a tick whose task already ran would be enqueued again. Throws
+   * `NotFoundError` for an unknown schedule.
    */
   async backfillSchedule(name: string, range: BackfillRange): Promise<Backfilled> {
-    return this.client.call("POST", `${this.#schedule(name)}/backfill`, range, { idempotent: true });
+    return this.client.call("POST", `${this.#schedule(name)}/backfill`, range, { idempotent: false });
   }
 
   /** The queue's settings (`null` fields: the default). */
@@ -566,7 +567,7 @@ export class Queue {
 
   /** Removes the queue's webhook; whether it had one. */
   async deleteWebhook(): Promise<boolean> {
-    return found(await this.client.request("DELETE", `${this.#base}/webhook`, undefined, { idempotent: true }));
+    return found(await this.client.request("DELETE", `${this.#base}/webhook`, undefined, { idempotent: false }));
   }
 
   /**

@@ -120,7 +120,7 @@ test("retries stop after `retries` more tries; the last failure is thrown", asyn
   }
 });
 
-test("claim, ack, nack and trigger are never retried", async () => {
+test("claim, ack, nack, trigger, backfill and cancel are never retried", async () => {
   const q = direct.queue(fresh());
   await q.enqueueBatch([{ payload: 1 }, { payload: 2 }]);
   await q.setSchedule("s", { every_ms: 60_000 });
@@ -132,10 +132,15 @@ test("claim, ack, nack and trigger are never retried", async () => {
     await assert.rejects(pq.ack(t), (e) => e instanceof ConnectionFailedError);
     await assert.rejects(pq.nack(t), (e) => e instanceof ConnectionFailedError);
     await assert.rejects(pq.triggerSchedule("s"), (e) => e instanceof ConnectionFailedError);
-    assert.equal(p.seen.length, 4);
+    await assert.rejects(
+      pq.backfillSchedule("s", { from_ms: 0, to_ms: 120_000 }),
+      (e) => e instanceof ConnectionFailedError,
+    );
+    await assert.rejects(pq.cancel({ id: t.id }), (e) => e instanceof ConnectionFailedError);
+    assert.equal(p.seen.length, 6);
     // extend is: a repeat sets the same deadline again
     await assert.rejects(pq.extend(t, 60_000), (e) => e instanceof ConnectionFailedError);
-    assert.equal(p.seen.length, 7);
+    assert.equal(p.seen.length, 9);
   } finally {
     p.close();
   }

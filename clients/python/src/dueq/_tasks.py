@@ -63,7 +63,7 @@ class TaskOps(QueueBase):
             expires_at_ms,
             debounce_max_ms,
         )
-        r = self._call("POST", "/tasks", spec.to_json(), retry=key is not None)
+        r = self._call("POST", "/tasks", spec.to_json(), retry=_repeatable(spec.to_json()))
         return Enqueued.from_json(r)
 
     def enqueue_batch(
@@ -73,10 +73,10 @@ class TaskOps(QueueBase):
         the same fields each); one result per task, in order: :class:`Enqueued`, or a
         :class:`DueqError` value (``in_progress``) for a task refused alone. A bad task
         raises ``invalid_input`` and nothing is written. Retried only when every task has a
-        ``key``."""
+        ``key`` and keeps an existing task under it (``on_conflict`` ``keep``)."""
         body = [t.to_json() if isinstance(t, TaskSpec) else dict(t) for t in tasks]
-        keyed = bool(body) and all(t.get("key") is not None for t in body)
-        r = self._call("POST", "/tasks/batch", {"tasks": body}, retry=keyed)
+        repeatable = bool(body) and all(_repeatable(t) for t in body)
+        r = self._call("POST", "/tasks/batch", {"tasks": body}, retry=repeatable)
         out: List[Union[Enqueued, DueqError]] = []
         for item in r["results"]:
             if "error" in item:
@@ -117,14 +117,15 @@ class TaskOps(QueueBase):
         delay_ms: Optional[int] = None,
         due_at_ms: Optional[int] = None,
     ) -> Rescheduled:
-        """Moves a scheduled task's due time (give ``delay_ms`` or ``due_at_ms``). Retried:
-        a second try sets the same due time (with ``delay_ms``, counted from the retry)."""
+        """Moves a scheduled task's due time (give ``delay_ms`` or ``due_at_ms``). Retried by
+        id: a second try sets the same due time (with ``delay_ms``, counted from the retry).
+        Not retried by key: between the tries the key may pass to a newer task."""
         body: Dict[str, Any] = {}
         if delay_ms is not None:
             body["delay_ms"] = delay_ms
         if due_at_ms is not None:
             body["due_at_ms"] = due_at_ms
-        status, r = self._request("PATCH", self._target(id, key), body, retry=True)
+        status, r = self._request("PATCH", self._target(id, key), body, retry=id is not None)
         if status == 200:
             return Rescheduled(RescheduleOutcome.RESCHEDULED, r["due_at_ms"])
         code = code_of(r)
@@ -145,3 +146,9 @@ class TaskOps(QueueBase):
             query["after"] = after
         r = self._call("GET", "/tasks?" + urllib.parse.urlencode(query), retry=True)
         return TaskPage([Task.from_json(t) for t in r["tasks"]], r.get("next"))
+
+
+def _repeatable(task: Mapping[str, Any]) -> bool:
+    """Whether sending this enqueue twice makes one task: it has a key, and a second try
+    keeps the task the first one made (``replace`` and ``debounce`` would change it)."""
+    return task.get("key") is not None and task.get("on_conflict", "keep") in (None, "keep")
