@@ -84,7 +84,7 @@ fn http_client() -> reqwest::Result<reqwest::Client> {
 fn same_target(a: &Webhook, b: &Webhook) -> bool {
     a.url == b.url
         && a.secret == b.secret
-        && a.previous_secret == b.previous_secret
+        && a.previous_secrets == b.previous_secrets
         && a.concurrency == b.concurrency
         && a.timeout_ms == b.timeout_ms
 }

@@ -24,6 +24,10 @@ pub const MIN_WEBHOOK_SECRET_BYTES: usize = 24;
 pub const MAX_WEBHOOK_SECRET_BYTES: usize = 64;
 /// How long deliveries stay signed with a replaced secret as well as the new one, ms (24 h).
 pub const WEBHOOK_ROTATION_MS: u64 = 86_400_000;
+/// Most replaced secrets that sign at once: each change within [`WEBHOOK_ROTATION_MS`] keeps
+/// the secret it replaced, up to this many (the oldest goes first), so a delivery carries at
+/// most this many signatures beside the current one.
+pub const MAX_PREVIOUS_WEBHOOK_SECRETS: usize = 8;
 /// Most deliveries in flight per queue and server.
 pub const MAX_WEBHOOK_CONCURRENCY: u32 = 1000;
 /// Longest time a delivery may take, ms (5 minutes).
@@ -159,9 +163,11 @@ pub struct Webhook {
     pub url: String,
     /// Signing secret (`whsec_` and the key in base64). Its `Debug` output is redacted.
     pub secret: String,
-    /// The secret the last change replaced and until when (epoch ms, Redis clock) deliveries
-    /// are signed with it too. Its `Debug` output is redacted.
-    pub previous_secret: Option<(String, u64)>,
+    /// The secrets that changes replaced within the last [`WEBHOOK_ROTATION_MS`], newest
+    /// first (at most [`MAX_PREVIOUS_WEBHOOK_SECRETS`]), each with the end of its window
+    /// (epoch ms, Redis clock): deliveries are signed with them too until then. Their `Debug`
+    /// output is redacted.
+    pub previous_secrets: Vec<(String, u64)>,
     /// Most deliveries in flight per server process.
     pub concurrency: u32,
     /// Time limit of one delivery, ms.
@@ -179,16 +185,17 @@ impl Webhook {
         crate::redact_url(&self.url)
     }
 
-    /// The keys a delivery at `now_ms` (Redis clock) is signed with: the secret's, then the
-    /// replaced secret's while its rotation lasts.
+    /// The keys a delivery at `now_ms` (Redis clock) is signed with: the secret's, then each
+    /// replaced secret's while its window lasts, newest first.
     pub fn signing_keys(&self, now_ms: u64) -> Vec<Vec<u8>> {
-        let mut keys = vec![signing_key(&self.secret)];
-        if let Some((old, until)) = &self.previous_secret
-            && now_ms < *until
-        {
-            keys.push(signing_key(old));
-        }
-        keys
+        let replaced = self
+            .previous_secrets
+            .iter()
+            .filter(|(_, until)| now_ms < *until)
+            .map(|(old, _)| signing_key(old));
+        std::iter::once(signing_key(&self.secret))
+            .chain(replaced)
+            .collect()
     }
 }
 
@@ -208,11 +215,12 @@ impl fmt::Debug for Webhook {
             .field("url", &self.url)
             .field("secret", &"<redacted>")
             .field(
-                "previous_secret",
+                "previous_secrets",
                 &self
-                    .previous_secret
-                    .as_ref()
-                    .map(|(_, until)| ("<redacted>", until)),
+                    .previous_secrets
+                    .iter()
+                    .map(|(_, until)| ("<redacted>", until))
+                    .collect::<Vec<_>>(),
             )
             .field("concurrency", &self.concurrency)
             .field("timeout_ms", &self.timeout_ms)
@@ -269,6 +277,7 @@ impl Queue {
                 concurrency: config.concurrency,
                 timeout_ms: config.timeout_ms,
                 rotation_ms: WEBHOOK_ROTATION_MS,
+                max_previous: MAX_PREVIOUS_WEBHOOK_SECRETS,
             },
         )
         .await?;
@@ -283,7 +292,7 @@ impl Queue {
                 timeout_ms: config.timeout_ms,
                 updated_at_ms: r.now_ms,
                 last_error: None,
-                previous_secret: r.previous_secret,
+                previous_secrets: r.previous_secrets,
             },
         })
     }
@@ -303,7 +312,7 @@ impl Queue {
             timeout_ms: s.timeout_ms,
             updated_at_ms: s.updated_at_ms,
             last_error: s.last_error,
-            previous_secret: s.previous_secret,
+            previous_secrets: s.previous_secrets,
         }))
     }
 
@@ -407,13 +416,13 @@ mod tests {
             timeout_ms: 1,
             updated_at_ms: 0,
             last_error: None,
-            previous_secret: Some(("oldsupersecret".into(), 5)),
+            previous_secrets: vec![("oldsupersecret".into(), 5)],
         };
         assert!(!format!("{w:?}").contains("supersecret"));
     }
 
     #[test]
-    fn a_replaced_secret_signs_until_its_rotation_ends() {
+    fn each_replaced_secret_signs_until_its_own_window_ends() {
         let w = Webhook {
             queue: "q".into(),
             url: "http://h/".into(),
@@ -422,14 +431,19 @@ mod tests {
             timeout_ms: 1,
             updated_at_ms: 0,
             last_error: None,
-            previous_secret: Some(("an older plain secret".into(), 1_000)),
+            previous_secrets: vec![
+                ("a newer plain secret".into(), 2_000),
+                ("an older plain secret".into(), 1_000),
+            ],
         };
         let new = b"0123456789abcdef01234567".to_vec();
-        assert_eq!(
-            w.signing_keys(999),
-            vec![new.clone(), b"an older plain secret".to_vec()]
+        let (newer, older) = (
+            b"a newer plain secret".to_vec(),
+            b"an older plain secret".to_vec(),
         );
-        assert_eq!(w.signing_keys(1_000), vec![new]);
+        assert_eq!(w.signing_keys(999), vec![new.clone(), newer.clone(), older]);
+        assert_eq!(w.signing_keys(1_000), vec![new.clone(), newer]);
+        assert_eq!(w.signing_keys(2_000), vec![new]);
     }
 
     #[test]

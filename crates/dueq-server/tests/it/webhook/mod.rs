@@ -242,9 +242,13 @@ async fn a_new_secret_signs_beside_the_replaced_one() {
         .await
         .unwrap()
         .unwrap();
-    let (old, until) = w.previous_secret.expect("the replaced secret is kept");
-    assert_eq!(old, SECRET);
-    assert_eq!(until, w.updated_at_ms + dueq::WEBHOOK_ROTATION_MS);
+    assert_eq!(
+        w.previous_secrets,
+        vec![(
+            SECRET.to_owned(),
+            w.updated_at_ms + dueq::WEBHOOK_ROTATION_MS
+        )]
+    );
     s.shutdown().await;
 }
 

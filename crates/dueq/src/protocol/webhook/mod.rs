@@ -24,8 +24,9 @@ pub(crate) struct Stored {
     pub updated_at_ms: u64,
     /// The last failed delivery's error and when (since the webhook was last set).
     pub last_error: Option<(String, u64)>,
-    /// The secret the last rotation replaced, and until when (epoch ms) it still signs.
-    pub previous_secret: Option<(String, u64)>,
+    /// The replaced secrets that may still sign, newest first, each with the end of its
+    /// window (epoch ms).
+    pub previous_secrets: Vec<(String, u64)>,
 }
 
 /// What `webhook_set` did.
@@ -33,12 +34,14 @@ pub(crate) struct SetReply {
     pub now_ms: u64,
     pub secret: String,
     pub existed: bool,
-    /// The replaced secret that still signs, and until when (epoch ms).
-    pub previous_secret: Option<(String, u64)>,
+    /// The replaced secrets that still sign, newest first, each with the end of its window
+    /// (epoch ms).
+    pub previous_secrets: Vec<(String, u64)>,
 }
 
 /// A webhook to store: `secret` empty keeps the stored secret, or uses `new_secret` when
-/// there is none; a replaced secret keeps signing for `rotation_ms`.
+/// there is none; a replaced secret keeps signing for `rotation_ms`, beside at most
+/// `max_previous - 1` others replaced before it.
 pub(crate) struct SetArgs<'a> {
     pub url: &'a str,
     pub secret: &'a str,
@@ -46,6 +49,7 @@ pub(crate) struct SetArgs<'a> {
     pub concurrency: u32,
     pub timeout_ms: u64,
     pub rotation_ms: u64,
+    pub max_previous: usize,
 }
 
 /// Stores a validated webhook.
@@ -61,18 +65,17 @@ pub(crate) async fn set(conn: &mut Conn, k: &QueueKeys, w: &SetArgs<'_>) -> Resu
         .s(w.new_secret)
         .n(w.concurrency)
         .n(w.timeout_ms)
-        .n(w.rotation_ms);
+        .n(w.rotation_ms)
+        .n(w.max_previous);
     let mut r = run(conn, &scripts::WEBHOOK_SET, k, a.take()).await?;
     let (now_ms, secret, existed) = (r.u64()?, r.string()?, r.i64()? == 1);
-    let (prev, until) = (r.string()?, r.i64()?);
+    let previous_secrets = previous_secrets(&r.string()?)
+        .map_err(|e| Error::protocol(format!("{}: previous_secrets: {e}", k.webhook)))?;
     Ok(SetReply {
         now_ms,
         secret,
         existed,
-        previous_secret: u64::try_from(until)
-            .ok()
-            .filter(|_| !prev.is_empty())
-            .map(|u| (prev, u)),
+        previous_secrets,
     })
 }
 
@@ -115,13 +118,20 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys) -> Result<Option<Stored>
         (Some(text), Some(at)) => Some((text, num("last_error_at_ms", &at)?)),
         _ => None,
     };
-    let previous_secret = match (h.remove("previous_secret"), h.remove("previous_until_ms")) {
-        (Some(secret), Some(until)) => Some((secret, num("previous_until_ms", &until)?)),
-        _ => None,
+    let mut previous_secrets = match h.remove("previous_secrets") {
+        Some(json) => previous_secrets(&json)
+            .map_err(|e| Error::protocol(format!("{}: previous_secrets: {e}", k.webhook)))?,
+        None => Vec::new(),
     };
+    // earlier versions kept one replaced secret in two fields (moved by the next set)
+    if let (Some(secret), Some(until)) =
+        (h.remove("previous_secret"), h.remove("previous_until_ms"))
+    {
+        previous_secrets.push((secret, num("previous_until_ms", &until)?));
+    }
     Ok(Some(Stored {
         last_error,
-        previous_secret,
+        previous_secrets,
         url,
         secret,
         concurrency: u32::try_from(num("concurrency", &concurrency)?)
@@ -129,6 +139,18 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys) -> Result<Option<Stored>
         timeout_ms: num("timeout_ms", &timeout_ms)?,
         updated_at_ms: num("updated_at_ms", &updated_at_ms)?,
     }))
+}
+
+/// The stored list of replaced secrets: `[[secret, until_ms], ...]`, `until_ms` a decimal
+/// string (Lua numbers would lose digits in JSON).
+fn previous_secrets(json: &str) -> std::result::Result<Vec<(String, u64)>, String> {
+    let list: Vec<(String, String)> = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    list.into_iter()
+        .map(|(secret, until)| match until.parse() {
+            Ok(u) => Ok((secret, u)),
+            Err(_) => Err(format!("{until:?} is not a number")),
+        })
+        .collect()
 }
 
 /// Notes a failed delivery's error on the webhook (when the queue still has one).
