@@ -231,6 +231,10 @@ fn leases(field: &str, items: &[LeaseItem]) -> ApiResult<Vec<(TaskId, LeaseToken
 }
 
 /// Acknowledge up to 1000 claimed tasks in one call.
+///
+/// Each item names a task and the lease token its claim returned. The answer has one outcome per
+/// item, in order: `acked`, or `lease_lost` when the lease ran out and the task may run again
+/// elsewhere. One bad item fails the whole call with a 400 and nothing is written.
 #[utoipa::path(post, path = "/v1/queues/{queue}/acks", tag = "claim", operation_id = "ack_batch",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = AcksRequest,
@@ -270,7 +274,11 @@ pub async fn acks(
     Ok(Json(AcksResponse { results }))
 }
 
-/// Fail the current attempt of up to 1000 claimed tasks in one call.
+/// Fail the current attempt of up to 1000 claimed tasks.
+///
+/// The batch form of `nack`: each item is retried after its backoff (or `retry_in_ms`), or dead-
+/// lettered when it is `permanent` or out of attempts. The answer has one outcome per item, in
+/// order.
 #[utoipa::path(post, path = "/v1/queues/{queue}/nacks", tag = "claim", operation_id = "nack_batch",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = NacksRequest,
@@ -342,8 +350,11 @@ pub async fn nacks(
     Ok(Json(NacksResponse { results }))
 }
 
-/// Hand up to 1000 leases back unfinished: each task is due again at once (its old due time)
-/// and the attempt is not counted. For a worker that stops before running what it claimed.
+/// Hand up to 1000 leases back unfinished.
+///
+/// Each task is due again at once, at its old due time, and the attempt is not counted. A worker
+/// calls this when it stops before running what it claimed, so the tasks need not wait for their
+/// leases to run out.
 #[utoipa::path(post, path = "/v1/queues/{queue}/releases", tag = "claim", operation_id = "release_batch",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = ReleasesRequest,

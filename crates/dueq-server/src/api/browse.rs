@@ -64,7 +64,10 @@ pub struct TaskPageResponse {
     pub next: Option<String>,
 }
 
-/// Browse scheduled (due order) or active (lease-deadline order) tasks, paged by cursor.
+/// Browse scheduled or active tasks, paged by cursor.
+///
+/// Scheduled tasks come in due-time order, active ones in lease-deadline order. Pass the answer's
+/// `next` as `after` for the next page; pages stay consistent while tasks come and go.
 #[utoipa::path(get, path = "/v1/queues/{queue}/tasks", tag = "tasks", operation_id = "browse_tasks",
     params(("queue" = String, Path, description = "Queue name"), BrowseQuery),
     responses(

@@ -185,6 +185,11 @@ pub struct ExtendResponse {
 }
 
 /// Claim due tasks, waiting up to `wait_ms` for the first one.
+///
+/// Returns up to `max` due tasks, highest priority first, then by due time, each with a lease token
+/// and a lease deadline. A task never comes out before its due time. Finish each with `ack` or
+/// `nack` before the lease runs out, or `extend` it; a lease that runs out makes the task due again
+/// (at-least-once delivery).
 #[utoipa::path(post, path = "/v1/queues/{queue}/claim", tag = "claim",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = ClaimRequest,
@@ -248,6 +253,9 @@ fn lease_lost() -> ApiError {
 }
 
 /// Acknowledge (complete) a claimed task.
+///
+/// The task succeeded and will not run again. `lease_lost` (409) means the lease ran out or was
+/// taken over, so the task may already run elsewhere: handlers must be idempotent.
 #[utoipa::path(post, path = "/v1/queues/{queue}/tasks/{id}/ack", tag = "claim",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     request_body = AckRequest,
@@ -276,7 +284,11 @@ pub async fn ack(
     }
 }
 
-/// Fail the current attempt: retry later (backoff or `retry_in_ms`) or dead-letter.
+/// Fail the current attempt of a claimed task.
+///
+/// The task is retried after the queue's backoff with jitter, or after `retry_in_ms`. It goes to
+/// the dead-letter queue when `permanent` is set or its attempts are used up. The `error` text is
+/// kept on the task.
 #[utoipa::path(post, path = "/v1/queues/{queue}/tasks/{id}/nack", tag = "claim",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     request_body = NackRequest,
@@ -319,6 +331,9 @@ pub async fn nack(
 }
 
 /// Extend a lease to `lease_ms` from now.
+///
+/// A long-running handler calls this before its lease runs out. The answer gives the new deadline;
+/// `lease_lost` (409) means the lease already ran out and the task may run elsewhere.
 #[utoipa::path(post, path = "/v1/queues/{queue}/tasks/{id}/extend", tag = "claim",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     request_body = ExtendRequest,

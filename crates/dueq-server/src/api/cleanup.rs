@@ -99,7 +99,12 @@ fn budget() -> Duration {
     Duration::from_millis(BULK_BUDGET_MS)
 }
 
-/// Retry every dead task the filter matches (due now, or spread over `spread_ms`).
+/// Retry every dead task the filter matches.
+///
+/// Filters are AND-ed; none matches every dead task. Retried tasks are due now, or spread evenly
+/// over `spread_ms` so a large retry does not stampede the workers. Each Redis call does bounded
+/// work: while the answer has a `cursor`, send the same filters with it to go on. `dry_run` counts
+/// without changing anything.
 #[utoipa::path(post, path = "/v1/queues/{queue}/dead/retry", tag = "dead", operation_id = "retry_dead_matching",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = DeadBulkRequest,
@@ -122,6 +127,10 @@ pub async fn retry_matching(
 }
 
 /// Delete every dead task the filter matches, for good.
+///
+/// Filters are AND-ed; none matches every dead task. Each Redis call does bounded work: while the
+/// answer has a `cursor`, send the same filters with it to go on. `dry_run` counts without
+/// deleting.
 #[utoipa::path(post, path = "/v1/queues/{queue}/dead/delete", tag = "dead", operation_id = "delete_dead_matching",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = DeadBulkRequest,
@@ -177,7 +186,10 @@ pub struct PurgeResponse {
     pub left: u64,
 }
 
-/// Drop every task of one state: `scheduled` (as cancels), `dead` or `succeeded`.
+/// Drop every task of one state.
+///
+/// `scheduled` tasks are dropped as cancels (active ones keep running), `dead` tasks are deleted,
+/// and kept `succeeded` tasks are forgotten. The answer counts what was dropped and what is left.
 #[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues", operation_id = "purge_queue",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = PurgeRequest,
@@ -227,7 +239,10 @@ pub struct DeleteQueueResponse {
     pub deleted: bool,
 }
 
-/// Delete a queue: its tasks in every state, settings, counters, schedules and webhook.
+/// Delete a queue.
+///
+/// Removes its tasks in every state, its settings, counters, schedules and webhook. While any task
+/// is scheduled or active the answer is 409 `not_empty`, unless `force=true`.
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues", operation_id = "delete_queue",
     params(("queue" = String, Path, description = "Queue name"), DeleteQuery),
     responses(

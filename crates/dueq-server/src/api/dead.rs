@@ -83,6 +83,9 @@ impl From<DeadPage> for DeadListResponse {
 }
 
 /// List dead tasks, newest first.
+///
+/// One page at a time, by `offset` and `limit`. Each dead task shows its key, attempts, last error
+/// and when it died.
 #[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "dead", operation_id = "list_dead",
     params(("queue" = String, Path, description = "Queue name"), DeadQuery),
     responses(
@@ -103,7 +106,10 @@ pub async fn list(
     Ok(Json(p.into()))
 }
 
-/// Schedule a dead task again, due now, attempts counted afresh.
+/// Schedule a dead task again, due now.
+///
+/// Its attempts are counted afresh. `conflict` (409) means its key belongs to a live task again, so
+/// the retry would make a second one.
 #[utoipa::path(post, path = "/v1/queues/{queue}/dead/{id}/retry", tag = "dead", operation_id = "retry_dead",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     responses(
@@ -134,6 +140,8 @@ pub async fn retry(
 }
 
 /// Delete a dead task for good.
+///
+/// Answers `deleted`, or `not_found` (404) when no dead task has that id.
 #[utoipa::path(delete, path = "/v1/queues/{queue}/dead/{id}", tag = "dead", operation_id = "delete_dead",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     responses(

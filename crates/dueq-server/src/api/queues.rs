@@ -92,8 +92,11 @@ pub struct PauseResponse {
     pub paused: bool,
 }
 
-/// Statistics of the queues that have had a task (or a setting), one page at a time,
-/// sorted by name: only the page's queues are read.
+/// Statistics of the queues, one page at a time, sorted by name.
+///
+/// Lists every queue that has had a task or a setting. Only the page's queues are read, so a page
+/// costs the same with ten queues or ten thousand. Pass the answer's `next` as `after` for the next
+/// page.
 #[utoipa::path(get, path = "/v1/queues", tag = "queues", operation_id = "list_queues",
     params(PageQuery),
     responses(
@@ -135,6 +138,9 @@ pub(crate) async fn stats_page(
 }
 
 /// Statistics of one queue.
+///
+/// Counts by state, the next due time, the age of the oldest due task, whether the queue is paused
+/// and whether it is behind its alert thresholds. 404 when the queue has never had a task.
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues", operation_id = "get_queue",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
@@ -163,7 +169,10 @@ pub async fn get(
     Ok(Json(s.into()))
 }
 
-/// Stop handing out tasks of this queue (enqueue, cancel and the rest still work).
+/// Pause a queue.
+///
+/// Claims and push deliveries hand out nothing until it is resumed. Enqueue, cancel, reschedule and
+/// the rest still work, and tasks in flight finish.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues", operation_id = "pause_queue",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
@@ -184,7 +193,9 @@ pub async fn pause(
     }))
 }
 
-/// Hand out tasks again after a pause.
+/// Resume a paused queue.
+///
+/// Claims and push deliveries hand out its due tasks again, overdue ones first.
 #[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "queues", operation_id = "resume_queue",
     params(("queue" = String, Path, description = "Queue name")),
     responses(

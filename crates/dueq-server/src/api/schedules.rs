@@ -237,9 +237,12 @@ async fn read(st: &AppState, queue: &str, name: &str) -> ApiResult<ScheduleRespo
     }
 }
 
-/// Create or replace a schedule by name. The same definition again changes nothing (200,
-/// `unchanged`); a replace that keeps `cron` / `every_ms` / `tz` keeps the next fire time.
-#[utoipa::path(put, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+/// Create or replace a schedule by name.
+///
+/// A schedule enqueues its task on a cron expression in a time zone or every `every_ms`. The same
+/// definition again changes nothing (200, `unchanged`); a replace that keeps `cron`, `every_ms` and
+/// `tz` keeps the next fire time. Answers 201 when it created the schedule.
+#[utoipa::path(put, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules", operation_id = "set_schedule",
     params(("queue" = String, Path, description = "Queue name"),
         ("name" = String, Path, description = "Schedule name, [A-Za-z0-9_.-]{1,128}")),
     request_body = ScheduleRequest,
@@ -270,7 +273,10 @@ pub async fn set(
 }
 
 /// One schedule with its next fire times.
-#[utoipa::path(get, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+///
+/// Shows the definition, whether it is paused, when it fired last, how many ticks it skipped, and
+/// the next few fire times.
+#[utoipa::path(get, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules", operation_id = "get_schedule",
     params(("queue" = String, Path, description = "Queue name"),
         ("name" = String, Path, description = "Schedule name")),
     responses(
@@ -287,8 +293,10 @@ pub async fn get(
     Ok(Json(read(&st, &queue, &name).await?))
 }
 
-/// Delete a schedule (tasks it already enqueued stay).
-#[utoipa::path(delete, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules",
+/// Delete a schedule.
+///
+/// No tick fires after this. Tasks it already enqueued stay and run.
+#[utoipa::path(delete, path = "/v1/queues/{queue}/schedules/{name}", tag = "schedules", operation_id = "delete_schedule",
     params(("queue" = String, Path, description = "Queue name"),
         ("name" = String, Path, description = "Schedule name")),
     responses(
@@ -313,8 +321,10 @@ pub async fn delete(
     }
 }
 
-/// Pause a schedule: no tick fires or counts until it is resumed.
-#[utoipa::path(post, path = "/v1/queues/{queue}/schedules/{name}/pause", tag = "schedules",
+/// Pause a schedule.
+///
+/// No tick fires or counts as skipped until it is resumed.
+#[utoipa::path(post, path = "/v1/queues/{queue}/schedules/{name}/pause", tag = "schedules", operation_id = "pause_schedule",
     params(("queue" = String, Path, description = "Queue name"),
         ("name" = String, Path, description = "Schedule name")),
     responses(
@@ -335,8 +345,10 @@ pub async fn pause(
     Ok(Json(read(&st, &queue, &name).await?))
 }
 
-/// Resume a schedule at its first tick after now (ticks during the pause are not fired).
-#[utoipa::path(post, path = "/v1/queues/{queue}/schedules/{name}/resume", tag = "schedules",
+/// Resume a paused schedule.
+///
+/// It fires again from its first tick after now; ticks during the pause are not fired.
+#[utoipa::path(post, path = "/v1/queues/{queue}/schedules/{name}/resume", tag = "schedules", operation_id = "resume_schedule",
     params(("queue" = String, Path, description = "Queue name"),
         ("name" = String, Path, description = "Schedule name")),
     responses(
@@ -357,8 +369,10 @@ pub async fn resume(
     Ok(Json(read(&st, &queue, &name).await?))
 }
 
-/// A queue's schedules, one page at a time, sorted by name.
-#[utoipa::path(get, path = "/v1/queues/{queue}/schedules", tag = "schedules",
+/// List a queue's schedules, one page at a time.
+///
+/// Sorted by name. Pass the answer's `next` as `after` for the next page.
+#[utoipa::path(get, path = "/v1/queues/{queue}/schedules", tag = "schedules", operation_id = "list_schedules",
     params(("queue" = String, Path, description = "Queue name"), PageQuery),
     responses(
         (status = 200, description = "One page of schedules", body = ScheduleList),
@@ -415,7 +429,10 @@ pub struct TriggerResponse {
     pub due_at_ms: u64,
 }
 
-/// Run a schedule's task once now, without moving its grid.
+/// Run a schedule's task once now.
+///
+/// Enqueues the task under the key `schedule:{name}:manual:{ms}`, due now. The schedule's next fire
+/// time does not move.
 #[utoipa::path(post, path = "/v1/queues/{queue}/schedules/{name}/trigger", tag = "schedules", operation_id = "trigger_schedule",
     params(("queue" = String, Path, description = "Queue name"),
         ("name" = String, Path, description = "Schedule name")),
@@ -469,11 +486,12 @@ pub struct BackfillResponse {
     pub existing: u64,
 }
 
-/// Enqueue one task per tick of a past range (at most 10 000 ticks), each due now and keyed
-/// as its tick (`schedule:{name}:{tick_ms}`): a tick whose task is still live keeps it, so
-/// running it twice adds nothing while those tasks wait. dueq cannot tell a tick whose task
-/// ran and finished from one that never fired: backfill a range where the schedule did not
-/// run.
+/// Enqueue the ticks of a past range that never fired.
+///
+/// One task per tick of the range (at most 10 000 ticks), each due now and keyed as its tick
+/// (`schedule:{name}:{tick_ms}`). A tick whose task is still live keeps it, so running it twice
+/// adds nothing while those tasks wait. dueq cannot tell a tick whose task ran and finished from
+/// one that never fired: backfill a range where the schedule did not run.
 #[utoipa::path(post, path = "/v1/queues/{queue}/schedules/{name}/backfill", tag = "schedules", operation_id = "backfill_schedule",
     params(("queue" = String, Path, description = "Queue name"),
         ("name" = String, Path, description = "Schedule name")),

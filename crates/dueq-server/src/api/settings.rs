@@ -100,6 +100,9 @@ pub enum OnExpireBody {
 }
 
 /// The queue's settings.
+///
+/// Retry policy, dead-letter cap, rate and concurrency limits, expiry policy, alert thresholds and
+/// partitions. A field that was never set shows its default.
 #[utoipa::path(get, path = "/v1/queues/{queue}/settings", tag = "queues",
     operation_id = "get_settings",
     params(("queue" = String, Path, description = "Queue name")),
@@ -116,9 +119,11 @@ pub async fn get(
     Ok(Json(st.queue(&queue)?.settings().await?))
 }
 
-/// Change some settings; the answer is the settings after the change. Nonsense (a zero
-/// window, a negative or absurd number, an unknown field) is a 400 naming the field, and
-/// writes nothing.
+/// Change some of the queue's settings.
+///
+/// Only the fields given change; `null` resets one to its default. The answer is the settings after
+/// the change. Nonsense (a zero window, a negative or absurd number, an unknown field) is a 400
+/// naming the field, and writes nothing.
 #[utoipa::path(patch, path = "/v1/queues/{queue}/settings", tag = "queues",
     operation_id = "update_settings",
     params(("queue" = String, Path, description = "Queue name")),

@@ -45,7 +45,9 @@ pub struct Ready {
     pub error: Option<String>,
 }
 
-/// Liveness: the process answers (no Redis call).
+/// Liveness: the process answers.
+///
+/// Makes no Redis call, so it stays 200 while Redis is down; use `/readyz` for that.
 #[utoipa::path(get, path = "/healthz", tag = "system",
     responses((status = 200, description = "Alive", body = Health)))]
 pub async fn healthz() -> Json<Health> {
@@ -54,10 +56,12 @@ pub async fn healthz() -> Json<Health> {
     })
 }
 
-/// Readiness: 200 when Redis answers, the scripts load and eviction is off, and every extra
-/// check passes; else 503. Reads no queue (its cost does not grow with the number of
-/// queues): a queue behind its alert threshold does not make the server unready, and shows
-/// as `behind` in the queue's stats and `dueq_queue_behind` on `/metrics`.
+/// Readiness: whether this server can serve.
+///
+/// 200 when Redis answers, the scripts load, eviction is off and every extra check passes; else 503
+/// with the reasons. Reads no queue, so its cost does not grow with the number of queues: a queue
+/// behind its alert threshold does not make the server unready, and shows as `behind` in the
+/// queue's stats and `dueq_queue_behind` on `/metrics`.
 #[utoipa::path(get, path = "/readyz", tag = "system",
     responses(
         (status = 200, description = "Ready", body = Ready),
@@ -127,7 +131,10 @@ async fn run_checks(st: &AppState) -> Vec<(String, Result<(), String>)> {
     .await
 }
 
-/// Prometheus metrics (text format 0.0.4). Open unless the server protects it.
+/// Prometheus metrics.
+///
+/// Text format 0.0.4: task counts by state, throughput, lateness, leases, limits, schedules,
+/// workers, Redis and HTTP. Open unless the server is started with `--metrics-auth`.
 #[utoipa::path(get, path = "/metrics", tag = "system",
     responses(
         (status = 200, description = "Prometheus text", body = String, content_type = "text/plain"),
@@ -150,6 +157,9 @@ pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> ApiResul
 }
 
 /// This API's OpenAPI 3.1 document.
+///
+/// The document this page comes from. It is always open, so clients can be generated from a running
+/// server.
 #[utoipa::path(get, path = "/openapi.json", tag = "system",
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
 pub async fn openapi_json() -> Response {

@@ -340,6 +340,11 @@ fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
 }
 
 /// Enqueue one task.
+///
+/// The task runs at its due time (`delay_ms` from now, or `due_at_ms`), never before. With a `key`,
+/// at most one live task holds the key: `on_conflict` says whether a second enqueue keeps the first
+/// task (answers 200 with `created: false`), replaces it, or debounces it. Answers 201 with the new
+/// task's id and due time.
 #[utoipa::path(post, path = "/v1/queues/{queue}/tasks", tag = "tasks", operation_id = "enqueue",
     params(("queue" = String, Path, description = "Queue name, [A-Za-z0-9_.-]{1,128}")),
     request_body = EnqueueRequest,
@@ -368,9 +373,11 @@ pub async fn enqueue(
     Ok((status, Json(r)))
 }
 
-/// Enqueue up to 1000 tasks: one atomic call on a queue of one partition; on a queue of
-/// several, one call per partition, and a partition that failed fails its own tasks only
-/// (each answers with its error; re-send those).
+/// Enqueue up to 1000 tasks in one call.
+///
+/// One atomic call on a queue of one partition. On a queue of several, one call per partition, and
+/// a partition that failed fails its own tasks only: each answers with its error, so re-send those.
+/// The answer has one result per task, in order.
 #[utoipa::path(post, path = "/v1/queues/{queue}/tasks/batch", tag = "tasks", operation_id = "enqueue_batch",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = BatchRequest,
@@ -464,6 +471,9 @@ fn by_key(key: String) -> ApiResult<TaskRef> {
 }
 
 /// Look up a task by id.
+///
+/// Shows its state, due time, attempts, payload and last error. 404 when it is not there: finished
+/// tasks are not kept unless the queue keeps succeeded ones.
 #[utoipa::path(get, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks", operation_id = "get_task",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     responses(
@@ -480,7 +490,10 @@ pub async fn get_by_id(
     get_task(&st, &queue, by_id(id)?).await
 }
 
-/// Look up a live task by business key (URL-encoded).
+/// Look up a task by business key.
+///
+/// The key is URL-encoded in the path. Answers the live task under the key, else the newest dead
+/// one; 404 when there is neither.
 #[utoipa::path(get, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks", operation_id = "get_task_by_key",
     params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
     responses(
@@ -498,6 +511,9 @@ pub async fn get_by_key(
 }
 
 /// Cancel a scheduled task by id.
+///
+/// `cancelled`: it will never run. `in_progress` (409): a worker runs it now, and it is left alone.
+/// `not_found` (404): no such task, or it already finished.
 #[utoipa::path(delete, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks", operation_id = "cancel_task",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id"), CancelQuery),
     responses(
@@ -516,7 +532,10 @@ pub async fn cancel_by_id(
     cancel_task(&st, &queue, by_id(id)?, query).await
 }
 
-/// Cancel a scheduled task by business key (URL-encoded).
+/// Cancel a scheduled task by business key.
+///
+/// The key is URL-encoded in the path. `cancelled`: it will never run. `in_progress` (409): a
+/// worker runs it now, and it is left alone. `not_found` (404): no live task holds the key.
 #[utoipa::path(delete, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks", operation_id = "cancel_task_by_key",
     params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded"), CancelQuery),
     responses(
@@ -536,6 +555,9 @@ pub async fn cancel_by_key(
 }
 
 /// Move the due time of a scheduled task, by id.
+///
+/// Give `delay_ms` (from now) or `due_at_ms`. A task that a worker runs now cannot move (409
+/// `in_progress`).
 #[utoipa::path(patch, path = "/v1/queues/{queue}/tasks/{id}", tag = "tasks", operation_id = "reschedule_task",
     params(("queue" = String, Path, description = "Queue name"), ("id" = String, Path, description = "Task id")),
     request_body = RescheduleRequest,
@@ -555,7 +577,10 @@ pub async fn reschedule_by_id(
     reschedule_task(&st, &queue, by_id(id)?, body).await
 }
 
-/// Move the due time of a scheduled task, by business key (URL-encoded).
+/// Move the due time of a scheduled task, by business key.
+///
+/// The key is URL-encoded in the path. Give `delay_ms` (from now) or `due_at_ms`. A task that a
+/// worker runs now cannot move (409 `in_progress`).
 #[utoipa::path(patch, path = "/v1/queues/{queue}/keys/{key}", tag = "tasks", operation_id = "reschedule_task_by_key",
     params(("queue" = String, Path, description = "Queue name"), ("key" = String, Path, description = "Business key, URL-encoded")),
     request_body = RescheduleRequest,

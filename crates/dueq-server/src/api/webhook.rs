@@ -94,8 +94,12 @@ pub struct WebhookDeleted {
     pub deleted: bool,
 }
 
-/// Set (or replace) the queue's push delivery target. Every running server starts POSTing
-/// its due tasks there within about a second.
+/// Set or replace the queue's push delivery target.
+///
+/// Every running server starts POSTing the queue's due tasks there within about a second, signed by
+/// the Standard Webhooks specification. Omitting the secret keeps the current one, or generates one
+/// for a new webhook; only this answer shows it. A new secret replaces the current one, which keeps
+/// signing beside it for 24 hours.
 #[utoipa::path(put, path = "/v1/queues/{queue}/webhook", tag = "webhooks", operation_id = "set_webhook",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = WebhookRequest,
@@ -127,8 +131,10 @@ pub async fn set(
     Ok(Json(res))
 }
 
-/// The queue's push delivery target, without its secret (a password in the URL shown as
-/// `***`).
+/// The queue's push delivery target.
+///
+/// Shown without its secret, and with a password in the URL as `***`. Includes the last delivery
+/// error since the target was set.
 #[utoipa::path(get, path = "/v1/queues/{queue}/webhook", tag = "webhooks", operation_id = "get_webhook",
     params(("queue" = String, Path, description = "Queue name")),
     responses(
@@ -151,8 +157,10 @@ pub async fn get(
     }
 }
 
-/// Remove the queue's push delivery target: servers stop delivering within about a second
-/// (deliveries in flight are aborted and their tasks handed back).
+/// Remove the queue's push delivery target.
+///
+/// Servers stop delivering within about a second; deliveries in flight are aborted and their tasks
+/// handed back.
 #[utoipa::path(delete, path = "/v1/queues/{queue}/webhook", tag = "webhooks", operation_id = "delete_webhook",
     params(("queue" = String, Path, description = "Queue name")),
     responses(

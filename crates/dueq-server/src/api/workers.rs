@@ -93,9 +93,10 @@ pub struct WorkersResponse {
     pub workers: Vec<WorkerResponse>,
 }
 
-/// Live worker processes and servers: each registers with a heartbeat (every 5 s by
-/// default) and leaves the list at once when it stops, or 3 missed beats after its last one
-/// when it dies.
+/// Live worker processes and servers.
+///
+/// Each registers with a heartbeat (every 5 s by default) and leaves the list at once when it
+/// stops, or 3 missed beats after its last one when it dies.
 #[utoipa::path(get, path = "/v1/workers", tag = "workers", operation_id = "list_workers",
     params(WorkersQuery),
     responses(
@@ -150,8 +151,10 @@ pub struct BeatResponse {
     pub registered: bool,
 }
 
-/// Register a worker, or refresh its entry: call it every few seconds while it runs (the
-/// entry leaves the list `ttl_ms` after the last beat).
+/// Register a worker, or refresh its entry.
+///
+/// A worker in any language calls this every few seconds while it runs; the entry leaves the list
+/// `ttl_ms` after the last beat.
 #[utoipa::path(put, path = "/v1/workers/{id}", tag = "workers", operation_id = "beat_worker",
     params(("id" = String, Path, description = "The worker's id: printable ASCII, no spaces, 1 to 200 bytes")),
     request_body = BeatRequest,
@@ -188,7 +191,9 @@ pub struct RemovedResponse {
     pub removed: bool,
 }
 
-/// Take a worker off the list at once (a graceful stop).
+/// Take a worker off the list at once.
+///
+/// A worker calls this when it stops gracefully.
 #[utoipa::path(delete, path = "/v1/workers/{id}", tag = "workers", operation_id = "remove_worker",
     params(("id" = String, Path, description = "The worker's id")),
     responses(

@@ -121,6 +121,18 @@ fn document_is_fit_for_generators_and_validators() {
             let id = op["operationId"].as_str();
             assert!(id.is_some(), "{method} {path}: no operationId");
             ids.push(id.unwrap().to_owned());
+            // a one-line summary and a description of its own (generated clients and
+            // documentation tools show both)
+            let summary = op["summary"].as_str().unwrap_or_default();
+            let description = op["description"].as_str().unwrap_or_default();
+            assert!(
+                !summary.is_empty() && !summary.contains('\n') && summary.len() <= 80,
+                "{method} {path}: summary {summary:?}"
+            );
+            assert!(
+                !description.is_empty() && description != summary,
+                "{method} {path}: no description"
+            );
             for status in ["403", "405", "408", "500"] {
                 assert!(
                     op["responses"][status].is_object(),
@@ -148,6 +160,10 @@ fn document_is_fit_for_generators_and_validators() {
         "get_webhook",
         "delete_dead",
         "delete_webhook",
+        "list_schedules",
+        "get_schedule",
+        "set_schedule",
+        "delete_schedule",
     ] {
         assert!(ids.iter().any(|i| i == id), "no {id}");
     }
