@@ -39,7 +39,8 @@ pub struct DeadBulkRequest {
     /// It belongs to this group, 1 to 256 bytes.
     #[schema(min_length = 1, max_length = 256)]
     pub group: Option<String>,
-    /// Most tasks to act on in this request. Default: every match.
+    /// Most tasks to act on in this request, at least 1. Default: every match.
+    #[schema(minimum = 1)]
     pub limit: Option<u64>,
     /// Only count the matches; change nothing. Default false.
     pub dry_run: Option<bool>,

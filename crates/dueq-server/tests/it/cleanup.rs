@@ -65,6 +65,7 @@ async fn dead_tasks_are_counted_retried_and_deleted_by_filter() {
         (json!({"error_contains": ""}), "error_contains"),
         (json!({"cursor": "nope"}), "cursor"),
         (json!({"bogus": 1}), "bogus"),
+        (json!({"limit": 0}), "limit"),
     ] {
         let r = c.post("/v1/queues/q/dead/retry", body).await;
         assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");

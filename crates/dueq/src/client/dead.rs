@@ -310,6 +310,11 @@ impl Queue {
         budget: Duration,
     ) -> Result<DeadBulkReport> {
         run.filter.validate()?;
+        if run.limit == Some(0) {
+            return Err(Error::invalid(
+                "limit: must be at least 1 (leave it out to take every match)",
+            ));
+        }
         if run.spread_ms > MAX_SPREAD_MS {
             return Err(Error::invalid(format!(
                 "spread_ms must be at most {MAX_SPREAD_MS} (30 days)"

@@ -284,3 +284,44 @@ async fn the_dead_letter_queue_shows_the_attempts_of_every_path() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_dead_letter_list_shows_each_task_s_group_as_get_does() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("tenants");
+    q.enqueue(
+        TaskSpec::new(b"x".to_vec())
+            .key("grouped")
+            .group("merchant-7"),
+    )
+    .await
+    .unwrap();
+    let t = claim_one(&q).await;
+    q.nack(&t.id, &t.lease_token, "card declined", None, true)
+        .await
+        .unwrap();
+    kill(&q, "plain", "y").await;
+
+    let page = q.dead_list(0, 10).await.unwrap();
+    let mut groups: Vec<(String, Option<String>)> = page
+        .tasks
+        .iter()
+        .map(|d| (d.task.key.clone().unwrap(), d.task.group.clone()))
+        .collect();
+    groups.sort();
+    assert_eq!(
+        groups,
+        [
+            ("grouped".to_owned(), Some("merchant-7".to_owned())),
+            ("plain".to_owned(), None),
+        ]
+    );
+    for d in &page.tasks {
+        let got = q
+            .get(&TaskRef::id(d.task.id.as_str()).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.group, d.task.group);
+    }
+}

@@ -2,7 +2,8 @@
 -- KEYS: queue_keys, Span::Dead (keys.rs)
 -- ARGV[1] offset, ARGV[2] limit (1..1000)
 -- Returns: {now_ms, total, the queue's max_attempts, the queue's lease_ms (for records that
---   leave them 0), then per task: id, died_at_ms, record, last error ('' = none)}
+--   leave them 0), then per task: id, died_at_ms, record, last error ('' = none), group
+--   ('' = none)}
 local K = queue_keys()
 local dead, tasks = K.dead, K.tasks
 local now = now_ms()
@@ -17,6 +18,7 @@ for i = 1, #page, 2 do
     out[#out + 1] = tonumber(page[i + 1])
     out[#out + 1] = rec
     out[#out + 1] = redis.call('HGET', K.errors, page[i]) or ''
+    out[#out + 1] = redis.call('HGET', K.groups, page[i]) or ''
   end
 end
 return out

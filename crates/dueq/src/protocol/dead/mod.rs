@@ -32,6 +32,7 @@ pub(crate) async fn dead_list(
         let rec = Record::decode(raw.clone()).unwrap_or_else(|_| Record::unreadable(raw));
         let last_error = r.opt_string()?;
         let mut task = task_from(id, TaskState::Dead, rec, died_at_ms, last_error);
+        task.group = r.opt_string()?;
         // 0 in a record means "the queue's setting", as a get shows it
         if task.max_attempts == 0 {
             task.max_attempts = default_max_attempts;
