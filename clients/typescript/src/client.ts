@@ -1,4 +1,4 @@
-// `Client` and `Queue`: every call of the HTTP API (DESIGN 4.2) as a method, on `fetch`.
+// `Client` and `Queue`: every call of the HTTP API as a method, on `fetch`.
 // Expected outcomes come back as values; only failures throw `DueqError`. Idempotent calls are
 // sent again after transient failures (`retries`); the README has the table.
 

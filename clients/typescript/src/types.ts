@@ -1,4 +1,4 @@
-// What the API answers (DESIGN 4.2), as types. Field names are the API's (snake_case), so
+// What the API answers, as types. Field names are the API's (snake_case), so
 // the JSON of `examples/curl.md` and these types read the same. Times are integer ms;
 // `*_at_ms` are Unix epoch ms by the Redis server's clock.
 

@@ -64,7 +64,7 @@ pub enum LogFormat {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the HTTP API (DESIGN 4.2). Without --redis, starts and supervises its own
+    /// Serve the HTTP API. Without --redis, starts and supervises its own
     /// redis-server (AOF on) with its data in --data-dir, which the other dueq commands run
     /// from the same directory without --redis then use. SIGINT/SIGTERM stop it gracefully.
     Serve(ServeArgs),
@@ -115,7 +115,7 @@ pub enum Command {
     Work(WorkArgs),
     /// Replay the Olist order trace through a queue and check every task ran as it should.
     Replay(dueq_lab::ReplayArgs),
-    /// Measure throughput, lateness, idle cost and memory (DESIGN section 6 workloads).
+    /// Measure throughput, lateness, idle cost and memory (the benchmark workloads).
     Bench(dueq_lab::BenchArgs),
     /// PostgreSQL outbox: carry committed `dueq_outbox` rows into Redis, write outcomes back,
     /// and reconcile both sides (at start and every --reconcile-interval-ms). Migrates the

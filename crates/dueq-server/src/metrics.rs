@@ -61,7 +61,7 @@ const HTTP_BUCKETS: &[f64] = &[
 /// Most queues refreshed per scrape.
 const MAX_SCRAPED_QUEUES: usize = 1_000;
 
-/// Gauge of each schedule's next fire time (DESIGN 4.4), read from Redis at scrape time.
+/// Gauge of each schedule's next fire time, read from Redis at scrape time.
 const SCHEDULE_NEXT_FIRE: &str = "dueq_schedule_next_fire_timestamp_seconds";
 
 pub(crate) struct Metrics {

@@ -231,7 +231,7 @@ fn error_response(description: &str) -> utoipa::openapi::Response {
         .build()
 }
 
-/// Queue names (DESIGN 3), except `.` and `..` (URL dot segments). Written without
+/// Queue names, except `.` and `..` (URL dot segments). Written without
 /// lookaround, so RE2-based tools (Go's, `regex`) compile it: a name starts with a character
 /// other than `.`, or with `.` and another character, or with `..` and at least one more.
 pub const QUEUE_PATTERN: &str = r"^(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,126}|\.\.[A-Za-z0-9_.-]{1,126})$";

@@ -104,7 +104,7 @@ impl AppStateBuilder {
 
     /// Pause between two passes of the background recoverer, ms: each pass returns the
     /// expired leases of every known queue to `scheduled` (or `dead`), so a queue nobody
-    /// claims from does not keep them `active`. Default 1 000 (DESIGN 2.4: within 1 s of
+    /// claims from does not keep them `active`. Default 1 000 (within 1 s of
     /// expiry); 0 turns the recoverer off. Only [`serve`](crate::serve) runs it.
     pub fn recover_interval_ms(mut self, ms: u64) -> Self {
         self.recover_interval_ms = ms;

@@ -3,7 +3,7 @@
 
 use crate::settings::RateLimit;
 
-/// Counts and timings of one queue (DESIGN 4.2 stats).
+/// Counts and timings of one queue.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct QueueStats {
@@ -115,7 +115,7 @@ pub const RUN_TIME_BOUNDS_MS: &[f64] = &[
 ];
 
 /// A histogram counted in Redis by the scripts that hand work out and finish it, so it holds
-/// the work of every worker in every language (DESIGN 4.4).
+/// the work of every worker in every language.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Timings {

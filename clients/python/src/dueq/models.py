@@ -1,4 +1,4 @@
-"""What the API answers, as typed values (DESIGN 4.2). Times are integer ms; ``*_at_ms``
+"""What the API answers, as typed values. Times are integer ms; ``*_at_ms``
 are Unix epoch ms by the Redis server's clock."""
 
 from __future__ import annotations

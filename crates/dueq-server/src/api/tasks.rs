@@ -77,7 +77,7 @@ pub struct EnqueueRequest {
     /// never moves past the task's first enqueue + this many ms, 1 to 3153600000000.
     #[schema(minimum = 1, maximum = 3153600000000_u64)]
     pub debounce_max_ms: Option<u64>,
-    /// Durable write (DESIGN 2.14): answer only once this many replicas confirm the write
+    /// Durable write: answer only once this many replicas confirm the write
     /// (`WAIT`, up to 1 000 ms), else 503 `not_replicated` (the task was written on the
     /// primary: a re-send with its `key` returns it while it is scheduled or running, and
     /// creates a second task once it has finished). 0 to 16; default the server's setting

@@ -37,7 +37,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Durable writes (DESIGN 2.14): every enqueue, ack, nack, cancel, reschedule and
+    /// Durable writes: every enqueue, ack, nack, cancel, reschedule and
     /// dead-letter retry or delete of this client is followed by `WAIT replicas
     /// replica_timeout_ms` on the same connection, and fails with
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind) when fewer replicas confirm in time

@@ -62,7 +62,7 @@ pub const MAX_REPLICAS: u8 = 16;
 /// Default most queue wake channels one client subscribes to at once.
 pub const DEFAULT_WAKE_CHANNELS_MAX: usize = 10_000;
 
-/// Whether Redis may evict keys (DESIGN 3: anything but `noeviction` can silently delete
+/// Whether Redis may evict keys (anything but `noeviction` can silently delete
 /// queue keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -14,7 +14,7 @@ use crate::schedule::{MAX_TICKS_AHEAD, Misfire, Overlap};
 
 /// Schedules one firing step looks at and fires (in calls of at most [`FIRE_TICKS`] ticks).
 pub(crate) const FIRE_BATCH: usize = 200;
-/// Most ticks one fire script call creates (DESIGN 3: one call does bounded work): a step
+/// Most ticks one fire script call creates (one call does bounded work): a step
 /// fires the schedules it read in as many calls as that takes (schedules fire up to twelve
 /// ticks ahead, so a batch of new schedules would be 2 400 in one call).
 const FIRE_TICKS: usize = 1_000;

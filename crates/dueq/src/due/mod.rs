@@ -57,7 +57,7 @@ use crate::task::ClaimedTask;
 use clock::RedisClock;
 use partition::PartitionClaimer;
 
-/// Default and largest fallback poll, ms (DESIGN 2.6).
+/// Default and largest fallback poll, ms.
 pub const MAX_POLL_MS: u64 = 1_000;
 
 /// Longest pause after the partitions of a queue could not be read (the first call).

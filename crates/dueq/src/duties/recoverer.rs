@@ -70,7 +70,7 @@ impl LeaseRecoverer {
         }
     }
 
-    /// Pause between two passes, ms (at least 1). Default 1 000 (DESIGN 2.4: within 1 s of
+    /// Pause between two passes, ms (at least 1). Default 1 000 (within 1 s of
     /// expiry).
     pub fn interval_ms(mut self, ms: u64) -> Self {
         self.interval = Duration::from_millis(ms.max(1));

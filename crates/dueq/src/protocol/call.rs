@@ -9,7 +9,7 @@ use super::keys::{GlobalKey, QueueKeys, Span};
 use super::scripts::{self, Function};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Most tasks one script call handles (DESIGN 3: bounded work per call).
+/// Most tasks one script call handles (bounded work per call).
 pub(crate) const MAX_BATCH: usize = 1000;
 
 /// Calls operation `function` on the queue (or partition) of `k`, passing the span of its
@@ -77,7 +77,7 @@ async fn fcall(
     Reply::new(name, v)
 }
 
-/// The writes a durable connection follows with `WAIT` (DESIGN 2.14): the ones whose loss in
+/// The writes a durable connection follows with `WAIT`: the ones whose loss in
 /// a failover a caller would notice (a task that vanishes, a cancel or an ack undone). Claims,
 /// extensions and recovery are left out: losing one only hands a task out again, which
 /// at-least-once allows, and waiting there would slow every claim.

@@ -19,7 +19,7 @@ pub const MAX_MISFIRE_GRACE_MS: u64 = 86_400_000;
 /// Shortest `misfire_grace_ms`: a tick's task is handed out a few ms after its fire time,
 /// so a shorter grace would count ticks that ran on time as missed.
 pub const MIN_MISFIRE_GRACE_MS: u64 = 100;
-/// Shortest `every_ms` (DESIGN 2.17): ticks are tasks, each claimed, run and acknowledged;
+/// Shortest `every_ms`: ticks are tasks, each claimed, run and acknowledged;
 /// for work more often than once a second, run a loop in a worker.
 pub const MIN_EVERY_MS: u64 = 1_000;
 

@@ -150,7 +150,7 @@ fn next_cron(cron: &Cron, tz: &TimeZone, t_ms: u64) -> Option<u64> {
     None
 }
 
-/// The instant (epoch ms) a wall-clock time stands for under DESIGN 2.11 (module docs).
+/// The instant (epoch ms) a wall-clock time stands for under the rules of the module docs.
 fn instant_of(tz: &TimeZone, dt: DateTime) -> Option<u64> {
     let ts = match tz.to_ambiguous_timestamp(dt).offset() {
         AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(dt).ok()?,

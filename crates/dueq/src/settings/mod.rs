@@ -69,7 +69,7 @@ pub struct QueueSettings {
     /// What happens to a task whose expiry passed before it started. Default
     /// [`OnExpire::Drop`].
     pub on_expire: Option<OnExpire>,
-    /// Partitions the queue is split into, each under its own hash tag (DESIGN 3), 1 to
+    /// Partitions the queue is split into, each under its own hash tag, 1 to
     /// [`MAX_PARTITIONS`](crate::MAX_PARTITIONS). Default 1. Changed only while the queue
     /// holds no task; every limit is then split over the partitions (see
     /// docs/SCALING.md).

@@ -104,7 +104,7 @@ impl From<TaskId> for TaskRef {
     }
 }
 
-/// A lease token: proof of ownership of a claimed task (fencing, DESIGN 2.3). A token that is
+/// A lease token: proof of ownership of a claimed task (fencing). A token that is
 /// no longer current is refused by ack, nack and extend.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LeaseToken(String);

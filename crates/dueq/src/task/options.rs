@@ -24,7 +24,7 @@ pub const DEFAULT_LEASE_MS: u64 = 30_000;
 /// Longest lease dueq accepts: about 49 days (it is stored in 32 bits).
 pub const MAX_LEASE_MS: u64 = u32::MAX as u64;
 
-/// Shortest lease dueq accepts (DESIGN 2.17): a worker renews a lease when less than half of it
+/// Shortest lease dueq accepts: a worker renews a lease when less than half of it
 /// is left, so a shorter one expires under a live worker on an ordinary network or
 /// scheduling pause, and another worker runs the task at the same time.
 pub const MIN_LEASE_MS: u64 = 1_000;

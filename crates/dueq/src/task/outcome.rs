@@ -36,7 +36,7 @@ impl Enqueued {
     }
 }
 
-/// The answer to a cancel (DESIGN 2.7): exactly one of these, never a half-deleted task.
+/// The answer to a cancel: exactly one of these, never a half-deleted task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CancelOutcome {

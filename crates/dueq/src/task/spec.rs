@@ -58,7 +58,7 @@ pub enum OnConflict {
     Debounce,
 }
 
-/// When a task that has not started by then is given up (DESIGN section 1, `expires_at_ms`).
+/// When a task that has not started by then is given up (`expires_at_ms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Expiry {

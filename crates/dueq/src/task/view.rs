@@ -3,7 +3,7 @@
 
 use super::id::{LeaseToken, TaskId};
 
-/// Where a task is in its life (DESIGN section 1).
+/// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TaskState {

@@ -37,7 +37,7 @@ pub struct Claim {
     /// Version of the queue's settings (changes with every settings change).
     pub settings_version: u64,
     /// The schedule of each missed tick this claim dropped instead of handing it out: a
-    /// tick's task that had not started by its misfire deadline (DESIGN 2.16), one name per
+    /// tick's task that had not started by its misfire deadline, one name per
     /// tick.
     pub missed_ticks: Vec<String>,
 }

@@ -73,7 +73,7 @@ impl Queue {
         &self.keys
     }
 
-    /// This handle with durable writes (DESIGN 2.14): its enqueues, acks, nacks, cancels,
+    /// This handle with durable writes: its enqueues, acks, nacks, cancels,
     /// reschedules and dead-letter retries and deletes are followed by `WAIT replicas
     /// timeout_ms` and fail with [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when fewer replicas confirm in
     /// time. 0 replicas turns it off (also when the client has it on). See

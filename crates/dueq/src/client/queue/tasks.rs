@@ -28,7 +28,7 @@ impl Queue {
         tasks::get(&mut q.client.conn(), &q.keys, target).await
     }
 
-    /// Cancels a scheduled task by id or key, atomically with respect to claims (DESIGN 2.7).
+    /// Cancels a scheduled task by id or key, atomically with respect to claims.
     ///
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
