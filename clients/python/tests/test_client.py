@@ -60,6 +60,14 @@ def test_task_options(queue: dueq.Queue) -> None:
     assert e.id
 
 
+def test_a_durable_enqueue_names_missing_replicas(queue: dueq.Queue) -> None:
+    # the test server has no replicas: the write lands on the primary, unconfirmed
+    with pytest.raises(dueq.UnavailableError) as e:
+        queue.enqueue({"order": 1}, replicas=1)
+    assert e.value.code == "not_replicated"
+    assert queue.enqueue({"order": 2}, replicas=0).created
+
+
 def test_reschedule_and_in_progress(queue: dueq.Queue) -> None:
     e = queue.enqueue("x", delay_ms=3_600_000)
     r = queue.reschedule(e.id, delay_ms=0)

@@ -36,15 +36,18 @@ class TaskOps(QueueBase):
         ttl_ms: Optional[int] = None,
         expires_at_ms: Optional[int] = None,
         debounce_max_ms: Optional[int] = None,
+        replicas: Optional[int] = None,
     ) -> Enqueued:
         """Enqueues one task (``payload``: any JSON value). With a live ``key``, returns the
         existing task (``created=False``), or replaces it with ``on_conflict="replace"``
         (or ``"debounce"`` with ``debounce_max_ms``). ``priority`` 0-9 orders due tasks;
-        ``ttl_ms`` / ``expires_at_ms`` expire a task that has not started.
+        ``ttl_ms`` / ``expires_at_ms`` expire a task that has not started. ``replicas`` asks
+        for a durable write (``not_replicated`` when fewer replicas confirm it in time).
 
-        Retried (see :class:`dueq.Client`) only with a ``key``: the server keeps one task per
-        live key, so a second try adds nothing (it may answer ``created=False`` for the task
-        the first try created). Without a key, a ``timeout`` may mean the task was written.
+        Retried (see :class:`dueq.Client`) only with a ``key`` and ``on_conflict`` ``keep``:
+        the server keeps one task per live key, so a second try adds nothing (it may answer
+        ``created=False`` for the task the first try created). Otherwise a ``timeout`` may
+        mean the task was written.
 
         Raises :class:`DueqError`: ``invalid_input`` (bad field), ``in_progress`` (replace of
         a running task), ``payload_too_large``, ``redis_unavailable``.
@@ -62,6 +65,7 @@ class TaskOps(QueueBase):
             ttl_ms,
             expires_at_ms,
             debounce_max_ms,
+            replicas,
         )
         r = self._call("POST", "/tasks", spec.to_json(), retry=_repeatable(spec.to_json()))
         return Enqueued.from_json(r)

@@ -123,6 +123,9 @@ class TaskSpec:
     """Expire the task unless it started by this Unix epoch ms."""
     debounce_max_ms: Optional[int] = None
     """With ``on_conflict="debounce"`` (required there)."""
+    replicas: Optional[int] = None
+    """Durable write: answered only once this many replicas confirm it (0 to 16), else
+    ``not_replicated`` (503). In a batch, the largest of its tasks' counts applies."""
 
     def to_json(self) -> Dict[str, Any]:
         """The request body of this task."""
@@ -139,6 +142,7 @@ class TaskSpec:
             "ttl_ms",
             "expires_at_ms",
             "debounce_max_ms",
+            "replicas",
         ):
             v = getattr(self, name)
             if v is not None:
