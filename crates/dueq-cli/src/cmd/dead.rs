@@ -201,7 +201,8 @@ async fn run_bulk(
         total.done += r.done;
         total.conflicts += r.conflicts;
         cursor = r.cursor;
-        if cursor.is_none() {
+        let limit_reached = limit.is_some_and(|l| total.done + total.conflicts >= l);
+        if cursor.is_none() || limit_reached {
             break;
         }
         progress.step(total.looked_at, || {
@@ -271,8 +272,15 @@ fn print_bulk(
     } else {
         String::new()
     };
+    // a run cut by --limit stops looking: more dead tasks may match than it counted
+    let cut = b
+        .limit
+        .filter(|l| r.done + r.conflicts >= *l)
+        .map_or_else(String::new, |l| {
+            format!("; stopped at --limit {l}: more may match (--dry-run counts them)")
+        });
     outln!(
-        "{what} {} of {} matching dead tasks ({} looked at){spread}{conflicts}",
+        "{what} {} of {} matching dead tasks ({} looked at){spread}{conflicts}{cut}",
         r.done,
         r.matched,
         r.looked_at

@@ -354,9 +354,6 @@ impl Queue {
                 Some(l) => l.saturating_sub(report.done + report.conflicts),
                 None => u64::MAX,
             };
-            if action != BulkAction::Count && left == 0 {
-                return Ok(report);
-            }
             let s = dead::dead_bulk(
                 &mut conn,
                 q.keys(),
@@ -383,6 +380,13 @@ impl Queue {
                     p += 1;
                     (at.at, at.skip) = (start, 0);
                 }
+            }
+            let limit_reached = action != BulkAction::Count
+                && run
+                    .limit
+                    .is_some_and(|l| report.done + report.conflicts >= l);
+            if limit_reached {
+                return Ok(report);
             }
             if Instant::now() >= deadline && p < parts.len() {
                 report.cursor = Some(cursor_text(p, at));

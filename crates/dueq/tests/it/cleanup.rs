@@ -1,6 +1,6 @@
 //! Cleanup in bulk (DESIGN 4.2): retry or delete the dead tasks a filter matches, with a dry
 //! run and a spread, purge a state, delete a queue; run a schedule now and backfill its past
-//! ticks. Every Redis call stays bounded (checked in SLOWLOG) however many tasks there are.
+//! ticks. Every Redis call looks at a bounded number of tasks however many there are.
 
 use std::time::Duration;
 
@@ -8,11 +8,14 @@ use dueq::{
     DeadBulk, DeadFilter, ErrorKind, Purge, Queue, ScheduleSpec, SettingsPatch, TaskRef, TaskSpec,
     TaskState,
 };
-use dueq_testkit::{keys_matching, slowlog_max_us};
+use dueq_testkit::keys_matching;
 
 use crate::support::Ctx;
 
 const BIG: Duration = Duration::from_secs(60);
+/// Most dead tasks one Redis call of a bulk run may look at: a bound far below the 100 000 of
+/// the large test, so a call whose work grows with the queue fails it.
+const MOST_LOOKED_AT_PER_CALL: u64 = 1_000;
 
 /// Enqueues `n` tasks due now (keys `{prefix}{i}`, every third in group `g1`), claims them
 /// and fails them for good, alternating the errors "card declined" and "gateway timeout".
@@ -58,8 +61,6 @@ async fn a_hundred_thousand_dead_tasks_are_counted_and_retried_by_filter_in_boun
         .unwrap();
     dead_tasks(&q, "order:", N).await;
     assert_eq!(q.stats().await.unwrap().dead, N as u64);
-    let mut raw = ctx.raw();
-    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut raw).unwrap();
 
     // a dry run counts exactly and changes nothing
     let declined = DeadBulk::new(DeadFilter::new().error_contains("declined")).dry_run(true);
@@ -86,14 +87,20 @@ async fn a_hundred_thousand_dead_tasks_are_counted_and_retried_by_filter_in_boun
     );
     assert_eq!(q.stats().await.unwrap().dead, N as u64);
 
-    // the retry, spread over a minute, in calls resumed by cursor
+    // the retry, spread over a minute, in calls resumed by cursor; with no time budget each
+    // call is one Redis call, and each looks at a bounded slice of the dead tasks
     let run = DeadBulk::new(DeadFilter::new().error_contains("declined")).spread_ms(60_000);
     let (mut done, mut cursor, mut calls) = (0, None, 0);
     loop {
         let r = q
-            .dead_retry_where(&run, cursor.as_deref(), Duration::from_millis(20))
+            .dead_retry_where(&run, cursor.as_deref(), Duration::ZERO)
             .await
             .unwrap();
+        assert!(
+            r.looked_at <= MOST_LOOKED_AT_PER_CALL,
+            "one call looked at {}",
+            r.looked_at
+        );
         done += r.done;
         calls += 1;
         match r.cursor {
@@ -115,14 +122,6 @@ async fn a_hundred_thousand_dead_tasks_are_counted_and_retried_by_filter_in_boun
     assert_eq!((t.state, t.attempt), (TaskState::Scheduled, 0));
     assert!(s.due < N as u64 / 4, "{} due at once", s.due);
     assert!(s.next_due_at_ms.is_some_and(|d| d <= now + 60_000));
-    // no call took 10 ms
-    let max_us = slowlog_max_us(&mut raw);
-    let log: redis::Value = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(5)
-        .query(&mut raw)
-        .unwrap();
-    assert!(max_us < 10_000, "a Redis call took {max_us} us: {log:?}");
 }
 
 #[tokio::test]
