@@ -19,7 +19,8 @@ Fence info strings (the words after the opening ```):
     python,compile         compiled only (workers that run until stopped, placeholders)
     ts / typescript        type-checked with tsc --strict against clients/typescript;
                            run with node unless marked compile
-    any other language     not run (rust, text, json, toml, yaml, sql, ini)
+    rust                   only {{#include .../examples/X.rs:anchor}}: a test runs the program
+    any other language     not run (text, json, toml, yaml, sql, ini)
 
 A check the reader does not need to see goes in an HTML comment, run like a sh block:
 
@@ -53,6 +54,8 @@ PY_LANGS = {"python", "py"}
 TS_LANGS = {"ts", "typescript"}
 # Languages shown for reading, never run; a fence without a language fails the run, so every
 # block says what it is.
+# a Rust block is an mdBook include of an example program that `cargo test` builds and runs
+RUST_INCLUDE = re.compile(r"\{\{#include \S+/examples/\S+\.rs(:\w+)?\}\}")
 READ_ONLY_LANGS = {"rust", "text", "json", "toml", "yaml", "sql", "ini", "promql", "http"}
 DEFAULT_ADDRS = ("localhost:7878", "127.0.0.1:7878")
 FENCE = re.compile(r"^(```+|~~~+)(.*)$")
@@ -317,6 +320,12 @@ class Page:
             return "norun"
         if b.lang in SHELL_LANGS or b.lang == "check" or b.lang in PY_LANGS or b.lang in TS_LANGS:
             return "run"
+        if b.lang == "rust" and not all(
+            RUST_INCLUDE.fullmatch(line.strip()) for line in b.text.strip().splitlines()
+        ):
+            raise SystemExit(f"{b.where}: a Rust block shows part of a program under examples/ "
+                             "with {{#include path:anchor}}, which the Rust tests compile and "
+                             "run; it holds no code of its own")
         if b.lang in READ_ONLY_LANGS:
             return "read"
         raise SystemExit(f"{b.where}: fence language {b.lang!r} is not one the runner knows; "
@@ -324,7 +333,10 @@ class Page:
 
     def skip(self, b: Block) -> None:
         self.tally.skipped += 1
-        self.tally.count(f"{b.lang or 'none'} (not run)")
+        if b.lang == "rust":
+            self.tally.count("rust (examples/, run by cargo test)")
+        else:
+            self.tally.count(f"{b.lang or 'none'} (not run)")
 
 
 class TsChecker:

@@ -10,6 +10,7 @@
 mod support;
 
 mod cases;
+mod examples;
 mod orphans;
 mod outbox;
 mod set_again;

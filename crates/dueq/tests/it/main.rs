@@ -24,6 +24,7 @@ mod cluster_failover;
 mod dangerous;
 mod dead_letter;
 mod due;
+mod examples;
 mod flow;
 mod options;
 mod partition_faults;
