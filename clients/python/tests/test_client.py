@@ -292,3 +292,27 @@ def test_claim_names_its_worker(queue: dueq.Queue) -> None:
     gc = queue.get(c.id)
     assert gc is not None and gc.state == "scheduled"  # the refused claims took nothing
     assert queue.ack_batch([ta, tb]) == [AckOutcome.ACKED, AckOutcome.ACKED]
+
+
+def test_dot_path_parts_are_refused_before_sending(queue: dueq.Queue) -> None:
+    # URL parsers fold "." and ".." away, so such a request would reach another route
+    for call, field in [
+        (lambda: queue.cancel(key=".."), "key"),
+        (lambda: queue.get("."), "id"),
+        (lambda: queue.delete_schedule(".."), "name"),
+        (lambda: queue.dead_delete(""), "id"),
+    ]:
+        with pytest.raises(dueq.InvalidInputError) as e:
+            call()
+        assert str(e.value.message).startswith(f"{field}: "), e.value.message
+
+
+def test_stats_carry_limits_and_alerts(client: dueq.Client, queue: dueq.Queue) -> None:
+    queue.update_settings(concurrency=3, alert_due_count=1)
+    queue.enqueue({"n": 1})
+    queue.enqueue({"n": 2})
+    s = queue.stats()
+    assert s is not None
+    assert (s.concurrency_limit, s.behind, s.expired_total, s.extra) == (3, True, 0, {})
+    with pytest.raises(dueq.NotFoundError):
+        client.queue("never-used").purge("scheduled")

@@ -442,12 +442,11 @@ export class Queue {
 
   /**
    * Drops tasks of one state (`scheduled` ones count as cancelled): what it dropped and how
-   * many are left (purge again while `left` > 0). A queue that never had a task: nothing
-   * dropped. Never retried.
+   * many are left (purge again while `left` > 0). A queue that never had a task throws
+   * `NotFoundError`. Never retried.
    */
   async purge(state: PurgeState): Promise<PurgeResult> {
     const r = await this.client.request("POST", `${this.#base}/purge`, { state });
-    if (r.status === 404 && errorCode(r.body) === "not_found") return { dropped: 0, left: 0 };
     if (r.status !== 200) throw DueqError.fromResponse(r.status, r.body);
     return r.body as PurgeResult;
   }

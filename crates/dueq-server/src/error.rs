@@ -32,7 +32,7 @@ pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-/// The inside of [`ErrorBody`].
+/// The inside of an error answer: its code and message.
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct ErrorDetail {

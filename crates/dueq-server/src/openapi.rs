@@ -78,7 +78,8 @@ pub fn openapi() -> Doc {
             .merge(api::batch_routes())
             .merge(api::claim_routes())
             .split_for_parts();
-        for item in v1.paths.paths.values_mut() {
+        for (path, item) in v1.paths.paths.iter_mut() {
+            let worker = path.starts_with("/v1/workers/");
             for op in [
                 &mut item.get,
                 &mut item.post,
@@ -95,7 +96,7 @@ pub fn openapi() -> Doc {
                 )]);
                 add_layer_responses(op);
                 add_common_responses(op);
-                describe_path_params(op);
+                describe_path_params(op, worker);
             }
         }
         // every field of a claim is optional, so is its body (lib.rs reads none as `{}`)
@@ -240,16 +241,20 @@ pub const QUEUE_PATTERN: &str = r"^(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}|\.[A-Za
 /// checked by the server). Without lookaround, as [`QUEUE_PATTERN`].
 pub const KEY_PATTERN: &str = r"^(?:[^.]|\.[^.]|\.\.[\s\S])";
 
-/// The accepted forms of the path parameters (anything else is answered 400).
-fn describe_path_params(op: &mut Operation) {
+/// The accepted forms of the path parameters (anything else is answered 400); `worker`: the
+/// `id` is a worker's, not a task's.
+fn describe_path_params(op: &mut Operation, worker: bool) {
     for p in op.parameters.iter_mut().flatten() {
         if !matches!(p.parameter_in, ParameterIn::Path) {
             continue;
         }
         let schema = ObjectBuilder::new().schema_type(Type::String);
         let schema = match p.name.as_str() {
-            // DESIGN 3: queue names
             "queue" => schema.pattern(Some(QUEUE_PATTERN)),
+            // up to `dueq::MAX_WORKER_ID_BYTES` printable ASCII characters, no spaces
+            "id" if worker => {
+                schema.pattern(Some(format!("^[!-~]{{1,{}}}$", dueq::MAX_WORKER_ID_BYTES)))
+            }
             // `dueq::TaskId::new`: 1 to 64 printable ASCII characters, no spaces
             "id" => schema.pattern(Some("^[!-~]{1,64}$")),
             // business keys: 1 to 512 bytes of UTF-8, any characters (URL-encoded); 512

@@ -22,7 +22,7 @@ from typing import (
     Union,
 )
 
-from .errors import DueqError
+from .errors import DueqError, error_for
 from .models import ClaimedTask
 
 if TYPE_CHECKING:
@@ -48,9 +48,15 @@ Lease = Union[ClaimedTask, Tuple[str, str]]
 """A claimed task, or its ``(id, lease_token)``."""
 
 
-def seg(s: str) -> str:
+def seg(field: str, s: str) -> str:
     """``s`` as one path segment: every character outside the unreserved set encoded, ``/``
-    included (keys may hold any character)."""
+    included (keys may hold any character). An empty ``s``, ``.`` or ``..`` raises
+    ``invalid_input`` naming ``field``: URL parsers drop or fold those segments, so the
+    request would reach another route."""
+    if s in ("", ".", ".."):
+        raise error_for(
+            400, "invalid_input", f'{field}: must not be empty, "." or "..", got {s!r}'
+        )
     return urllib.parse.quote(s, safe="")
 
 
@@ -91,7 +97,7 @@ class QueueBase:
     def __init__(self, client: "Client", name: str) -> None:
         self.client = client
         self.name = name
-        self._base = "/v1/queues/" + seg(name)
+        self._base = "/v1/queues/" + seg("queue", name)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -23,11 +23,11 @@ class DeadOps(QueueBase):
         """Schedules a dead task again, due now: ``RETRIED``, ``NOT_FOUND`` or ``CONFLICT``
         (its key is live on another task). Not retried (a second try answers
         ``NOT_FOUND``)."""
-        return _dead_outcome(*self._request("POST", f"/dead/{seg(id)}/retry", retry=False))
+        return _dead_outcome(*self._request("POST", f"/dead/{seg('id', id)}/retry", retry=False))
 
     def dead_delete(self, id: str) -> DeadOutcome:
         """Deletes a dead task for good: ``DELETED`` or ``NOT_FOUND``. Not retried."""
-        return _dead_outcome(*self._request("DELETE", f"/dead/{seg(id)}", retry=False))
+        return _dead_outcome(*self._request("DELETE", f"/dead/{seg('id', id)}", retry=False))
 
     def dead_retry_matching(
         self,

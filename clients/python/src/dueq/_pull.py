@@ -107,7 +107,7 @@ class PullOps(QueueBase):
         when the lease was lost. Retried: a second try sets the same deadline."""
         i, t = lease_of(task)
         body = {"lease_token": t, "lease_ms": lease_ms}
-        status, r = self._request("POST", f"/tasks/{seg(i)}/extend", body, retry=True)
+        status, r = self._request("POST", f"/tasks/{seg('id', i)}/extend", body, retry=True)
         if status == 200:
             return int(r["lease_expires_at_ms"])
         if status == 409 and code_of(r) == "lease_lost":

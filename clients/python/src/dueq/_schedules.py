@@ -34,7 +34,7 @@ class ScheduleOps(QueueBase):
 
     def schedule(self, name: str) -> Optional[Schedule]:
         """The schedule ``name`` with its next fire times; ``None`` when there is none."""
-        r = self._found("GET", "/schedules/" + seg(name), retry=True)
+        r = self._found("GET", "/schedules/" + seg("name", name), retry=True)
         return None if r is None else Schedule.from_json(r)
 
     def set_schedule(
@@ -78,28 +78,28 @@ class ScheduleOps(QueueBase):
         ):
             if v is not None:
                 body[k] = v
-        return Schedule.from_json(self._call("PUT", "/schedules/" + seg(name), body, retry=True))
+        return Schedule.from_json(self._call("PUT", "/schedules/" + seg("name", name), body, retry=True))
 
     def delete_schedule(self, name: str) -> bool:
         """Deletes the schedule (tasks it already enqueued stay); ``False`` when there was
         none. Not retried."""
-        return self._found("DELETE", "/schedules/" + seg(name), retry=False) is not None
+        return self._found("DELETE", "/schedules/" + seg("name", name), retry=False) is not None
 
     def pause_schedule(self, name: str) -> Schedule:
         """Pauses the schedule: no tick fires or counts until it is resumed. Retried.
         Raises :class:`NotFoundError` when there is no such schedule."""
-        return Schedule.from_json(self._call("POST", f"/schedules/{seg(name)}/pause", retry=True))
+        return Schedule.from_json(self._call("POST", f"/schedules/{seg('name', name)}/pause", retry=True))
 
     def resume_schedule(self, name: str) -> Schedule:
         """Resumes the schedule at its first tick after now (ticks during the pause are not
         fired). Retried. Raises :class:`NotFoundError` when there is no such schedule."""
-        return Schedule.from_json(self._call("POST", f"/schedules/{seg(name)}/resume", retry=True))
+        return Schedule.from_json(self._call("POST", f"/schedules/{seg('name', name)}/resume", retry=True))
 
     def trigger_schedule(self, name: str) -> Triggered:
         """Enqueues the schedule's task once, due now (key ``schedule:{name}:manual:{ms}``),
         without moving its ticks. Not retried (a second try enqueues a second task).
         Raises :class:`NotFoundError` when there is no such schedule."""
-        r = self._call("POST", f"/schedules/{seg(name)}/trigger", retry=False)
+        r = self._call("POST", f"/schedules/{seg('name', name)}/trigger", retry=False)
         return Triggered(r["id"], r["key"], r["due_at_ms"])
 
     def backfill_schedule(self, name: str, from_ms: int, to_ms: int) -> Backfilled:
@@ -109,5 +109,5 @@ class ScheduleOps(QueueBase):
         whose task already ran would be enqueued again. Raises :class:`NotFoundError` when
         there is no such schedule."""
         body = {"from_ms": from_ms, "to_ms": to_ms}
-        r = self._call("POST", f"/schedules/{seg(name)}/backfill", body, retry=False)
+        r = self._call("POST", f"/schedules/{seg('name', name)}/backfill", body, retry=False)
         return Backfilled(r["ticks"], r["created"], r["existing"])

@@ -93,9 +93,9 @@ class TaskOps(QueueBase):
         if (id is None) == (key is None):
             raise ValueError("give exactly one of id and key")
         if id is not None:
-            return "/tasks/" + seg(id)
+            return "/tasks/" + seg("id", id)
         assert key is not None
-        return "/keys/" + seg(key)
+        return "/keys/" + seg("key", key)
 
     def get(self, id: Optional[str] = None, *, key: Optional[str] = None) -> Optional[Task]:
         """The task by id, or by business key (the live task under the key, else the newest

@@ -134,12 +134,12 @@ class Client:
         ):
             if v is not None:
                 body[name] = v
-        return bool(self._call("PUT", "/v1/workers/" + seg(id), body, retry=True)["registered"])
+        return bool(self._call("PUT", "/v1/workers/" + seg("id", id), body, retry=True)["registered"])
 
     def remove_worker(self, id: str) -> bool:
         """Takes worker ``id`` off the live workers list at once (``DELETE
         /v1/workers/{id}``, a graceful stop); whether it was listed. Not retried."""
-        status, body = self._request("DELETE", "/v1/workers/" + seg(id), retry=False)
+        status, body = self._request("DELETE", "/v1/workers/" + seg("id", id), retry=False)
         if status == 404 and code_of(body) == "not_found":
             return False
         if status != 200:

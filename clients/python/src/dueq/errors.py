@@ -23,11 +23,12 @@ class DueqError(Exception):
     ``code`` is the API's stable error code (``invalid_input``, ``invalid_json``,
     ``unauthorized``, ``payload_too_large``, ``unsupported_media_type``, ``redis_unavailable``,
     ``not_replicated``, ``request_timeout``, ``internal``, ...); ``connection_failed`` when
-    the server could not be reached or the connection broke; ``timeout`` when the request was
-    sent and no answer came in time, so it may have been applied (resend an enqueue with its
-    key, which adds no second task while the first is live). ``status`` is the HTTP status (0
-    for ``connection_failed`` and ``timeout``). Expected outcomes (a task not found, a cancel that finds the
-    task running, a stale lease token) are return values, never this exception.
+    the server could not be reached, or the connection broke (after the request went out, it
+    may have been applied); ``timeout`` when the request was sent and no answer came in time,
+    so it may have been applied (resend an enqueue with its key, which adds no second task
+    while the first is live). ``status`` is the HTTP status (0 for ``connection_failed`` and
+    ``timeout``). Expected outcomes (a task not found, a cancel that finds the task running, a
+    stale lease token) are return values, never this exception.
     """
 
     def __init__(self, status: int, code: str, message: str) -> None:

@@ -293,7 +293,18 @@ class QueueStats:
     failed_total: int
     next_due_at_ms: Optional[int]
     oldest_due_age_ms: int
+    """How long the earliest due task has waited, ms (0 when none is overdue)."""
     paused: bool
+    expired_total: int = 0
+    """Tasks that expired before they started (``ttl_ms`` / ``expires_at_ms``), ever."""
+    groups_waiting: int = 0
+    """Groups with scheduled tasks."""
+    behind: bool = False
+    """Over its alert threshold (``alert_due_age_ms`` or ``alert_due_count``)."""
+    concurrency_limit: Optional[int] = None
+    """The queue's concurrency limit, if set."""
+    throttled: Optional[str] = None
+    """The limit holding due work back now: ``"rate"`` or ``"concurrency"`` (``None``: none)."""
     extra: Dict[str, Any] = field(default_factory=dict)
     """Fields this client version does not know (newer servers)."""
 
@@ -302,6 +313,7 @@ class QueueStats:
         known = {
             "queue", "scheduled", "due", "active", "dead", "succeeded_total",
             "failed_total", "next_due_at_ms", "oldest_due_age_ms", "paused",
+            "expired_total", "groups_waiting", "behind", "concurrency_limit", "throttled",
         }  # fmt: skip
         return cls(
             queue=d["queue"],
@@ -314,6 +326,11 @@ class QueueStats:
             next_due_at_ms=d.get("next_due_at_ms"),
             oldest_due_age_ms=d["oldest_due_age_ms"],
             paused=d["paused"],
+            expired_total=d.get("expired_total", 0),
+            groups_waiting=d.get("groups_waiting", 0),
+            behind=d.get("behind", False),
+            concurrency_limit=d.get("concurrency_limit"),
+            throttled=d.get("throttled"),
             extra={k: v for k, v in d.items() if k not in known},
         )
 

@@ -140,7 +140,8 @@ pub(crate) async fn stats_page(
 /// Statistics of one queue.
 ///
 /// Counts by state, the next due time, the age of the oldest due task, whether the queue is paused
-/// and whether it is behind its alert thresholds. 404 when the queue has never had a task.
+/// and whether it is behind its alert thresholds. 404 for a queue that has never had a task, a
+/// setting, a schedule or a webhook.
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues", operation_id = "get_queue",
     params(("queue" = String, Path, description = "Queue name")),
     responses(

@@ -186,6 +186,24 @@ fn document_is_fit_for_generators_and_validators() {
         }
     }
     assert!(doc["info"]["contact"]["name"].is_string());
+    // a path's `id` is a task's (64 characters at most) or, under /v1/workers, a worker's
+    let id_pattern = |path: &str, method: &str| {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "id")
+            .map(|p| p["schema"]["pattern"].clone())
+            .unwrap()
+    };
+    assert_eq!(
+        id_pattern("/v1/workers/{id}", "put"),
+        serde_json::json!(format!("^[!-~]{{1,{}}}$", dueq::MAX_WORKER_ID_BYTES))
+    );
+    assert_eq!(
+        id_pattern("/v1/queues/{queue}/tasks/{id}", "get"),
+        serde_json::json!("^[!-~]{1,64}$")
+    );
     let schemas = &doc["components"]["schemas"];
     // a property's enum, inline or behind a `$ref`
     let values_of = |schema: &str, prop: &str| {
