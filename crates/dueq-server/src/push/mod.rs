@@ -31,7 +31,7 @@
 //! libraries verifies them with the queue's `whsec_` secret. The signature covers
 //! `{webhook-id}.{webhook-timestamp}.{body}`, so neither the id nor the time can be swapped
 //! under a valid signature. After a secret change, deliveries carry a signature under the old
-//! secret too for [`dueq::WEBHOOK_ROTATION_MS`]. `examples/webhooks.md` has a receiver.
+//! secret too for [`dueq::WEBHOOK_ROTATION_MS`]. `examples/webhook_receiver.py` is a receiver.
 //!
 //! # How it runs
 //!
