@@ -136,7 +136,7 @@ fn acl(conn: &mut redis::Connection, rule: &str) {
         .unwrap();
 }
 
-/// The README's rules for a Redis ACL user (keys and channels `dueq:*`, no `+@all`): with
+/// The user guide's rules for a Redis ACL user (keys and channels `dueq:*`, no `+@all`): with
 /// them a client loads the library, enqueues, a worker drains (claim, ack, wake-up
 /// subscription, heartbeat), and readiness is ready; without `function|load` the same holds
 /// once the library is there.
@@ -145,7 +145,7 @@ async fn acl_user_with_the_readme_rules() {
     let server = RedisServer::builder().tcp().start();
     let mut raw = server.conn();
     let mut rules = vec!["reset".to_owned(), "on".to_owned(), ">app-pw".to_owned()];
-    rules.extend(readme_acl_rules());
+    rules.extend(guide_acl_rules());
     redis::cmd("ACL")
         .arg("SETUSER")
         .arg("app")
@@ -191,16 +191,20 @@ async fn acl_user_with_the_readme_rules() {
     assert_eq!(claim_all(&q).await, vec![b"u".to_vec()]);
 }
 
-/// The ACL rules README.md gives for a dueq user: the first `...` after "a Redis ACL user
-/// needs" (the test above checks that they suffice).
-fn readme_acl_rules() -> Vec<String> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let after = readme
-        .split_once("a Redis ACL user needs")
-        .expect("README.md says what a Redis ACL user needs")
+/// The ACL rules the user guide gives for a dueq user (operations/redis.md): the first code
+/// block after "A Redis ACL user for dueq needs" (the test above checks that they suffice).
+fn guide_acl_rules() -> Vec<String> {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/guide/src/operations/redis.md"
+    ))
+    .unwrap();
+    let after = page
+        .split_once("A Redis ACL user for dueq needs")
+        .expect("the guide says what a Redis ACL user needs")
         .1;
-    let rules = after.split('`').nth(1).unwrap();
+    let rules = after.split("```").nth(1).unwrap();
+    let rules = rules.strip_prefix("text").unwrap_or(rules);
     let rules: Vec<String> = rules.split_whitespace().map(str::to_owned).collect();
     assert!(rules.iter().any(|r| r == "+fcall"), "{rules:?}");
     rules
