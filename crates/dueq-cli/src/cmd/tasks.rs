@@ -77,7 +77,11 @@ pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> 
         if json_out {
             print_json(&json!({"outcome": "not_found"}))?;
         }
-        anyhow::bail!("not_found: no such task");
+        anyhow::bail!(
+            "not_found: no such task (a live or dead task is found by id or key; a succeeded \
+             one only by id, and only when the queue keeps them: setting succeeded_max; a \
+             cancelled or expired one is not kept)"
+        );
     };
     if json_out {
         print_json(&TaskResponse::from(t))?;
