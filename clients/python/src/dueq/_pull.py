@@ -102,12 +102,18 @@ class PullOps(QueueBase):
             out.extend(x["outcome"] for x in r["results"])
         return out
 
-    def extend(self, task: Lease, lease_ms: int) -> Optional[int]:
+    def extend(
+        self, task: Lease, lease_ms: int, *, timeout_s: Optional[float] = None
+    ) -> Optional[int]:
         """Extends a lease to ``lease_ms`` from now; the new deadline (epoch ms), or ``None``
-        when the lease was lost. Retried: a second try sets the same deadline."""
+        when the lease was lost. Retried: a second try sets the same deadline. ``timeout_s``
+        bounds each try (default: the client's), so a hung connection cannot outlast the
+        lease it should keep."""
         i, t = lease_of(task)
         body = {"lease_token": t, "lease_ms": lease_ms}
-        status, r = self._request("POST", f"/tasks/{seg('id', i)}/extend", body, retry=True)
+        status, r = self._request(
+            "POST", f"/tasks/{seg('id', i)}/extend", body, retry=True, timeout_s=timeout_s
+        )
         if status == 200:
             return int(r["lease_expires_at_ms"])
         if status == 409 and code_of(r) == "lease_lost":

@@ -243,8 +243,12 @@ class AsyncWorker:
             for key, (t, job, at) in list(self._running.items()):
                 if now - at < every:
                     continue
+                # a hung try gives up in time for another before the lease runs out
+                extend = functools.partial(
+                    self.queue.extend, timeout_s=max(self.lease_ms / 4000.0, 0.25)
+                )
                 try:
-                    if await self._io(self.queue.extend, t, self.lease_ms) is not None:
+                    if await self._io(extend, t, self.lease_ms) is not None:
                         if key in self._running:
                             self._running[key] = (t, job, time.monotonic())
                 except DueqError as e:

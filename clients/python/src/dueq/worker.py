@@ -330,9 +330,12 @@ class Worker:
         now = time.monotonic()
         with self._lock:
             due = [h for h in self._held.values() if now - h.extended_at >= every]
+        # a try that hangs gives up in time for another, on a new connection, before the
+        # lease runs out
+        timeout_s = max(self.lease_ms / 4000.0, 0.25)
         for h in due:
             try:
-                if self.queue.extend(h.task, self.lease_ms) is not None:
+                if self.queue.extend(h.task, self.lease_ms, timeout_s=timeout_s) is not None:
                     h.extended_at = time.monotonic()
             except DueqError as e:
                 log.warning("dueq: extending the lease of %s failed: %s", h.task.id, e)
