@@ -436,7 +436,8 @@ pub enum WebhookCommand {
         timeout_ms: Option<u64>,
         /// Signing secret in the Standard Webhooks form, whsec_ and the base64 of 24 to 64
         /// bytes (default: keep the current one, or generate one for a new webhook). A new
-        /// secret signs beside the one it replaces for 24 h (only the last replaced one).
+        /// secret signs beside the ones it replaces, each for 24 h from its replacement (up to
+        /// the 8 newest).
         #[arg(long, env = "DUEQ_WEBHOOK_SECRET", hide_env_values = true)]
         secret: Option<String>,
     },
