@@ -60,6 +60,26 @@ def test_task_options(queue: dueq.Queue) -> None:
     assert e.id
 
 
+def test_unique_window(queue: dueq.Queue) -> None:
+    """After the task finished its key stays taken: a re-send answers the finished task, a
+    replace is refused with unique_window; a window without a key is refused."""
+    e = queue.enqueue({"order": 42}, key="order-42", unique_for_ms=60_000)
+    [t] = queue.claim(max=1)
+    assert queue.ack(t) is AckOutcome.ACKED
+    again = queue.enqueue({"order": 42}, key="order-42", unique_for_ms=60_000)
+    assert (again.id, again.created, again.state) == (e.id, False, "succeeded")
+    with pytest.raises(dueq.ConflictError) as err:
+        queue.enqueue({"order": 42}, key="order-42", on_conflict="replace")
+    assert err.value.code == "unique_window"
+    [b] = queue.enqueue_batch([TaskSpec({"order": 42}, key="order-42")])
+    assert isinstance(b, dueq.Enqueued) and b.state == "succeeded"
+    with pytest.raises(dueq.InvalidInputError) as bad:
+        queue.enqueue({}, unique_for_ms=1000)
+    assert "unique_for_ms" in bad.value.message
+    queue.update_settings(unique_for_ms=3_600_000)
+    assert queue.settings().unique_for_ms == 3_600_000
+
+
 def test_a_durable_enqueue_names_missing_replicas(queue: dueq.Queue) -> None:
     # the test server has no replicas: the write lands on the primary, unconfirmed
     with pytest.raises(dueq.UnavailableError) as e:

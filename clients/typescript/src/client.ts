@@ -336,9 +336,11 @@ export class Queue {
 
   /**
    * Enqueues one task (`payload`: any JSON value). With a live `key`, answers the existing
-   * task (`created: false`), or replaces it with `on_conflict: "replace"`. Throws
-   * `DueqError` `invalid_input`, `in_progress` (replace of a running task),
-   * `payload_too_large`, `redis_unavailable`. Retried on transient failures only with a
+   * task (`created: false`), or replaces it with `on_conflict: "replace"`. With
+   * `unique_for_ms` the key stays taken that long after the task finished: an enqueue of it
+   * meanwhile answers the finished task (`created: false`, `state` set). Throws
+   * `DueqError` `invalid_input`, `in_progress` (replace of a running task), `unique_window`
+   * (replace of a key in a finished task's window), `payload_too_large`, `redis_unavailable`. Retried on transient failures only with a
    * `key` and `on_conflict` `keep` (the default); a retry whose first try did land answers
    * `created: false`.
    */

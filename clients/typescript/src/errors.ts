@@ -35,7 +35,7 @@ export class InvalidInputError extends DueqError {}
 export class UnauthorizedError extends DueqError {}
 /** `not_found`: no such route, queue, schedule or webhook. */
 export class NotFoundError extends DueqError {}
-/** The state refuses it: `conflict`, `in_progress`, `not_empty`. */
+/** The state refuses it: `conflict`, `in_progress`, `unique_window`, `not_empty`. */
 export class ConflictError extends DueqError {}
 /**
  * The server could not serve it now; retry later: `redis_unavailable`, `not_replicated`,
@@ -58,6 +58,7 @@ const BY_CODE: Record<string, new (status: number, code: string, message: string
   not_found: NotFoundError,
   conflict: ConflictError,
   in_progress: ConflictError,
+  unique_window: ConflictError,
   not_empty: ConflictError,
   redis_unavailable: UnavailableError,
   not_replicated: UnavailableError,

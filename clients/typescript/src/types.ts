@@ -32,6 +32,10 @@ export interface TaskSpec {
   group?: string;
   /** Durable write: answer only once this many replicas confirm it (0 to 16), else `not_replicated`. */
   replicas?: number;
+  /** Unique window, ms (needs `key`): after the task finished its key stays taken this long,
+   * so an enqueue of the key meanwhile creates nothing (default: the queue's
+   * `unique_for_ms` setting, else none; 0 for none). */
+  unique_for_ms?: number;
 }
 
 /** Options of `enqueue` (a `TaskSpec` without the payload). */
@@ -40,9 +44,16 @@ export type EnqueueOptions = Omit<TaskSpec, "payload">;
 export interface Enqueued {
   id: string;
   due_at_ms: number;
-  /** `false`: the key was live; the existing task (kept or replaced). */
+  /** `false`: the key was live (the existing task, kept or replaced), or in the unique
+   * window of a finished task (then `state` is set). */
   created: boolean;
+  /** Only when the key is in a unique window: how the task `id` names finished; nothing was
+   * written. */
+  state?: FinishedState | null;
 }
+
+/** How a task ended, as an enqueue in its key's unique window answers it. */
+export type FinishedState = "succeeded" | "dead" | "cancelled" | "expired";
 
 export type TaskState = "scheduled" | "active" | "succeeded" | "dead";
 
@@ -317,6 +328,8 @@ export interface ScheduleSpec {
   priority?: number;
   /** Group of each task, 1 to 256 bytes. */
   group?: string;
+  /** Unique window of each tick's key, ms (default: the queue's `unique_for_ms` setting). */
+  unique_for_ms?: number;
 }
 
 /** A schedule as the server keeps it. */
@@ -335,6 +348,8 @@ export interface Schedule {
   lease_ms: number;
   priority: number;
   group: string | null;
+  /** Unique window of each tick's key, ms (`null`: the queue's setting). */
+  unique_for_ms: number | null;
   /** Next fire time (epoch ms, Redis clock); `null` while paused. */
   next_fire_at_ms: number | null;
   /** The next 5 fire times (empty while paused). */
@@ -425,6 +440,8 @@ export interface QueueSettings {
   on_expire: "drop" | "dead" | null;
   /** Partitions the queue is split into, 1 to 1024 (default 1). */
   partitions: number | null;
+  /** Unique window of keyed tasks enqueued without their own, ms (default none). */
+  unique_for_ms: number | null;
 }
 
 /** Settings to change: only the fields given; `null` puts one back to its default. */

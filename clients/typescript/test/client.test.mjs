@@ -29,6 +29,20 @@ test("enqueue, get and cancel by key; outcomes are values", async () => {
   assert.equal(await q.get({ key }), null);
 });
 
+test("a unique window keeps a finished key taken", async () => {
+  const q = client.queue(fresh());
+  const key = "order-42";
+  const e = await q.enqueue({ order: 42 }, { key, unique_for_ms: 60_000 });
+  const [t] = await q.claim({ max: 1 });
+  assert.equal(await q.ack(t), "acked");
+  const again = await q.enqueue({ order: 42 }, { key });
+  assert.deepEqual([again.id, again.created, again.state], [e.id, false, "succeeded"]);
+  await assert.rejects(q.enqueue({}, { key, on_conflict: "replace" }), (err) => err instanceof ConflictError && err.code === "unique_window");
+  await assert.rejects(q.enqueue({}, { unique_for_ms: 1000 }), (err) => err instanceof InvalidInputError && err.message.includes("unique_for_ms"));
+  await q.updateSettings({ unique_for_ms: 3_600_000 });
+  assert.equal((await q.settings()).unique_for_ms, 3_600_000);
+});
+
 test("reschedule, claim, in_progress, ack", async () => {
   const q = client.queue(fresh());
   const e = await q.enqueue("x", { delay_ms: 3_600_000 });

@@ -235,6 +235,11 @@ pub struct TaskOptionArgs {
     /// round-robin.
     #[arg(long)]
     pub group: Option<String>,
+    /// Unique window (needs a key): after the task finished, its key stays taken this long,
+    /// so an enqueue of the key meanwhile creates nothing (default: the queue's
+    /// `unique_for_ms` setting, else none; 0 for none).
+    #[arg(long = "unique-for", value_name = "DURATION", value_parser = duration)]
+    pub unique_for_ms: Option<u64>,
 }
 
 impl TaskOptionArgs {
@@ -245,6 +250,7 @@ impl TaskOptionArgs {
         o.lease_ms = self.lease_ms;
         o.priority = self.priority.unwrap_or(0);
         o.group = self.group.clone();
+        o.unique_for_ms = self.unique_for_ms;
         o
     }
 }

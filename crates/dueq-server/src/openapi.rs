@@ -146,6 +146,7 @@ pub const ERROR_CODES: &[&str] = &[
     "conflict",
     "not_empty",
     "in_progress",
+    "unique_window",
     "lease_lost",
     "payload_too_large",
     "unsupported_media_type",

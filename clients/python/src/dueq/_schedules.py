@@ -52,6 +52,7 @@ class ScheduleOps(QueueBase):
         lease_ms: Optional[int] = None,
         priority: Optional[int] = None,
         group: Optional[str] = None,
+        unique_for_ms: Optional[int] = None,
     ) -> Schedule:
         """Creates or replaces the schedule ``name`` (``[A-Za-z0-9_.-]{1,128}``): give
         exactly one of ``cron`` (5 fields, minute first, or 6, seconds first; wall-clock
@@ -75,6 +76,7 @@ class ScheduleOps(QueueBase):
             ("lease_ms", lease_ms),
             ("priority", priority),
             ("group", group),
+            ("unique_for_ms", unique_for_ms),
         ):
             if v is not None:
                 body[k] = v

@@ -37,12 +37,15 @@ class TaskOps(QueueBase):
         expires_at_ms: Optional[int] = None,
         debounce_max_ms: Optional[int] = None,
         replicas: Optional[int] = None,
+        unique_for_ms: Optional[int] = None,
     ) -> Enqueued:
         """Enqueues one task (``payload``: any JSON value). With a live ``key``, returns the
         existing task (``created=False``), or replaces it with ``on_conflict="replace"``
         (or ``"debounce"`` with ``debounce_max_ms``). ``priority`` 0-9 orders due tasks;
         ``ttl_ms`` / ``expires_at_ms`` expire a task that has not started. ``replicas`` asks
         for a durable write (``not_replicated`` when fewer replicas confirm it in time).
+        ``unique_for_ms`` keeps the key taken that long after the task finished: an enqueue
+        of it meanwhile answers the finished task (``created=False``, ``state`` set).
 
         Retried (see :class:`dueq.Client`) only with a ``key`` and ``on_conflict`` ``keep``:
         the server keeps one task per live key, so a second try adds nothing (it may answer
@@ -50,7 +53,8 @@ class TaskOps(QueueBase):
         mean the task was written.
 
         Raises :class:`DueqError`: ``invalid_input`` (bad field), ``in_progress`` (replace of
-        a running task), ``payload_too_large``, ``redis_unavailable``.
+        a running task), ``unique_window`` (replace of a key in a finished task's unique
+        window), ``payload_too_large``, ``redis_unavailable``.
         """
         spec = TaskSpec(
             payload,
@@ -66,6 +70,7 @@ class TaskOps(QueueBase):
             expires_at_ms,
             debounce_max_ms,
             replicas,
+            unique_for_ms,
         )
         r = self._call("POST", "/tasks", spec.to_json(), retry=_repeatable(spec.to_json()))
         return Enqueued.from_json(r)

@@ -62,7 +62,8 @@ class NotFoundError(DueqError):
 
 
 class ConflictError(DueqError):
-    """The state refuses it: ``conflict``, ``in_progress``, ``not_empty``."""
+    """The state refuses it: ``conflict``, ``in_progress``, ``unique_window``,
+    ``not_empty``."""
 
 
 class UnavailableError(DueqError):
@@ -91,6 +92,7 @@ _BY_CODE = {
     "not_found": NotFoundError,
     "conflict": ConflictError,
     "in_progress": ConflictError,
+    "unique_window": ConflictError,
     "not_empty": ConflictError,
     "redis_unavailable": UnavailableError,
     "not_replicated": UnavailableError,

@@ -126,6 +126,10 @@ class TaskSpec:
     replicas: Optional[int] = None
     """Durable write: answered only once this many replicas confirm it (0 to 16), else
     ``not_replicated`` (503). In a batch, the largest of its tasks' counts applies."""
+    unique_for_ms: Optional[int] = None
+    """Unique window (needs ``key``): after the task finished, its key stays taken this
+    long, so an enqueue of the key meanwhile creates nothing (default: the queue's
+    ``unique_for_ms`` setting, else none; 0 for none)."""
 
     def to_json(self) -> Dict[str, Any]:
         """The request body of this task."""
@@ -143,6 +147,7 @@ class TaskSpec:
             "expires_at_ms",
             "debounce_max_ms",
             "replicas",
+            "unique_for_ms",
         ):
             v = getattr(self, name)
             if v is not None:
@@ -157,11 +162,17 @@ class Enqueued:
     id: str
     due_at_ms: int
     created: bool
-    """``False`` when the key was live: the existing task (kept or replaced)."""
+    """``False`` when the key was live (the existing task, kept or replaced), or in the
+    unique window of a finished task (then ``state`` is set)."""
+    state: Optional[str] = None
+    """Only when the key is in a unique window: how the task ``id`` names finished
+    (``succeeded``, ``dead``, ``cancelled`` or ``expired``); nothing was written."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Enqueued":
-        return cls(id=d["id"], due_at_ms=d["due_at_ms"], created=d["created"])
+        return cls(
+            id=d["id"], due_at_ms=d["due_at_ms"], created=d["created"], state=d.get("state")
+        )
 
 
 @dataclass(frozen=True)
@@ -482,6 +493,8 @@ class Settings:
     on_expire: Optional[str] = None
     """``drop`` or ``dead``."""
     partitions: Optional[int] = None
+    unique_for_ms: Optional[int] = None
+    """Unique window of keyed tasks enqueued without their own, ms."""
     extra: Dict[str, Any] = field(default_factory=dict)
     """Settings this client version does not know (newer servers)."""
 
@@ -525,6 +538,8 @@ class Schedule:
     lease_ms: int
     priority: int
     group: Optional[str]
+    unique_for_ms: Optional[int]
+    """Unique window of each tick's key (``None``: the queue's setting)."""
     next_fire_at_ms: Optional[int]
     """``None`` while paused."""
     upcoming_ms: List[int]
@@ -673,3 +688,6 @@ class SettingsChanges(TypedDict, total=False):
     """``"drop"`` (default) or ``"dead"``: what happens to a task that expired unstarted."""
     partitions: Optional[int]
     """1 to 1024 (default 1); changed only while the queue holds no task."""
+    unique_for_ms: Optional[int]
+    """Unique window of keyed tasks enqueued without their own, 0 to 31622400000 ms
+    (default none)."""

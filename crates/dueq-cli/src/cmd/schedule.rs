@@ -77,6 +77,11 @@ fn print_full(s: &Schedule) {
         "lease:         {}",
         duration(task.lease_ms.unwrap_or(dueq::DEFAULT_LEASE_MS))
     );
+    outln!(
+        "unique for:    {}",
+        task.unique_for_ms
+            .map_or_else(|| "the queue's setting".to_owned(), duration)
+    );
     outln!("paused:        {}", if s.paused { "yes" } else { "no" });
     outln!(
         "next_fire_at:  {}",

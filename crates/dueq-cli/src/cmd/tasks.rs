@@ -50,22 +50,33 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
         spec = spec.expires_at_ms(t);
     }
     spec = spec.options(a.options.options());
+    let replacing = a.replace || a.debounce_max_ms.is_some();
     let e = client.queue(&a.queue)?.enqueue(spec).await?;
-    let outcome = match e.outcome {
-        dueq::EnqueueOutcome::Created => "created",
-        dueq::EnqueueOutcome::Existing => "existing",
-        dueq::EnqueueOutcome::Replaced => "replaced",
-        dueq::EnqueueOutcome::InProgress => "in_progress",
-        _ => "unknown",
+    let (outcome, finished) = match e.outcome {
+        dueq::EnqueueOutcome::Created => ("created", None),
+        dueq::EnqueueOutcome::Existing => ("existing", None),
+        dueq::EnqueueOutcome::Replaced => ("replaced", None),
+        dueq::EnqueueOutcome::InProgress => ("in_progress", None),
+        dueq::EnqueueOutcome::Finished(s) => ("unique_window", Some(s.as_str())),
+        _ => ("unknown", None),
     };
     if json_out {
-        print_json(&json!({"id": e.id.as_str(), "due_at_ms": e.due_at_ms,
-            "created": e.created(), "outcome": outcome}))?;
+        let mut v = json!({"id": e.id.as_str(), "due_at_ms": e.due_at_ms,
+            "created": e.created(), "outcome": outcome});
+        if let Some(s) = finished {
+            v["state"] = json!(s);
+        }
+        print_json(&v)?;
+    } else if let Some(s) = finished {
+        outln!("{outcome} {} finished as {s}; nothing enqueued", e.id);
     } else {
         outln!("{outcome} {} due {}", e.id, when(e.due_at_ms));
     }
     if e.outcome == dueq::EnqueueOutcome::InProgress {
         anyhow::bail!("the key is live on a running task; not replaced");
+    }
+    if finished.is_some() && replacing {
+        anyhow::bail!("the key is in the unique window of a finished task; not replaced");
     }
     Ok(())
 }

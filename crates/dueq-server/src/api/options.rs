@@ -34,6 +34,13 @@ macro_rules! with_task_options {
             /// that task's group.
             #[schema(min_length = 1, max_length = 256)]
             pub group: Option<String>,
+            /// Unique window, 0 to 31622400000 ms (366 days); needs a `key`. After the task
+            /// finished (succeeded, dead, cancelled or expired) its key stays taken this long:
+            /// an enqueue of the key meanwhile creates nothing and answers the finished task
+            /// (200 with `created: false` and its `state`; a replace or debounce is a 409
+            /// `unique_window`). Default: the queue's `unique_for_ms` setting, else none.
+            #[schema(minimum = 0, maximum = 31622400000_u64)]
+            pub unique_for_ms: Option<u64>,
         }
 
         impl $name {
@@ -44,6 +51,7 @@ macro_rules! with_task_options {
                 o.lease_ms = self.lease_ms;
                 o.priority = self.priority.unwrap_or(0);
                 o.group = self.group.clone();
+                o.unique_for_ms = self.unique_for_ms;
                 o
             }
         }

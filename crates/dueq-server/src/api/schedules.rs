@@ -113,6 +113,8 @@ pub struct ScheduleResponse {
     pub priority: u8,
     /// Group of each task, if any.
     pub group: Option<String>,
+    /// Unique window of each task's key, ms (`null`: the queue's `unique_for_ms` setting).
+    pub unique_for_ms: Option<u64>,
     /// Next fire time, epoch ms (Redis clock); `null` while paused. Ticks fire up to 12 s
     /// ahead (their tasks wait, due at their ticks); each is next until its time comes.
     pub next_fire_at_ms: Option<u64>,
@@ -156,6 +158,7 @@ impl ScheduleResponse {
             lease_ms: task.lease_ms.unwrap_or(DEFAULT_LEASE_MS),
             priority: task.priority,
             group: task.group,
+            unique_for_ms: task.unique_for_ms,
             next_fire_at_ms: s.next_fire_at_ms,
             upcoming_ms: s.upcoming_ms,
             last_fire_at_ms: s.last_fire_at_ms,

@@ -86,6 +86,11 @@ pub struct SettingsBody {
     /// must be at least their number.
     #[schema(minimum = 1, maximum = 1024)]
     pub partitions: Option<u16>,
+    /// Unique window of keyed tasks enqueued (or fired by a schedule) without their own
+    /// `unique_for_ms`, 0 to 31622400000 ms (default none): their key stays taken this long
+    /// after they finished.
+    #[schema(minimum = 0, maximum = 31622400000_u64)]
+    pub unique_for_ms: Option<u64>,
 }
 
 /// What happens to an expired task.

@@ -23,7 +23,7 @@ use dueq::json::{MAX_PAYLOAD_DEPTH, json_depth, payload_bytes, payload_raw};
 pub const MAX_BATCH_TASKS: usize = 1000;
 
 /// What enqueueing a live business key does.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum OnConflictBody {
@@ -95,8 +95,13 @@ pub struct EnqueueResponse {
     pub id: String,
     /// Due time, Unix epoch ms (Redis clock).
     pub due_at_ms: u64,
-    /// Whether a new task was created (`false`: the key was live; kept or replaced).
+    /// Whether a new task was created (`false`: the key was live, kept or replaced; or in
+    /// the unique window of the finished task this answer names).
     pub created: bool,
+    /// Only when the key is in a unique window: the state the named task finished in
+    /// (`succeeded`, `dead`, `cancelled` or `expired`); nothing was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<FinishedStateJson>,
 }
 
 /// A batch of tasks to enqueue, 1 to 1000; checked in full before anything is written.
@@ -236,6 +241,34 @@ impl From<TaskState> for TaskStateJson {
     }
 }
 
+/// How a task ended, as an enqueue in its key's unique window answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = FinishedState)]
+#[non_exhaustive]
+pub enum FinishedStateJson {
+    /// Acknowledged.
+    Succeeded,
+    /// In the dead-letter queue (or deleted from it since).
+    Dead,
+    /// Cancelled before it ran.
+    Cancelled,
+    /// Not started before its expiry.
+    Expired,
+}
+
+impl FinishedStateJson {
+    fn of(s: TaskState) -> Option<Self> {
+        match s {
+            TaskState::Succeeded => Some(Self::Succeeded),
+            TaskState::Dead => Some(Self::Dead),
+            TaskState::Cancelled => Some(Self::Cancelled),
+            TaskState::Expired => Some(Self::Expired),
+            _ => None,
+        }
+    }
+}
+
 /// A new due time: exactly one of the two fields.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -325,17 +358,34 @@ fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
     Ok(s.options(r.task_options()))
 }
 
-fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
-    if e.outcome == EnqueueOutcome::InProgress {
-        return Err(ApiError::conflict(
-            "in_progress",
-            format!("task {} with this key is running; not replaced", e.id),
-        ));
-    }
+/// The answer to one enqueue of `r`.
+fn result(r: &EnqueueRequest, e: Enqueued) -> Result<EnqueueResponse, ApiError> {
+    let state = match e.outcome {
+        EnqueueOutcome::InProgress => {
+            return Err(ApiError::conflict(
+                "in_progress",
+                format!("task {} with this key is running; not replaced", e.id),
+            ));
+        }
+        EnqueueOutcome::Finished(s) if r.on_conflict.is_some_and(|c| c != OnConflictBody::Keep) => {
+            return Err(ApiError::conflict(
+                "unique_window",
+                format!(
+                    "the key is in the unique window of task {}, which finished as {}; not \
+                     replaced",
+                    e.id,
+                    s.as_str()
+                ),
+            ));
+        }
+        EnqueueOutcome::Finished(s) => FinishedStateJson::of(s),
+        _ => None,
+    };
     Ok(EnqueueResponse {
         id: e.id.as_str().to_owned(),
         due_at_ms: e.due_at_ms,
         created: e.created(),
+        state,
     })
 }
 
@@ -350,10 +400,10 @@ fn result(e: Enqueued) -> Result<EnqueueResponse, ApiError> {
     request_body = EnqueueRequest,
     responses(
         (status = 201, description = "Created", body = EnqueueResponse),
-        (status = 200, description = "The key was live: existing task (kept or replaced)", body = EnqueueResponse),
+        (status = 200, description = "The key was live: existing task (kept or replaced); or in the unique window of a finished task (`state` says how it ended; nothing written)", body = EnqueueResponse),
         (status = 400, description = "Bad input; nothing written", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
-        (status = 409, description = "`in_progress`: replace refused, the task is running", body = ErrorBody),
+        (status = 409, description = "`in_progress`: replace refused, the task is running; `unique_window`: replace or debounce refused, the key is in the unique window of a finished task", body = ErrorBody),
         (status = 413, description = "Payload or body too large; nothing written", body = ErrorBody),
         (status = 503, description = "Redis unavailable, or `not_replicated`: fewer replicas than `replicas` confirmed in time", body = ErrorBody),
     ))]
@@ -364,7 +414,7 @@ pub async fn enqueue(
 ) -> ApiResult<(StatusCode, Json<EnqueueResponse>)> {
     let q = durable(st.queue(&queue)?, body.replicas)?;
     let e = q.enqueue(spec(&body)?).await?;
-    let r = result(e)?;
+    let r = result(&body, e)?;
     let status = if r.created {
         StatusCode::CREATED
     } else {
@@ -409,7 +459,8 @@ pub async fn enqueue_batch(
     let done = per_item(durable(q, replicas)?.enqueue_each(&specs).await?)?;
     let results = done
         .into_iter()
-        .map(|e| match e.map(result) {
+        .zip(&body.tasks)
+        .map(|(e, r)| match e.map(|e| result(r, e)) {
             Ok(Ok(r)) => BatchItem::Ok(r),
             Ok(Err(e)) => BatchItem::Err(e.into()),
             Err(body) => BatchItem::Err(body),

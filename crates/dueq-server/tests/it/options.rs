@@ -241,3 +241,67 @@ async fn browse_tasks_over_http() {
         assert!(msg.contains(field), "{q}: {msg}");
     }
 }
+
+/// `unique_for_ms`: after the task finished its key stays taken; a re-send answers 200 with
+/// the finished task's id and state, a replace is a 409 `unique_window`, a batch answers per
+/// task alike; a window without a key and one over the cap are 400s naming the field, and
+/// the queue's setting reads back.
+#[tokio::test]
+async fn unique_window_over_http() {
+    let c = Ctx::new().await;
+    let body = json!({"payload": "pay", "key": "order-42", "unique_for_ms": 60_000});
+    let id = c.enqueue("u", body.clone()).await;
+    let t = c.claim("u", 1).await;
+    let r = c
+        .post(
+            "/v1/queues/u/acks",
+            json!({"acks": [{"id": t[0]["id"], "lease_token": t[0]["lease_token"]}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let r = c.post("/v1/queues/u/tasks", body.clone()).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["created"], false, "{r:?}");
+    assert_eq!(r.body["id"], id.as_str(), "{r:?}");
+    assert_eq!(r.body["state"], "succeeded", "{r:?}");
+    let mut replace = body.clone();
+    replace["on_conflict"] = json!("replace");
+    let r = c.post("/v1/queues/u/tasks", replace.clone()).await;
+    assert_error(&r, StatusCode::CONFLICT, "unique_window");
+    let r = c
+        .post(
+            "/v1/queues/u/tasks/batch",
+            json!({"tasks": [body, replace, {"payload": 1, "key": "other"}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let res = r.body["results"].as_array().unwrap();
+    assert_eq!(res[0]["state"], "succeeded", "{r:?}");
+    assert_eq!(res[1]["error"]["code"], "unique_window", "{r:?}");
+    assert_eq!(res[2]["created"], true, "{r:?}");
+    assert!(res[2].get("state").is_none(), "{r:?}");
+
+    for (bad, field) in [
+        (
+            json!({"payload": 1, "unique_for_ms": 1000}),
+            "unique_for_ms",
+        ),
+        (
+            json!({"payload": 1, "key": "k", "unique_for_ms": 31_622_400_001_u64}),
+            "unique_for_ms",
+        ),
+    ] {
+        let r = c.post("/v1/queues/u2/tasks", bad).await;
+        assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+        assert!(
+            r.body["error"]["message"].as_str().unwrap().contains(field),
+            "{r:?}"
+        );
+    }
+    assert!(c.queue_keys("u2").iter().all(|k| !k.ends_with(":tasks")));
+    let r = c
+        .patch("/v1/queues/u/settings", json!({"unique_for_ms": 3_600_000}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.body["unique_for_ms"], 3_600_000, "{r:?}");
+}

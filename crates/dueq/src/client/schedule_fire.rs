@@ -134,6 +134,7 @@ struct Planned<'a> {
     lead_ms: u64,
     fire_once: bool,
     grace_ms: u64,
+    unique_for_ms: Option<u64>,
 }
 
 impl Planned<'_> {
@@ -157,6 +158,7 @@ impl Planned<'_> {
             lead_ms: self.lead_ms,
             fire_once: self.fire_once,
             grace_ms: self.grace_ms,
+            unique_for_ms: self.unique_for_ms,
         }
     }
 }
@@ -193,6 +195,7 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned<'_>>> {
         lead_ms: spec.lead_ms(),
         fire_once: spec.misfire == Misfire::FireOnce,
         grace_ms: spec.misfire_grace_ms,
+        unique_for_ms: spec.task.unique_for_ms,
     }))
 }
 
@@ -215,6 +218,7 @@ mod tests {
             lead_ms: 0,
             fire_once: false,
             grace_ms: 1_000,
+            unique_for_ms: None,
         }
     }
 

@@ -30,7 +30,8 @@ pub struct BackfillReport {
     pub ticks: u64,
     /// Tasks enqueued for them.
     pub created: u64,
-    /// Ticks whose task was still scheduled or running (kept).
+    /// Ticks whose task was still scheduled or running (kept), or finished inside the
+    /// unique window of the schedule's template.
     pub existing: u64,
 }
 
@@ -284,10 +285,11 @@ impl Queue {
     /// range: `to_ms` at most the Redis time now), each due now with the schedule's template
     /// and the business key the tick would have had (`schedule:{name}:{tick_ms}`), so a tick
     /// whose task is still scheduled or running keeps it and a backfill run twice adds
-    /// nothing while those tasks wait. dueq cannot tell a tick whose task ran and finished
-    /// from one that never fired: backfill a range where the schedule did not run (before it
-    /// existed, while it was paused, ticks counted as skipped). `None` when there is no such
-    /// schedule.
+    /// nothing while those tasks wait. Without a unique window on the template dueq cannot
+    /// tell a tick whose task ran and finished from one that never fired: backfill a range
+    /// where the schedule did not run (before it existed, while it was paused, ticks counted
+    /// as skipped). With one, a tick whose task finished inside the window is kept too.
+    /// `None` when there is no such schedule.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for a bad name, an empty or future range, or more than

@@ -40,7 +40,7 @@ pub const WORKERS_KEY: &str = "dueq:workers";
 /// scripts read each under (`K.<name>`, `queue_keys` in `lib/keys.lua`); `sched:1` ..
 /// `sched:9` are `K.s[1]` .. `K.s[9]`. Each name is also its key's suffix. The keys the small,
 /// frequent operations need come first, so they take a short prefix ([`Span`]).
-pub(crate) const SCRIPT_KEYS: [&str; 37] = [
+pub(crate) const SCRIPT_KEYS: [&str; 39] = [
     "active",
     "leases",
     "tasks",
@@ -59,6 +59,8 @@ pub(crate) const SCRIPT_KEYS: [&str; 37] = [
     "rate",
     "rate_n",
     "rate_idle",
+    "uniq",
+    "uniq_at",
     "sched",
     "sched:1",
     "sched:2",
@@ -88,15 +90,15 @@ pub(crate) const SCRIPT_KEYS: [&str; 37] = [
 pub(crate) enum Span {
     /// `active`, `leases`: extend.
     Leases = 2,
-    /// Through the group and rate-limit keys: ack, settings, history.
-    Finish = 18,
+    /// Through the group and rate-limit keys and the unique windows: ack, settings, history.
+    Finish = 20,
     /// Through `sched`, the sets of priorities 1 to 9 and `expiry`: the operations that place
     /// or find scheduled tasks.
-    Scheduled = 29,
+    Scheduled = 31,
     /// Through `dead` and `dead_keys`: the operations that may find or make a dead task.
-    Dead = 31,
+    Dead = 33,
     /// Through `claims` and `schedule_state`: claim and recover.
-    Claims = 33,
+    Claims = 35,
     /// Every key: schedules, webhook, queue delete.
     All = SCRIPT_KEYS.len() as isize,
 }
@@ -316,6 +318,11 @@ pub struct QueueKeys {
     pub rate_n: String,
     /// Rate-limit logs by newest entry: sorted set owner prefix → ms.
     pub rate_idle: String,
+    /// Business keys in their unique window after their task finished: hash key →
+    /// `"state id due_at_ms window_ms"` (see `lib/windows.lua`).
+    pub uniq: String,
+    /// When each unique window ends: sorted set key → epoch ms.
+    pub uniq_at: String,
     /// Scheduled ungrouped tasks of priorities 1 to 9 (index 0 is priority 1): sorted sets
     /// like `sched` (which holds priority 0); a set exists only while it holds tasks.
     pub psched: [String; 9],
@@ -384,6 +391,8 @@ impl QueueKeys {
             rate: k("rate"),
             rate_n: k("rate_n"),
             rate_idle: k("rate_idle"),
+            uniq: k("uniq"),
+            uniq_at: k("uniq_at"),
             psched: std::array::from_fn(|i| k(&format!("sched:{}", i + 1))),
             expiry: k("expiry"),
             wake: k("wake"),
@@ -417,7 +426,7 @@ impl QueueKeys {
     }
 
     /// The keys of [`SCRIPT_KEYS`], in its order.
-    pub(crate) fn script_keys(&self) -> [&str; 37] {
+    pub(crate) fn script_keys(&self) -> [&str; 39] {
         let p = &self.psched;
         [
             &self.active,
@@ -438,6 +447,8 @@ impl QueueKeys {
             &self.rate,
             &self.rate_n,
             &self.rate_idle,
+            &self.uniq,
+            &self.uniq_at,
             &self.sched,
             &p[0],
             &p[1],
@@ -482,6 +493,8 @@ impl QueueKeys {
             &self.schedule_state,
             &self.schedule_next,
             &self.schedule_fired,
+            &self.uniq,
+            &self.uniq_at,
             &self.wake,
             &self.schedule_wake,
         ]
@@ -626,7 +639,7 @@ mod tests {
         assert!(spans.windows(2).all(|w| w[0].len() < w[1].len()));
         assert_eq!(Span::All.len(), SCRIPT_KEYS.len());
         assert_eq!(SCRIPT_KEYS[Span::Leases.len() - 1], "leases");
-        assert_eq!(SCRIPT_KEYS[Span::Finish.len() - 1], "rate_idle");
+        assert_eq!(SCRIPT_KEYS[Span::Finish.len() - 1], "uniq_at");
         assert_eq!(SCRIPT_KEYS[Span::Scheduled.len() - 1], "expiry");
         assert_eq!(SCRIPT_KEYS[Span::Dead.len() - 1], "dead_keys");
         assert_eq!(SCRIPT_KEYS[Span::Claims.len() - 1], "schedule_state");

@@ -17,7 +17,9 @@
 //!   script (DESIGN 2.12), for every process at once;
 //! * `alert_due_age_ms`, `alert_due_count`: when [`QueueStats::behind`](crate::QueueStats) is
 //!   set;
-//! * `on_expire`: when a task's expiry passes before it started (claim or recovery).
+//! * `on_expire`: when a task's expiry passes before it started (claim or recovery);
+//! * `unique_for_ms`: to every keyed task enqueued (or fired by a schedule) without its own
+//!   window, read at the enqueue.
 //!
 //! Files: `limits.rs` (rate limits and backoff, with their checks), `patch.rs` (a change and
 //! its validation), `stored.rs` (the `meta` hash fields).
@@ -74,6 +76,9 @@ pub struct QueueSettings {
     /// holds no task; every limit is then split over the partitions (see
     /// docs/SCALING.md).
     pub partitions: Option<u16>,
+    /// Unique window of keyed tasks enqueued without their own, ms
+    /// ([`TaskOptions::unique_for_ms`](crate::TaskOptions::unique_for_ms)). Default none.
+    pub unique_for_ms: Option<u64>,
 }
 
 /// What happens to a task not started before its expiry (`expires_at_ms` / `ttl_ms`).
@@ -117,7 +122,8 @@ impl QueueSettings {
             alert_due_age_ms,
             alert_due_count,
             on_expire,
-            partitions
+            partitions,
+            unique_for_ms
         );
         self
     }
@@ -185,6 +191,7 @@ impl QueueSettings {
             alert_due_count: Some(self.alert_due_count),
             on_expire: Some(self.on_expire),
             partitions: Some(self.partitions),
+            unique_for_ms: Some(self.unique_for_ms),
         }
     }
 }

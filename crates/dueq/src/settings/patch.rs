@@ -99,6 +99,9 @@ pub struct SettingsPatch {
     /// See [`QueueSettings::partitions`](crate::QueueSettings::partitions).
     #[serde(default, deserialize_with = "present")]
     pub partitions: Option<Option<u16>>,
+    /// See [`QueueSettings::unique_for_ms`](crate::QueueSettings::unique_for_ms).
+    #[serde(default, deserialize_with = "present")]
+    pub unique_for_ms: Option<Option<u64>>,
 }
 
 macro_rules! setters {
@@ -119,7 +122,7 @@ setters! {
     max_attempts: u32, lease_ms: u64, backoff: BackoffSettings, dead_max: u64,
     succeeded_max: u64, rate_limit: RateLimit, group_rate_limit: RateLimit, concurrency: u32,
     group_concurrency: u32, alert_due_age_ms: u64, alert_due_count: u64, on_expire: OnExpire,
-    partitions: u16,
+    partitions: u16, unique_for_ms: u64,
 }
 
 fn check_range(field: &str, v: u64, min: u64, max: u64) -> Result<()> {
@@ -169,6 +172,9 @@ impl SettingsPatch {
         if let Some(Some(n)) = self.alert_due_count {
             check_range("alert_due_count", n, 1, u64::MAX >> 11)?;
         }
+        if let Some(Some(ms)) = self.unique_for_ms {
+            crate::task::validate_unique_for_ms(ms)?;
+        }
         if let Some(Some(n)) = self.partitions {
             check_range(
                 "partitions",
@@ -204,6 +210,7 @@ impl SettingsPatch {
         one("group_concurrency", s32(self.group_concurrency));
         one("alert_due_age_ms", s(self.alert_due_age_ms));
         one("alert_due_count", s(self.alert_due_count));
+        one("unique_for_ms", s(self.unique_for_ms));
         one(
             "on_expire",
             self.on_expire.map(|o| o.map(|e| e.as_str().to_owned())),

@@ -5,7 +5,7 @@ use super::limits::{BackoffSettings, RateLimit};
 use super::{OnExpire, QueueSettings};
 
 /// The `meta` fields [`QueueSettings::from_fields`] reads, in its order.
-pub(crate) const STORED_FIELDS: [&str; 17] = [
+pub(crate) const STORED_FIELDS: [&str; 18] = [
     "max_attempts",
     "lease_ms",
     "backoff_base_ms",
@@ -23,6 +23,7 @@ pub(crate) const STORED_FIELDS: [&str; 17] = [
     "alert_due_count",
     "on_expire",
     "partitions",
+    "unique_for_ms",
 ];
 
 impl QueueSettings {
@@ -57,6 +58,7 @@ impl QueueSettings {
                 _ => None,
             },
             partitions: get(16).and_then(|s| s.parse::<u16>().ok()),
+            unique_for_ms: n(17),
         }
     }
 }

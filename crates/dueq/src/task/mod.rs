@@ -16,7 +16,8 @@ mod view;
 pub use id::{LeaseToken, MAX_ID_BYTES, MAX_KEY_BYTES, TaskId, TaskRef, validate_key};
 pub use options::{
     DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_GROUP_BYTES, MAX_LEASE_MS,
-    MAX_PRIORITY, MIN_LEASE_MS, TaskOptions, validate_group, validate_lease_ms,
+    MAX_PRIORITY, MAX_UNIQUE_FOR_MS, MIN_LEASE_MS, TaskOptions, validate_group, validate_lease_ms,
+    validate_unique_for_ms,
 };
 pub use outcome::{
     AckOutcome, CancelOutcome, DeadRetryOutcome, EnqueueOutcome, Enqueued, NackOutcome,

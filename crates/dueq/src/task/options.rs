@@ -32,6 +32,9 @@ pub const MIN_LEASE_MS: u64 = 1_000;
 /// Highest (last-served) priority; 0 is served first.
 pub const MAX_PRIORITY: u8 = 9;
 
+/// Longest unique window (`unique_for_ms`): 366 days.
+pub const MAX_UNIQUE_FOR_MS: u64 = 366 * 24 * 3_600_000;
+
 /// Longest group name, in bytes.
 pub const MAX_GROUP_BYTES: usize = 256;
 
@@ -62,6 +65,12 @@ pub struct TaskOptions {
     /// The group (a tenant, a customer), 1 to [`MAX_GROUP_BYTES`] bytes; `None` for none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// How long the task's business key stays taken after the task finished (succeeded,
+    /// dead, cancelled or expired), 0 to [`MAX_UNIQUE_FOR_MS`]: an enqueue of the key
+    /// within that window creates nothing. Needs a key. `None`: the queue's `unique_for_ms`
+    /// setting (else 0, no window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique_for_ms: Option<u64>,
 }
 
 fn is_zero(p: &u8) -> bool {
@@ -75,7 +84,13 @@ fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u
 impl TaskOptions {
     /// The name of every option, as in the HTTP API and the JSON form; an error of
     /// [`TaskOptions::check`] starts with one of them.
-    pub const FIELDS: &'static [&'static str] = &["max_attempts", "lease_ms", "priority", "group"];
+    pub const FIELDS: &'static [&'static str] = &[
+        "max_attempts",
+        "lease_ms",
+        "priority",
+        "group",
+        "unique_for_ms",
+    ];
 
     /// The defaults: every option from the queue's settings.
     pub fn new() -> Self {
@@ -111,6 +126,9 @@ impl TaskOptions {
         }
         if let Some(g) = &self.group {
             validate_group(g)?;
+        }
+        if let Some(w) = self.unique_for_ms {
+            validate_unique_for_ms(w)?;
         }
         Ok(())
     }
@@ -171,7 +189,32 @@ macro_rules! task_option_setters {
             self.task_options_mut().group = Some(group.into());
             self
         }
+
+        /// The unique window (0 to 366 days, in ms): after the task finished (succeeded,
+        /// dead, cancelled or expired) its business key stays taken this long, so an enqueue
+        /// of the key meanwhile creates nothing and answers the finished task
+        /// ([`EnqueueOutcome::Finished`](crate::EnqueueOutcome::Finished)); a replace or
+        /// debounce is refused the same way. Needs a key. Default: the queue's
+        /// `unique_for_ms` setting (else none: the key is free once its task finished).
+        pub fn unique_for_ms(mut self, unique_for_ms: u64) -> Self {
+            self.task_options_mut().unique_for_ms = Some(unique_for_ms);
+            self
+        }
     };
+}
+
+/// Checks a unique window: 0 to [`MAX_UNIQUE_FOR_MS`].
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput), message starting
+/// `unique_for_ms:`.
+pub fn validate_unique_for_ms(ms: u64) -> Result<()> {
+    if ms > MAX_UNIQUE_FOR_MS {
+        return Err(Error::invalid(format!(
+            "unique_for_ms: must be 0 to {MAX_UNIQUE_FOR_MS} (366 days), got {ms}"
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a lease length: [`MIN_LEASE_MS`] to [`MAX_LEASE_MS`].

@@ -1,6 +1,7 @@
 //! What each operation on a task did: one enum (or report) per operation.
 
 use super::id::TaskId;
+use super::view::TaskState;
 
 /// What an enqueue did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +16,11 @@ pub enum EnqueueOutcome {
     Replaced,
     /// The key is live on a running task, so [`OnConflict::Replace`](crate::OnConflict::Replace) was refused.
     InProgress,
+    /// The key is in the unique window of a task that finished in this state
+    /// ([`TaskOptions::unique_for_ms`](crate::TaskOptions::unique_for_ms)): nothing was
+    /// written, and a replace or debounce was refused. The answer carries that task's id
+    /// and due time.
+    Finished(TaskState),
 }
 
 /// The answer to one enqueue.

@@ -228,6 +228,11 @@ impl TaskSpec {
         }
         spec.due.parts()?;
         spec.options.check()?;
+        if spec.options.unique_for_ms.is_some_and(|w| w > 0) && spec.key.is_none() {
+            return Err(Error::invalid(
+                "unique_for_ms needs a key: the window keeps the task's business key taken",
+            ));
+        }
         check_expiry_and_conflict(spec)
     }
 }

@@ -35,6 +35,7 @@ mod schedules;
 #[cfg(debug_assertions)]
 mod protocol_model;
 mod sentinel_loss;
+mod unique;
 mod webhook;
 mod weights;
 mod worker;

@@ -2,7 +2,7 @@
 
 use super::Queue;
 use crate::error::Result;
-use crate::protocol::tasks;
+use crate::protocol::{queues, tasks};
 use crate::task::{CancelOutcome, Due, RescheduleOutcome, Task, TaskId, TaskRef};
 
 /// A cancel's outcome with its context.
@@ -43,7 +43,16 @@ impl Queue {
     /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
     pub async fn cancel_report(&self, target: &TaskRef) -> Result<CancelReport> {
         let q = self.route(target).await?;
-        let (outcome, id, now_ms) = tasks::cancel(&mut q.client.conn(), &q.keys, target).await?;
+        let mut conn = q.client.conn();
+        let (outcome, id, now_ms, window_ends_ms) =
+            tasks::cancel(&mut conn, &q.keys, target).await?;
+        if let Some(at) = window_ends_ms {
+            // the key's unique window opened: the recoverer drops it when it ends (or on its
+            // sweep of every queue, should this note fail: the cancel itself is done)
+            if let Err(e) = queues::recovery_note(&mut conn, q.name(), at).await {
+                tracing::debug!(queue = q.name(), error = %e, "unique window not noted");
+            }
+        }
         Ok(CancelReport {
             outcome,
             id,

@@ -83,7 +83,7 @@ if nok > 0 then
   for j = 1, #keyed do
     local rec = recs[j]
     if rec then
-      release_key(keys, rec, keyed[j])
+      release_key(K, rec, keyed[j], 'succeeded', now)
       if keep > 0 and rec_ok(rec) then
         local attempt = rec_head(rec)
         redis.call('HSET', tasks, keyed[j], rec_update(rec, math.min(attempt + 1, MAX_ATTEMPT), nil))

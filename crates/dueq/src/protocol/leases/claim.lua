@@ -135,7 +135,7 @@ local late_n, late_b, late_run = {}, 1, 0
 -- in its schedule's skipped_total unless the schedule fires once for a missed span (`once`:
 -- the newest tick of the span runs for all of them), and its fired_total one less.
 local function drop_missed(id, rec, group, once)
-  release_key(K.keys, rec, id)
+  release_key(K, rec, id)
   redis.call('HDEL', tasks, id)
   if group ~= '' then redis.call('HDEL', K.groups, id) end
   redis.call('HINCRBY', K.stats, 'cancelled_total', 1)

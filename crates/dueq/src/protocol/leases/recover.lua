@@ -2,14 +2,16 @@
 -- dead-letter queue, counting the attempt; also finds leases whose deadline entry was lost,
 -- forgets claim records (see claim.lua) of callers gone for over an hour, drops idle
 -- rate-limit logs, and expires up to 100 scheduled tasks whose expiry passed (by the `expiry`
--- index; dropped, or dead-lettered when the queue's `on_expire` is 'dead').
+-- index; dropped, or dead-lettered when the queue's `on_expire` is 'dead'), and drops up to
+-- 100 unique windows that ended (windows.lua).
 -- KEYS: queue_keys, Span::Claims (keys.rs)
 -- ARGV[1] wake channel, ARGV[2] max (tasks per call), ARGV[3] m, ARGV[4..3+m] backoff (ms)
 --   after attempt 1, 2, ..., m (later attempts use the last value)
 -- Returns: {now_ms, recovered, dead, next_lease_deadline_ms (-1 = none), swept (1 when the
 --   sweep of the leases hash came back to its start during this call), expired (tasks
---   expired), more_expired (1 when the expiry batch was full: call again), next_expiry_ms
---   (earliest expiry of a scheduled task, -1 = none)}
+--   expired), more_expired (1 when the expiry batch was full, of tasks or of ended windows:
+--   call again), next_expiry_ms (earliest expiry of a scheduled task or end of a unique
+--   window, -1 = none)}
 local K = queue_keys()
 local active, leases, claims = K.active, K.leases, K.claims
 local channel = ARGV[1]
@@ -92,5 +94,8 @@ if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
   next_deadline = orphan_next
 end
 local next_expiry = per[3] and earliest(K.expiry)
+if windows_drop(K, now, EXPIRE_BATCH) == EXPIRE_BATCH then more = true end
+local next_end = earliest(K.uniq_at)
+if next_end and (next_expiry == nil or next_end < next_expiry) then next_expiry = next_end end
 return {now, recovered, dead, next_deadline or -1, swept, nexpired, more and 1 or 0,
   next_expiry or -1}

@@ -57,8 +57,17 @@ local function wake(channel, due_at, before)
   end
 end
 
+-- The live task of a business key from its `keys` entry (or nil): its id, and its unique
+-- window in ms when it has one (the entry is then "id window_ms"; windows.lua).
+local function key_id(v)
+  if not v then return nil end
+  local sp = string.find(v, ' ', 1, true)
+  if not sp then return v end
+  return string.sub(v, 1, sp - 1), tonumber(string.sub(v, sp + 1))
+end
+
 -- Resolves ARGV "id"/"key" addressing to a task id (or nil).
 local function resolve(keys_key, by, value)
-  if by == 'key' then return redis.call('HGET', keys_key, value) or nil end
+  if by == 'key' then return key_id(redis.call('HGET', keys_key, value) or nil) end
   return value
 end

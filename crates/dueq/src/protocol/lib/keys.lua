@@ -14,13 +14,13 @@ local function queue_keys()
     meta = KEYS[5], stats = KEYS[6], errors = KEYS[7], hist = KEYS[8], done = KEYS[9],
     gsched = KEYS[10], gdue = KEYS[11], groups = KEYS[12], gready = KEYS[13],
     gactive = KEYS[14], gparked = KEYS[15], rate = KEYS[16], rate_n = KEYS[17],
-    rate_idle = KEYS[18], sched = KEYS[19], expiry = KEYS[29], dead = KEYS[30],
-    dead_keys = KEYS[31], claims = KEYS[32], schedule_state = KEYS[33],
-    schedule_next = KEYS[34], schedule_fired = KEYS[35], schedules = KEYS[36],
-    webhook = KEYS[37]}
+    rate_idle = KEYS[18], uniq = KEYS[19], uniq_at = KEYS[20], sched = KEYS[21],
+    expiry = KEYS[31], dead = KEYS[32], dead_keys = KEYS[33], claims = KEYS[34],
+    schedule_state = KEYS[35], schedule_next = KEYS[36], schedule_fired = KEYS[37],
+    schedules = KEYS[38], webhook = KEYS[39]}
   if K.sched then
-    K.s = {[0] = KEYS[19], KEYS[20], KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25],
-      KEYS[26], KEYS[27], KEYS[28]}
+    K.s = {[0] = KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25], KEYS[26], KEYS[27],
+      KEYS[28], KEYS[29], KEYS[30]}
   end
   return K
 end

@@ -32,7 +32,7 @@ local function fail_attempt(K, channel, id, rec, now, retry_ms, permanent, err)
     -- a dead task keeps its group (in `groups`), so a retry puts it back in it
     redis.call('HSET', K.tasks, id, rec_update(rec, attempt, nil))
     redis.call('ZADD', K.dead, now, id)
-    release_key(K.keys, rec, id)
+    release_key(K, rec, id, 'dead', now)
     dead_key_add(K.dead_keys, rec, id)
     redis.call('HINCRBY', K.stats, 'dead_total', 1)
     hist_add(K.hist, now, 'd', 1)
@@ -61,7 +61,7 @@ end
 -- 'expired' when `to_dead`.
 local function expire_task(K, id, rec, now, to_dead)
   redis.call('ZREM', K.expiry, id)
-  release_key(K.keys, rec, id)
+  release_key(K, rec, id, to_dead and 'dead' or 'expired', now)
   redis.call('HINCRBY', K.stats, 'expired_total', 1)
   if to_dead then
     -- a dead task keeps its group (in `groups`), so a retry puts it back in it
@@ -115,8 +115,10 @@ end
 
 -- Removes task `id` (record `rec`) if it is scheduled, waiting in its priority's set or in
 -- its group, as a cancel: record, error, key and expiry entry gone, counted in
--- `cancelled_total`. Whether it was removed.
-local function unschedule(K, id, rec)
+-- `cancelled_total`. Given `now` (a cancel), a unique window of its key opens; without it (a
+-- purge, a tick taken back) the key is free. Returns whether it was removed, and when the
+-- window it opened ends (nil: none).
+local function unschedule(K, id, rec, now)
   local p = rec and rec_ok(rec) and rec_prio(rec) or 0
   if redis.call('ZREM', K.s[p], id) == 0 then
     local gdue = redis.call('ZSCORE', K.gdue, id)
@@ -133,18 +135,33 @@ local function unschedule(K, id, rec)
   redis.call('ZREM', K.expiry, id)
   redis.call('HDEL', K.tasks, id)
   redis.call('HDEL', K.errors, id)
-  if rec then release_key(K.keys, rec, id) end
+  local ends = rec and release_key(K, rec, id, now and 'cancelled', now)
   redis.call('HINCRBY', K.stats, 'cancelled_total', 1)
-  return true
+  return true, ends
 end
 
 -- Retries dead task `id` (record `rec`, readable): scheduled at `due` with a fresh attempt
--- count, back in its group or priority set, its key live again. Returns 'retried', or
--- 'conflict' (nothing changed) when its business key is live on another task.
+-- count, back in its group or priority set, its key live again (with the unique window its
+-- own window entry still names). Returns 'retried', or 'conflict' (nothing changed) when its
+-- business key is live on another task or in another task's unique window.
 local function dead_retry_one(K, id, rec, due, now)
   local key = rec_key(rec)
-  local holder = key ~= '' and redis.call('HGET', K.keys, key)
+  local holder = key ~= '' and key_id(redis.call('HGET', K.keys, key))
   if holder and holder ~= id then return 'conflict' end
+  local w = nil
+  if key ~= '' then
+    local v = redis.call('HGET', K.uniq, key)
+    if v then
+      local wid, ends, ww = string.match(v, '^%a+ (%S+) %d+ (%d+) (%d+)$')
+      if wid == id then
+        w = tonumber(ww)
+        redis.call('HDEL', K.uniq, key)
+        redis.call('ZREM', K.uniq_at, key)
+      elseif wid and tonumber(ends) > now then
+        return 'conflict'
+      end
+    end
+  end
   redis.call('ZREM', K.dead, id)
   dead_key_drop(K.dead_keys, rec, id, K.dead, K.tasks)
   redis.call('HSET', K.tasks, id, rec_update(rec, 0, due))
@@ -157,7 +174,7 @@ local function dead_retry_one(K, id, rec, due, now)
   else
     redis.call('ZADD', K.s[rec_prio(rec)], due, id)
   end
-  if key ~= '' then redis.call('HSET', K.keys, key, id) end
+  if key ~= '' then redis.call('HSET', K.keys, key, key_entry(id, w)) end
   return 'retried'
 end
 

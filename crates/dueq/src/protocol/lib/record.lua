@@ -81,15 +81,6 @@ local function rec_update(rec, attempt, due_at)
   return struct.pack(HDR, attempt or a, m, l, kf) .. body .. struct.pack(TAIL, due_at or d, c)
 end
 
--- Drops the business-key index entry of task `id` if it still points at it.
-local function release_key(keys_key, rec, id)
-  if not rec_ok(rec) then return end
-  local key = rec_key(rec)
-  if key ~= '' and redis.call('HGET', keys_key, key) == id then
-    redis.call('HDEL', keys_key, key)
-  end
-end
-
 -- Dead tasks by business key (`dead_keys`: key -> the id of the newest dead task under it,
 -- followed by ' ' and how many dead tasks hold the key when more than one), so get by key
 -- finds a task that died. Written only when a keyed task dies.

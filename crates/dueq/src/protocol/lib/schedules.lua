@@ -69,7 +69,7 @@ local function sched_withdraw(K, name, S, N, fired, now)
   local n = #N
   local k, first = n, nil
   while k > 0 and N[k] > now do
-    local id = redis.call('HGET', K.keys, 'schedule:' .. name .. ':' .. S[k])
+    local id = key_id(redis.call('HGET', K.keys, 'schedule:' .. name .. ':' .. S[k]))
     if id then unschedule(K, id, redis.call('HGET', K.tasks, id)) end
     first = S[k]
     S[k], N[k] = nil, nil

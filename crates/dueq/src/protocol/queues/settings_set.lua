@@ -12,7 +12,7 @@ local allowed = {paused = true, dead_max = true, done_max = true, max_attempts =
   lease_ms = true, backoff_base_ms = true, backoff_factor = true, backoff_max_ms = true,
   rate_max = true, rate_per_ms = true, group_rate_max = true, group_rate_per_ms = true,
   concurrency = true, group_concurrency = true, alert_due_age_ms = true, alert_due_count = true,
-  on_expire = true, partitions = true, seq_floor = true}
+  on_expire = true, partitions = true, unique_for_ms = true, seq_floor = true}
 local n = tonumber(ARGV[2])
 local names = {}
 for i = 1, n do names[i] = ARGV[1 + 2 * i] end

@@ -219,6 +219,8 @@ pub(crate) struct FireItem<'a> {
     pub fire_once: bool,
     /// `misfire_grace_ms`: a tick's task not started this long after that time is missed.
     pub grace_ms: u64,
+    /// The ticks' unique window, ms (`None`: the queue's `unique_for_ms` setting).
+    pub unique_for_ms: Option<u64>,
 }
 
 /// What `schedule_fire` did with one item.
@@ -253,6 +255,10 @@ pub(crate) async fn fire(
             .s(it.def)
             .s(if it.fire_once { "o" } else { "s" })
             .n(it.grace_ms);
+        match it.unique_for_ms {
+            Some(w) => a.n(w),
+            None => a.s(""),
+        };
     }
     let mut r = run(conn, &scripts::SCHEDULE_FIRE, k, a.take()).await?;
     let now = r.u64()?;

@@ -11,7 +11,8 @@
 --   or FIRE_AHEAD_MS); the ticks' task spec (the record without its tail, lib/record.lua) with an
 --   empty key: each tick's task gets business key 'schedule:<name>:<tick ms>' put in; the
 --   definition the step was planned from (as read); the misfire policy ('s' skip | 'o'
---   fire_once); misfire_grace_ms. Each task carries its tick's misfire deadline and policy
+--   fire_once); misfire_grace_ms; the ticks' unique window in ms ('' the queue's
+--   `unique_for_ms` setting; windows.lua). Each task carries its tick's misfire deadline and policy
 --   (lib/record.lua): the tick + grace under skip, the next tick + grace under fire_once, so a task
 --   that has not started by then is a missed tick. A fire_once tick already missed when it
 --   fires is its span's one run and carries none, nor does a tick with no next tick.
@@ -42,7 +43,7 @@ local soonest = nil
 -- whether the task under business key `key` is live (scheduled, in its priority's set or its
 -- group, or active)
 local function live(key)
-  local id = redis.call('HGET', keys, key)
+  local id = key_id(redis.call('HGET', keys, key))
   if not id then return false end
   if redis.call('HEXISTS', leases, id) == 1 then return true end
   local rec = redis.call('HGET', tasks, id)
@@ -62,7 +63,7 @@ do
     names[i], at[i] = ARGV[b], b
     local c = tonumber(ARGV[b + 3])
     cnt[i] = c
-    b = b + 12 + c
+    b = b + 13 + c
   end
 end
 
@@ -167,6 +168,8 @@ if count > 0 then
   local seq = redis.call('HINCRBY', meta, 'seq', count) - count
   local recs, kargs, byprio, nby, used, grouped, gused = {}, {}, {}, {}, {}, {}, {}
   local nr, tails = 0, {}
+  -- the ticks' unique window per schedule (ms, 0 none), the queue's setting read once
+  local wins, window_default = {}, nil
   -- the schedule whose spec is split (`head`, key field `kp` with the misfire bit, `body`
   -- after the key), its misfire policy and grace, and the record head for keys of `hlen`
   -- bytes; misfire deadlines packed, by value (many schedules share a tick)
@@ -199,8 +202,20 @@ if count > 0 then
       local tail = tails[t]
       if not tail then tail = struct.pack('<I6', t) .. created_at tails[t] = tail end
       recs[nr + 2] = hdr .. key .. dls .. body .. tail
+      local w = wins[i]
+      if not w then
+        local given = ARGV[at[i] + 12 + cnt[i]]
+        if given == '' then
+          window_default = window_default
+            or tonumber(redis.call('HGET', meta, 'unique_for_ms') or '0') or 0
+          w = window_default
+        else
+          w = tonumber(given) or 0
+        end
+        wins[i] = w
+      end
       kargs[nr + 1] = key
-      kargs[nr + 2] = id
+      kargs[nr + 2] = key_entry(id, w)
       nr = nr + 2
       local group = ARGV[at[i] + 6 + cnt[i]]
       if group ~= '' then

@@ -5,13 +5,17 @@
 --   has a group), then per task:
 --   key ('' = none); mode: on_conflict ('k' keep | 'r' replace | 'b' debounce) followed by due
 --   kind ('a' at | 'd' delay), e.g. 'kd', then optionally ' p' (a priority above 0, which the
---   spec carries), ' t<ms>' (ttl), ' e<ms>' (expires at) and ' m<ms>' (debounce_max_ms); due value (ms); spec (the record without its tail,
+--   spec carries), ' t<ms>' (ttl), ' e<ms>' (expires at), ' m<ms>' (debounce_max_ms) and
+--   ' u<ms>' (unique window; without it a keyed task takes the queue's `unique_for_ms`
+--   setting); due value (ms); spec (the record without its tail,
 --   see lib/record.lua; it carries the priority); group (5th value; '' = none; a replace keeps the
 --   task's group)
 --   After the tasks' values, for partition p > 0 of a queue of several: the partition count
 --   the client routed by.
 -- Returns: {'ok', now_ms, then per task: code, id, due_at_ms}
---   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused)
+--   code 1 created, 0 existing task kept, 2 existing task replaced, -1 in_progress (replace refused),
+--   10 + s: the key is in the unique window of finished task `id` (nothing written, a replace
+--   refused), s its state: 0 succeeded, 1 dead, 2 cancelled, 3 expired (windows.lua)
 --   or {'bad_due', now_ms, index} when a due time lands past year 9999 (nothing written),
 --   or {'bad_expiry', now_ms, index, 't' | 'e'} when a task's expiry (ttl or expires at) is
 --   at or before its due time, so it could never run (nothing written),
@@ -20,7 +24,7 @@
 --   that routes by its cached layout would put tasks where no fresh client looks)
 -- A replace (or debounce) takes the new spec whole: payload, settings, priority and expiry
 -- (none given: the old expiry goes). A debounce never moves the due time past the task's
--- creation (its first enqueue) + debounce_max_ms.
+-- creation (its first enqueue) + debounce_max_ms. The key's unique window is the new one's too.
 local K = queue_keys()
 -- locals for what the per-task loops use: a global or a table field is a lookup per use in
 -- Lua 5.1
@@ -39,7 +43,7 @@ local created_at = struct.pack('<I6', now)
 local dues, due_str, due_bin, by_delay = {}, {}, {}, {}
 -- expiry (epoch ms), debounce cap (ms) and priority per task, when given (a task without
 -- options pays no parsing)
-local exps, dmax, prio = {}, {}, {}
+local exps, dmax, prio, uw = {}, {}, {}, {}
 for i = 1, n do
   local b = 3 + (i - 1) * stride
   local v, mode = ARGV[b + 3], ARGV[b + 2]
@@ -66,6 +70,8 @@ for i = 1, n do
         exps[i] = math.min(tonumber(ms), MAX_DUE_MS)
       elseif kind == 'm' then
         dmax[i] = tonumber(ms)
+      elseif kind == 'u' then
+        uw[i] = tonumber(ms)
       end
       if exps[i] and exps[i] <= dues[i] and (kind == 't' or kind == 'e') then
         return {'bad_expiry', now, i, kind}
@@ -124,6 +130,23 @@ local function gmark(p)
   end
 end
 
+-- The unique window (ms, 0 none) of keyed task `i`: its own, else the queue's setting (read
+-- once per call, and only when a keyed task needs it).
+local window_default = nil
+local function window_ms(i)
+  if uw[i] then return uw[i] end
+  if not window_default then
+    window_default = tonumber(redis.call('HGET', meta, 'unique_for_ms') or '0') or 0
+  end
+  return window_default
+end
+
+-- the enqueue code of a key in the unique window of a task finished in each state
+local WINDOW_CODE = {succeeded = 10, dead = 11, cancelled = 12, expired = 13}
+-- whether any key of the queue is in a window (looked at once per call, on the first key
+-- that needs it, so a queue without windows pays nothing per task)
+local any_window = nil
+
 -- Sets or drops the expiry of task `id` as task `i` of the batch asks.
 local function set_expiry(i, id)
   if exps[i] then
@@ -176,6 +199,11 @@ for i = 1, n do
         end
         if f.exp or exps[i] then set_expiry(i, f.id) end
         f.exp = exps[i] ~= nil
+        local w = window_ms(i)
+        if w ~= f.w then
+          redis.call('HSET', keys, key, key_entry(f.id, w))
+          f.w = w
+        end
         f.due = due
         if soonest == nil or due < soonest then soonest = due end
         out[no + 1] = 2; out[no + 2] = f.id; out[no + 3] = due; no = no + 3
@@ -184,7 +212,7 @@ for i = 1, n do
       end
       done = true
     else
-      local existing = redis.call('HGET', keys, key)
+      local existing, ew = key_id(redis.call('HGET', keys, key))
       if existing then
         local rec = redis.call('HGET', tasks, existing)
         local ok = rec and rec_ok(rec)
@@ -218,6 +246,8 @@ for i = 1, n do
               redis.call('ZADD', K.s[p], due, existing)
             end
             set_expiry(i, existing)
+            local w = window_ms(i)
+            if w ~= (ew or 0) then redis.call('HSET', keys, key, key_entry(existing, w)) end
             if soonest == nil or due < soonest then soonest = due end
             out[no + 1] = 2; out[no + 2] = existing; out[no + 3] = due; no = no + 3
           else
@@ -227,6 +257,15 @@ for i = 1, n do
           done = true
         end
         -- otherwise the index entry is stale (its task is gone): fall through and create
+      end
+      if not done then
+        if any_window == nil then any_window = redis.call('EXISTS', K.uniq) == 1 end
+        local state, wid, wdue = nil, nil, nil
+        if any_window then state, wid, wdue = window_of(K, key, now) end
+        if state then
+          out[no + 1] = WINDOW_CODE[state] or 10; out[no + 2] = wid; out[no + 3] = wdue; no = no + 3
+          done = true
+        end
       end
     end
   end
@@ -263,8 +302,9 @@ for i = 1, n do
     if exps[i] then set_expiry(i, id) end
     nh = nh + 2
     if key ~= '' then
-      redis.call('HSET', keys, key, id)
-      fresh[key] = {id = id, h = nh - 1, z = z, p = p, due = due, exp = exps[i] ~= nil,
+      local w = window_ms(i)
+      redis.call('HSET', keys, key, key_entry(id, w))
+      fresh[key] = {id = id, h = nh - 1, z = z, p = p, due = due, exp = exps[i] ~= nil, w = w,
         group = group ~= '' and group or nil, gk = group ~= '' and gbatch[group].n - 2 or nil}
     end
     created = created + 1

@@ -68,6 +68,9 @@ pub(crate) async fn enqueue(
         if let Some(m) = it.debounce_max_ms {
             mode.push_str(&format!(" m{m}"));
         }
+        if let Some(w) = it.options.unique_for_ms {
+            mode.push_str(&format!(" u{w}"));
+        }
         let key = it.key.unwrap_or("");
         a.s(key)
             .s(&mode)
@@ -126,6 +129,10 @@ pub(crate) async fn enqueue(
             0 => EnqueueOutcome::Existing,
             2 => EnqueueOutcome::Replaced,
             -1 => EnqueueOutcome::InProgress,
+            10 => EnqueueOutcome::Finished(TaskState::Succeeded),
+            11 => EnqueueOutcome::Finished(TaskState::Dead),
+            12 => EnqueueOutcome::Finished(TaskState::Cancelled),
+            13 => EnqueueOutcome::Finished(TaskState::Expired),
             c => return Err(Error::protocol(format!("enqueue: unknown code {c}"))),
         };
         out.push(Enqueued {
@@ -137,11 +144,11 @@ pub(crate) async fn enqueue(
     Ok(EnqueueReply::Done(out, next_expiry_ms))
 }
 
-pub(crate) async fn cancel(
-    conn: &mut Conn,
-    k: &QueueKeys,
-    target: &TaskRef,
-) -> Result<(CancelOutcome, Option<TaskId>, u64)> {
+/// What a cancel did: its outcome, the task it found, the Redis time, and when the unique
+/// window the cancel opened ends (epoch ms).
+pub(crate) type Cancelled = (CancelOutcome, Option<TaskId>, u64, Option<u64>);
+
+pub(crate) async fn cancel(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Result<Cancelled> {
     let (by, value) = target.parts();
     let mut a = Args::default();
     a.s(by).s(value);
@@ -154,10 +161,12 @@ pub(crate) async fn cancel(
         o => return Err(Error::protocol(format!("cancel: unknown outcome {o}"))),
     };
     let id = r.string()?;
+    let window_ends_ms = r.opt_u64()?;
     Ok((
         outcome,
         (!id.is_empty()).then(|| TaskId::from_redis(id)),
         now_ms,
+        window_ends_ms,
     ))
 }
 
