@@ -20,7 +20,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dueq::{CancelOutcome, Enqueued, OnConflict, Queue, RescheduleOutcome, TaskRef, TaskSpec};
+use dueq::{
+    CancelOutcome, EnqueueOutcome, Enqueued, OnConflict, Queue, RescheduleOutcome, TaskRef,
+    TaskSpec, TaskState,
+};
 use futures_util::future::join_all;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
@@ -487,9 +490,30 @@ pub async fn postgres_readiness(pool: &PgPool) -> std::result::Result<(), String
         .map_err(|e| e.to_string())
 }
 
-/// The update of a row the relay enqueued as task `e`.
+/// The update of a row the relay enqueued as task `e`. A row whose key is in the unique
+/// window of a task that already finished takes that task's outcome: nothing was enqueued for
+/// it, and nothing will run.
 fn enqueued(r: &OutRow, e: &Enqueued) -> Update {
-    let mut u = Update::new(r.id, "relayed");
+    let mut u = match e.outcome {
+        EnqueueOutcome::Finished(state) => {
+            let (to, error) = match state {
+                TaskState::Succeeded => ("succeeded", None),
+                TaskState::Dead => ("dead", Some(format!("task {} under this key died", e.id))),
+                s => (
+                    "cancelled",
+                    Some(format!("task {} under this key was {}", e.id, s.as_str())),
+                ),
+            };
+            let mut u = finished(
+                r,
+                to,
+                error.map(|m| format!("{m}; its unique window holds the key")),
+            );
+            u.checked = true;
+            u
+        }
+        _ => Update::new(r.id, "relayed"),
+    };
     u.task_id = Some(e.id.to_string());
     u
 }

@@ -540,6 +540,63 @@ async fn outcomes_are_written_back_succeeded_and_dead() {
     assert_eq!(err.as_deref(), Some("boom"));
 }
 
+/// A row whose key is in the unique window of a task that already finished (a replayed
+/// event) enqueues nothing and takes that task's outcome; a row's `unique_for_ms` option
+/// reaches its task.
+#[tokio::test]
+async fn a_row_in_a_unique_window_takes_the_finished_tasks_outcome() {
+    let env = Env::new().await;
+    let relay = env.relay(RelayConfig::default());
+    let q = env.client.queue("q").unwrap();
+    let first = q
+        .enqueue(
+            TaskSpec::new(b"paid".to_vec())
+                .key("payout:9")
+                .unique_for_ms(60_000),
+        )
+        .await
+        .unwrap();
+    let c = q.claim(1, None).await.unwrap().tasks;
+    q.ack(&c[0].id, &c[0].lease_token).await.unwrap();
+    let mut tx = env.db.pool.begin().await.unwrap();
+    enqueue_in_tx(
+        &mut tx,
+        "q",
+        &OutboxTask::new("payout:9", b"again".to_vec()),
+    )
+    .await
+    .unwrap();
+    enqueue_in_tx(
+        &mut tx,
+        "q",
+        &OutboxTask::new("payout:10", b"new".to_vec()).unique_for_ms(60_000),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    env.relay_all(&relay).await;
+    assert_eq!(env.state("payout:9").await.as_deref(), Some("succeeded"));
+    let id: Option<String> =
+        sqlx::query_scalar("SELECT task_id FROM dueq_outbox WHERE key = 'payout:9'")
+            .fetch_one(&env.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(id.as_deref(), Some(first.id.as_str()));
+    assert_eq!(q.stats().await.unwrap().enqueued_total, 2);
+    // the second row's task keeps its key after it ran
+    let c = q.claim(1, None).await.unwrap().tasks;
+    assert_eq!(c[0].key.as_deref(), Some("payout:10"));
+    q.ack(&c[0].id, &c[0].lease_token).await.unwrap();
+    let again = q
+        .enqueue(TaskSpec::new(b"x".to_vec()).key("payout:10"))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.outcome,
+        dueq::EnqueueOutcome::Finished(dueq::TaskState::Succeeded)
+    );
+}
+
 /// A relay that died after Redis answered but before its commit: the next relay finds the
 /// task it made (idempotent by key), and several relays at once never enqueue a row twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
