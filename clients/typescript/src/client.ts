@@ -458,7 +458,7 @@ export class Queue {
     return this.client.call("GET", `${this.#base}/dead?offset=${offset}&limit=${limit}`, undefined, { idempotent: true });
   }
 
-  /** Schedules a dead task again, due now: `retried`, `not_found` or `conflict` (its key is live on another task). */
+  /** Schedules a dead task again, due now: `retried`, `not_found` or `conflict` (its key is taken by another task: live, or in its unique window). */
   async deadRetry(id: string): Promise<DeadOutcome> {
     return deadOutcome(await this.client.request("POST", `${this.#base}/dead/${seg("id", id)}/retry`, undefined, { idempotent: false }));
   }

@@ -298,7 +298,7 @@ export interface DeadBulkResult {
   matched: number;
   /** Retried or deleted. */
   done: number;
-  /** Retries refused: the task's key is live on another task. */
+  /** Retries refused: the task's key is taken by another task (live, or in its unique window). */
   conflicts: number;
   /** Present when work is left: send the same filter again with it. */
   cursor?: string | null;

@@ -16,7 +16,8 @@ pub enum ErrorKind {
     InvalidInput,
     /// The payload is larger than the client's payload limit; nothing was written.
     PayloadTooLarge,
-    /// A business key is live on another task (for example when retrying a dead task).
+    /// A business key is taken by another task (live, or in its unique window) (for example when
+    /// retrying a dead task).
     Conflict,
     /// Redis could not be reached or answered with an error (connection lost, timeout,
     /// `BUSY`, `READONLY`, ...). The operation may or may not have been applied when the

@@ -21,8 +21,8 @@ class DeadOps(QueueBase):
 
     def dead_retry(self, id: str) -> DeadOutcome:
         """Schedules a dead task again, due now: ``RETRIED``, ``NOT_FOUND`` or ``CONFLICT``
-        (its key is live on another task). Not retried (a second try answers
-        ``NOT_FOUND``)."""
+        (its key is taken by another task: live, or in its unique window). Not retried (a
+        second try answers ``NOT_FOUND``)."""
         return _dead_outcome(*self._request("POST", f"/dead/{seg('id', id)}/retry", retry=False))
 
     def dead_delete(self, id: str) -> DeadOutcome:

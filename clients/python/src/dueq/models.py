@@ -94,7 +94,8 @@ class DeadOutcome(str, enum.Enum):
     DELETED = "deleted"
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
-    """Retry refused: the task's business key is live on another task."""
+    """Retry refused: the task's business key is taken by another task (live, or in its
+    unique window)."""
 
 
 @dataclass(frozen=True)
@@ -432,7 +433,8 @@ class DeadBulkResult:
     done: int
     """Retried or deleted."""
     conflicts: int
-    """Retries refused: the task's business key is live on another task."""
+    """Retries refused: the task's business key is taken by another task (live, or in its
+    unique window)."""
     cursor: Optional[str]
     """Set when work is left: call again with ``cursor=`` and the same filters."""
 

@@ -22,7 +22,8 @@ pub enum DeadCommand {
     /// or without ids every dead task the filters match (all filters given must match;
     /// --all: every dead task). A bulk retry works through the dead-letter queue in bounded
     /// steps, with progress on stderr for a large one, and prints the counts; a task whose
-    /// business key is live on another task is not retried (counted as a conflict).
+    /// business key is taken by another task (live, or in its unique window) is not retried
+    /// (counted as a conflict).
     Retry {
         /// Queue name.
         queue: String,

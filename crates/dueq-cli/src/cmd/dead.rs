@@ -266,18 +266,26 @@ fn print_bulk(
         });
     let conflicts = if r.conflicts > 0 {
         format!(
-            "; {} not retried: their key is live on another task",
+            "; {} not retried: their key is live on another task or in its unique window",
             r.conflicts
         )
     } else {
         String::new()
     };
     // a run cut by --limit stops looking: more dead tasks may match than it counted
+    let left = r.matched.saturating_sub(r.done + r.conflicts);
     let cut = b
         .limit
         .filter(|l| r.done + r.conflicts >= *l)
         .map_or_else(String::new, |l| {
-            format!("; stopped at --limit {l}: more may match (--dry-run counts them)")
+            if left > 0 {
+                format!(
+                    "; stopped at --limit {l}: {left} more of those looked at match, and more \
+                     may beyond them (--dry-run counts them all)"
+                )
+            } else {
+                format!("; stopped at --limit {l}: more may match (--dry-run counts them)")
+            }
         });
     outln!(
         "{what} {} of {} matching dead tasks ({} looked at){spread}{conflicts}{cut}",

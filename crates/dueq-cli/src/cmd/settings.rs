@@ -57,7 +57,7 @@ pub async fn run(client: &Client, c: &SettingsCommand, json_out: bool) -> Result
 }
 
 /// The settings in the order they are shown.
-const ORDER: [&str; 13] = [
+const ORDER: [&str; 14] = [
     "max_attempts",
     "lease_ms",
     "backoff",
@@ -71,6 +71,7 @@ const ORDER: [&str; 13] = [
     "alert_due_age_ms",
     "alert_due_count",
     "partitions",
+    "unique_for_ms",
 ];
 
 /// One setting in effect.
@@ -153,6 +154,7 @@ fn effective(s: &QueueSettings) -> Result<Vec<Row>> {
             "concurrency" => count(s.concurrency.map(u64::from)),
             "group_concurrency" => count(s.group_concurrency.map(u64::from)),
             "alert_due_age_ms" => ms(s.alert_due_age_ms),
+            "unique_for_ms" => ms(s.unique_for_ms.filter(|&w| w > 0)),
             "alert_due_count" => count(s.alert_due_count),
             "on_expire" => {
                 let e = s.on_expire.unwrap_or_default().as_str();

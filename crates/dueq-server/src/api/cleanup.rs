@@ -63,7 +63,8 @@ pub struct DeadBulkResponse {
     pub matched: u64,
     /// Retried or deleted.
     pub done: u64,
-    /// Retries refused: the task's business key is live on another task.
+    /// Retries refused: the task's business key is taken by another task (live, or in its unique
+    /// window).
     pub conflicts: u64,
     /// Present when work is left: send the request again with it.
     #[serde(skip_serializing_if = "Option::is_none")]

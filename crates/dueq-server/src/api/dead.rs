@@ -117,7 +117,7 @@ pub async fn list(
         (status = 400, description = "Bad input", body = ErrorBody),
         (status = 401, description = "No or bad token", body = ErrorBody),
         (status = 404, description = "Not in the dead-letter queue", body = ErrorBody),
-        (status = 409, description = "`conflict`: its business key is live on another task", body = ErrorBody),
+        (status = 409, description = "`conflict`: its business key is taken by another task (live, or in its unique window)", body = ErrorBody),
         (status = 503, description = "Redis unavailable", body = ErrorBody),
     ))]
 pub async fn retry(
@@ -133,7 +133,7 @@ pub async fn retry(
         })),
         Some(DeadRetryOutcome::Conflict) => Err(ApiError::conflict(
             "conflict",
-            "its business key is live on another task; left dead",
+            "its business key is taken by another task (live, or in its unique window); left dead",
         )),
         _ => Err(ApiError::not_found(format!("no dead task {id}"))),
     }

@@ -485,7 +485,8 @@ pub struct BackfillResponse {
     pub ticks: u64,
     /// Tasks enqueued for them.
     pub created: u64,
-    /// Ticks whose task was still scheduled or running (kept, not duplicated).
+    /// Ticks whose task was still scheduled or running, or finished inside the unique window
+    /// of the template (kept, not duplicated).
     pub existing: u64,
 }
 

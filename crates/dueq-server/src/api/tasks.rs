@@ -91,9 +91,10 @@ pub struct EnqueueRequest {
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct EnqueueResponse {
-    /// Task id (new, or the existing task's).
+    /// Task id (new, or the existing task's; in a unique window, the finished task's).
     pub id: String,
-    /// Due time, Unix epoch ms (Redis clock).
+    /// Due time, Unix epoch ms (Redis clock); in a unique window, the finished task's last
+    /// due time.
     pub due_at_ms: u64,
     /// Whether a new task was created (`false`: the key was live, kept or replaced; or in
     /// the unique window of the finished task this answer names).

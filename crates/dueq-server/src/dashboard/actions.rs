@@ -83,7 +83,10 @@ pub(super) async fn retry(
         }
         Some(DeadRetryOutcome::Conflict) => Err(PageError {
             status: StatusCode::CONFLICT,
-            message: format!("task {id} was left dead: its business key is live on another task"),
+            message: format!(
+                "task {id} was left dead: its business key is taken by another task (live, or \
+                 in its unique window)"
+            ),
         }),
         _ => Err(PageError::not_found(format!(
             "no dead task {id} in queue {name}"

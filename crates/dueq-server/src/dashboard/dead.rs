@@ -303,12 +303,13 @@ impl Bulk {
         } else if self.spread_ms > 0 {
             format!(
                 "Each is scheduled again, attempts counted afresh, due at a time spread evenly \
-                 over the next {}. A task whose business key is live on another task stays dead.",
+                 over the next {}. A task whose business key is taken by another task (live, or \
+                 in its unique window) stays dead.",
                 view::duration(self.spread_ms)
             )
         } else {
             "Each is scheduled again, attempts counted afresh, due now. A task whose business \
-             key is live on another task stays dead."
+             key is taken by another task (live, or in its unique window) stays dead."
                 .to_owned()
         });
         lines

@@ -13,7 +13,8 @@ pub(super) struct Notice {
     pub done: Option<String>,
     /// Tasks it acted on (bulk actions and purges).
     pub n: Option<u64>,
-    /// Bulk retries refused (the task's business key is live on another task).
+    /// Bulk retries refused (the task's business key is taken by another task (live, or in its
+    /// unique window)).
     pub refused: Option<u64>,
 }
 
@@ -53,7 +54,8 @@ impl Notice {
                 let refused = match self.refused.unwrap_or(0) {
                     0 => String::new(),
                     r => format!(
-                        " {} left dead: their business key is live on another task.",
+                        " {} left dead: their business key is taken by another task (live, or in \
+                         its unique window).",
                         view::tasks(r)
                     ),
                 };
@@ -98,7 +100,7 @@ mod tests {
             text("bulk_retried", Some(3), Some(1)).as_deref(),
             Some(
                 "Retried 3 tasks from the dead-letter queue. 1 task left dead: their business \
-                 key is live on another task."
+                 key is taken by another task (live, or in its unique window)."
             )
         );
         assert_eq!(

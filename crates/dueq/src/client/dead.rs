@@ -112,7 +112,8 @@ pub struct DeadBulkReport {
     pub matched: u64,
     /// Retried or deleted.
     pub done: u64,
-    /// Retries refused: the task's business key is live on another task.
+    /// Retries refused: the task's business key is taken by another task (live, or in its unique
+    /// window).
     pub conflicts: u64,
     /// Where to go on (pass it to the next call): `None` when the run is over (the whole
     /// dead-letter queue looked at, or the limit reached).
@@ -262,7 +263,8 @@ impl Queue {
     /// a slice of the dead-letter queue per Redis call (in order of death) until the whole
     /// queue was looked at, the limit was reached or `budget` has passed, then answers with
     /// the counts and, when work is left, a cursor to go on from. A retry is refused
-    /// (counted in `conflicts`) when the task's business key is live on another task.
+    /// (counted in `conflicts`) when the task's business key is taken by another task (live, or in
+    /// its unique window).
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for a bad filter or cursor (nothing

@@ -108,23 +108,20 @@ impl WebhookConfig {
     pub fn validate(&self) -> Result<String> {
         if self.url.len() > MAX_WEBHOOK_URL_BYTES {
             return Err(Error::invalid(format!(
-                "webhook url is {} bytes; the limit is {MAX_WEBHOOK_URL_BYTES}",
+                "url: is {} bytes; the limit is {MAX_WEBHOOK_URL_BYTES}",
                 self.url.len()
             )));
         }
         let url = url::Url::parse(&self.url)
-            .map_err(|e| Error::invalid(format!("webhook url {:?} is invalid: {e}", self.url)))?;
+            .map_err(|e| Error::invalid(format!("url: {:?} is not a URL: {e}", self.url)))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Error::invalid(format!(
-                "webhook url {:?} must start with http:// or https://",
+                "url: {:?} must start with http:// or https://",
                 self.url
             )));
         }
         if url.host_str().is_none_or(str::is_empty) {
-            return Err(Error::invalid(format!(
-                "webhook url {:?} has no host",
-                self.url
-            )));
+            return Err(Error::invalid(format!("url: {:?} has no host", self.url)));
         }
         if let Some(s) = &self.secret {
             let key = s
@@ -134,19 +131,19 @@ impl WebhookConfig {
                 (MIN_WEBHOOK_SECRET_BYTES..=MAX_WEBHOOK_SECRET_BYTES).contains(&k.len())
             }) {
                 return Err(Error::invalid(format!(
-                    "webhook secret must be {WEBHOOK_SECRET_PREFIX} and the base64 of \
+                    "secret: must be {WEBHOOK_SECRET_PREFIX} and the base64 of \
                      {MIN_WEBHOOK_SECRET_BYTES} to {MAX_WEBHOOK_SECRET_BYTES} bytes"
                 )));
             }
         }
         if self.concurrency == 0 || self.concurrency > MAX_WEBHOOK_CONCURRENCY {
             return Err(Error::invalid(format!(
-                "webhook concurrency must be 1 to {MAX_WEBHOOK_CONCURRENCY}"
+                "concurrency: must be 1 to {MAX_WEBHOOK_CONCURRENCY}"
             )));
         }
         if self.timeout_ms == 0 || self.timeout_ms > MAX_WEBHOOK_TIMEOUT_MS {
             return Err(Error::invalid(format!(
-                "webhook timeout_ms must be 1 to {MAX_WEBHOOK_TIMEOUT_MS}"
+                "timeout_ms: must be 1 to {MAX_WEBHOOK_TIMEOUT_MS}"
             )));
         }
         Ok(url.into())
@@ -376,9 +373,9 @@ mod tests {
                 WebhookConfig::new("file:///etc/passwd"),
                 "http:// or https://",
             ),
-            (WebhookConfig::new("h/path"), "invalid"),
-            (WebhookConfig::new(""), "invalid"),
-            (WebhookConfig::new("http://"), "invalid"),
+            (WebhookConfig::new("h/path"), "not a URL"),
+            (WebhookConfig::new(""), "not a URL"),
+            (WebhookConfig::new("http://"), "not a URL"),
             (WebhookConfig::new(long), "limit"),
             (ok().secret("short"), "secret"),
             (ok().secret("0123456789abcdef0123456789abcdef"), "secret"),
@@ -401,6 +398,12 @@ mod tests {
             let e = c.validate().expect_err(&format!("{c:?} accepted"));
             assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
             assert!(e.to_string().contains(needle), "{c:?}: {e}");
+            // the message starts with the field's name
+            let field = e.to_string().split(':').next().unwrap_or("").to_owned();
+            assert!(
+                ["url", "secret", "concurrency", "timeout_ms"].contains(&field.as_str()),
+                "{c:?}: {e}"
+            );
         }
     }
 

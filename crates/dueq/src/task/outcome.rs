@@ -113,6 +113,6 @@ pub enum DeadRetryOutcome {
     Retried,
     /// Not in the dead-letter queue.
     NotFound,
-    /// Its business key is live on another task; left dead.
+    /// Its business key is taken by another task (live, or in its unique window); left dead.
     Conflict,
 }

@@ -239,6 +239,13 @@ async fn replace_and_dead_retry_carry_the_window() {
 
     // dead, retried, dead again: the window holds after each death
     let id = finish(&q, "d", End::Die).await;
+    // a recover pass on a queue with an open window (and no task expiry ever) answers its end
+    let r = q.recover().await.unwrap();
+    assert_eq!(
+        r.next_check_at_ms(),
+        Some(clock.now_ms().unwrap() + WINDOW),
+        "{r:?}"
+    );
     let out = q.dead_retry(std::slice::from_ref(&id)).await.unwrap();
     assert_eq!(out, vec![DeadRetryOutcome::Retried]);
     assert!(!exists(&ctx, &q.keys().uniq), "the window entry went");
@@ -273,6 +280,31 @@ async fn replace_and_dead_retry_carry_the_window() {
     clock.advance_ms(WINDOW);
     let out = q.dead_retry(std::slice::from_ref(&old.id)).await.unwrap();
     assert_eq!(out, vec![DeadRetryOutcome::Retried]);
+    let c = q.claim(1, None).await.unwrap().tasks;
+    assert_eq!(c[0].id, old.id);
+    q.ack(&c[0].id, &c[0].lease_token).await.unwrap();
+
+    // a dead task retried after its window ended (and was dropped) takes the queue's setting
+    q.update_settings(&SettingsPatch::default().unique_for_ms(Some(WINDOW)))
+        .await
+        .unwrap();
+    let late = finish(&q, "late", End::Die).await;
+    clock.advance_ms(WINDOW);
+    q.recover().await.unwrap();
+    assert_eq!(hlen(&ctx, &q.keys().uniq), 0);
+    let out = q.dead_retry(std::slice::from_ref(&late)).await.unwrap();
+    assert_eq!(out, vec![DeadRetryOutcome::Retried]);
+    let c = q.claim(1, None).await.unwrap().tasks;
+    assert_eq!(c[0].id, late);
+    q.ack(&c[0].id, &c[0].lease_token).await.unwrap();
+    let again = q
+        .enqueue(TaskSpec::new(b"x".to_vec()).key("late"))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.outcome,
+        EnqueueOutcome::Finished(TaskState::Succeeded)
+    );
 }
 
 /// A schedule's template window covers each tick's key: a backfill of a tick whose task
@@ -310,6 +342,55 @@ async fn a_schedule_tick_keeps_its_key_for_the_templates_window() {
         .unwrap();
     assert_eq!(e.outcome, EnqueueOutcome::Finished(TaskState::Succeeded));
     assert_eq!(e.id, task.id);
+}
+
+/// A tick fired ahead and cancelled by hand keeps its key in the template's window: a change
+/// of the schedule, which takes the tick as not fired, does not fire it again.
+#[tokio::test]
+async fn a_tick_cancelled_in_its_window_is_not_fired_again_by_a_change() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("uniq-refire");
+    let spec = |payload: &[u8]| {
+        dueq::ScheduleSpec::new("t", payload.to_vec())
+            .every_ms(10_000)
+            .unique_for_ms(WINDOW)
+    };
+    q.set_schedule(&spec(b"v1")).await.unwrap();
+    let firer = queue_firer(&ctx.client, &q, 20);
+    let mut key = None;
+    wait_until_async(DEADLINE, "a tick fired ahead", || {
+        let found = crate::support::schedule_keys(&ctx, &q);
+        key = found.first().map(|(k, _)| k.clone());
+        let any = !found.is_empty();
+        async move { any }
+    })
+    .await;
+    stop_firer(firer).await;
+    let key = key.unwrap();
+    let tick: u64 = key.rsplit(':').next().unwrap().parse().unwrap();
+    q.cancel(&TaskRef::Key(key.clone())).await.unwrap();
+    q.set_schedule(&spec(b"v2")).await.unwrap();
+    let firer = queue_firer(&ctx.client, &q, 20);
+    wait_until_async(
+        DEADLINE,
+        "the changed schedule fires past the tick",
+        || async {
+            let s = q.schedule("t").await.unwrap().unwrap();
+            s.last_fire_at_ms.is_some_and(|l| l >= tick)
+        },
+    )
+    .await;
+    stop_firer(firer).await;
+    assert_eq!(
+        q.get(&TaskRef::Key(key.clone())).await.unwrap(),
+        None,
+        "{key}"
+    );
+    let e = q
+        .enqueue(TaskSpec::new(b"x".to_vec()).key(&key))
+        .await
+        .unwrap();
+    assert_eq!(e.outcome, EnqueueOutcome::Finished(TaskState::Cancelled));
 }
 
 /// On the real clock with `dueq serve`'s recoverer running: windows opened by an ack and by a
@@ -397,4 +478,11 @@ async fn check_windows(client: &Client, name: &str, partitions: u16) {
         .unwrap();
     assert_eq!(e.id, made[7].id);
     assert_eq!(q.stats().await.unwrap().enqueued_total, keys.len() as u64);
+    // keys in windows would be looked for in other partitions: the count stays
+    let e = q
+        .update_settings(&SettingsPatch::default().partitions(Some(partitions + 1)))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unique window"), "{e}");
+    assert_eq!(q.settings().await.unwrap().partitions, Some(partitions));
 }

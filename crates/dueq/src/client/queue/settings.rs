@@ -84,18 +84,27 @@ impl Queue {
         if old_n != new_n {
             // keys are found by their hash over the partition count: refused while any
             // task (or dead or kept one) would be lost to lookups
-            let mut held = 0;
+            let (mut held, mut windows) = (0, 0);
             for p in 0..old_n {
                 let k = Arc::new(QueueKeys::partition(self.name(), p, old_n)?);
-                let s = queues::stats(&mut self.client.conn(), &k).await?;
+                let mut conn = self.client.conn();
+                let s = queues::stats(&mut conn, &k).await?;
                 held += s.scheduled + s.active + s.dead + s.succeeded_kept;
                 paused |= s.paused;
+                windows += queues::window_count(&mut conn, &k).await?;
             }
             if held > 0 {
                 let tasks = if held == 1 { "task" } else { "tasks" };
                 return Err(Error::invalid(format!(
                     "partitions: the queue holds {held} {tasks} (scheduled, active, dead or \
                      kept); change its partitions only while it is empty"
+                )));
+            }
+            // a key in a unique window would be looked for in another partition
+            if windows > 0 {
+                return Err(Error::invalid(format!(
+                    "partitions: {windows} business keys of the queue are in a unique window; \
+                     change its partitions once their windows ended"
                 )));
             }
         }

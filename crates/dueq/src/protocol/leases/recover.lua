@@ -93,7 +93,8 @@ local next_deadline = earliest(active)
 if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
   next_deadline = orphan_next
 end
-local next_expiry = per[3] and earliest(K.expiry)
+local next_expiry = nil
+if per[3] then next_expiry = earliest(K.expiry) end
 if windows_drop(K, now, EXPIRE_BATCH) == EXPIRE_BATCH then more = true end
 local next_end = earliest(K.uniq_at)
 if next_end and (next_expiry == nil or next_end < next_expiry) then next_expiry = next_end end

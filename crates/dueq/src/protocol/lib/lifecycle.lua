@@ -141,9 +141,10 @@ local function unschedule(K, id, rec, now)
 end
 
 -- Retries dead task `id` (record `rec`, readable): scheduled at `due` with a fresh attempt
--- count, back in its group or priority set, its key live again (with the unique window its
--- own window entry still names). Returns 'retried', or 'conflict' (nothing changed) when its
--- business key is live on another task or in another task's unique window.
+-- count, back in its group or priority set, its key live again, with the unique window its
+-- own window entry still names (once that entry is gone, the queue's `unique_for_ms`
+-- setting). Returns 'retried', or 'conflict' (nothing changed) when its business key is live
+-- on another task or in another task's unique window.
 local function dead_retry_one(K, id, rec, due, now)
   local key = rec_key(rec)
   local holder = key ~= '' and key_id(redis.call('HGET', K.keys, key))
@@ -161,6 +162,7 @@ local function dead_retry_one(K, id, rec, due, now)
         return 'conflict'
       end
     end
+    if not w then w = tonumber(redis.call('HGET', K.meta, 'unique_for_ms') or '0') end
   end
   redis.call('ZREM', K.dead, id)
   dead_key_drop(K.dead_keys, rec, id, K.dead, K.tasks)

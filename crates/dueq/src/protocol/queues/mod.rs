@@ -243,6 +243,12 @@ pub(crate) async fn list_queues(conn: &mut Conn) -> Result<Vec<String>> {
 
 /// Notes in the recovery index that queue `name` needs a look at `at_ms` (its earliest new
 /// lease deadline or expiry), unless it is down for an earlier one.
+/// How many business keys of partition `k` are in a unique window (ended ones not yet
+/// dropped included).
+pub(crate) async fn window_count(conn: &mut Conn, k: &QueueKeys) -> Result<u64> {
+    Ok(redis::cmd("HLEN").arg(&k.uniq).query_async(conn).await?)
+}
+
 pub(crate) async fn recovery_note(conn: &mut Conn, name: &str, at_ms: u64) -> Result<()> {
     redis::cmd("ZADD")
         .arg(RECOVERY_KEY)

@@ -156,11 +156,18 @@ for i = 1, n do
   end
 end
 
--- 2. a tick whose key already has a live task keeps that task
+-- 2. a tick whose key already has a live task keeps that task; one whose key is in the
+-- unique window of its finished task (a tick taken back by a change and fired again) makes
+-- none
 local found = hmget_chunked(keys, todo_key)
+local windows = nt > 0 and redis.call('EXISTS', K.uniq) == 1
 local count = 0
 for j = 1, nt do
-  if found[j] and live(todo_key[j]) then todo_i[j] = false else count = count + 1 end
+  if (found[j] and live(todo_key[j])) or (windows and window_of(K, todo_key[j], now)) then
+    todo_i[j] = false
+  else
+    count = count + 1
+  end
 end
 
 -- 3. create the tasks
