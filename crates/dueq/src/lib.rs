@@ -105,11 +105,11 @@ pub use stats::{
 };
 pub use task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
-    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, LeaseToken, MAX_ATTEMPTS,
-    MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS, MAX_PRIORITY,
-    MAX_UNIQUE_FOR_MS, MIN_LEASE_MS, NackOutcome, OnConflict, RescheduleOutcome, Task, TaskId,
-    TaskOptions, TaskRef, TaskSpec, TaskState, validate_group, validate_key, validate_lease_ms,
-    validate_unique_for_ms,
+    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, KeyWindow, LeaseToken,
+    MAX_ATTEMPTS, MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS,
+    MAX_PRIORITY, MAX_UNIQUE_FOR_MS, MIN_LEASE_MS, NackOutcome, OnConflict, RescheduleOutcome,
+    Task, TaskId, TaskOptions, TaskRef, TaskSpec, TaskState, validate_group, validate_key,
+    validate_lease_ms, validate_unique_for_ms,
 };
 #[cfg(all(feature = "test-clock", debug_assertions))]
 pub use test_clock::TestClock;

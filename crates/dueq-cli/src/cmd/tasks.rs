@@ -85,8 +85,27 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
 pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> {
     let q = client.queue(&a.queue)?;
     let Some(t) = q.get(&target(a.id.as_deref(), a.key.as_deref())?).await? else {
+        // a key whose task finished otherwise than dead may still be held by its unique window
+        let window = match a.key.as_deref() {
+            Some(k) => q.unique_window(k).await?,
+            None => None,
+        };
         if json_out {
-            print_json(&json!({"outcome": "not_found"}))?;
+            let mut v = json!({"outcome": "not_found"});
+            if let Some(w) = &window {
+                v["unique_window"] = json!({"id": w.id.as_str(), "state": w.state.as_str(),
+                    "due_at_ms": w.due_at_ms, "ends_at_ms": w.ends_at_ms});
+            }
+            print_json(&v)?;
+        }
+        if let Some(w) = window {
+            anyhow::bail!(
+                "not_found: no live or dead task under this key; it is in the unique window of \
+                 task {}, which finished as {}, until {}",
+                w.id,
+                w.state.as_str(),
+                when(w.ends_at_ms)
+            );
         }
         anyhow::bail!(
             "not_found: no such task (a live or dead task is found by id or key; a succeeded \

@@ -472,10 +472,22 @@ pub async fn enqueue_batch(
 
 async fn get_task(st: &AppState, queue: &str, target: TaskRef) -> ApiResult<Json<TaskResponse>> {
     let q = st.queue(queue)?;
-    match q.get(&target).await? {
-        Some(t) => Ok(Json(t.into())),
-        None => Err(ApiError::not_found("no such task")),
+    if let Some(t) = q.get(&target).await? {
+        return Ok(Json(t.into()));
     }
+    // a key whose task finished otherwise than dead may still be held by its unique window
+    if let TaskRef::Key(key) = &target
+        && let Some(w) = q.unique_window(key).await?
+    {
+        return Err(ApiError::not_found(format!(
+            "no live or dead task under this key; it is in the unique window of task {}, \
+             which finished as {}, until {} (epoch ms)",
+            w.id,
+            w.state.as_str(),
+            w.ends_at_ms
+        )));
+    }
+    Err(ApiError::not_found("no such task"))
 }
 
 async fn cancel_task(

@@ -264,6 +264,16 @@ async fn unique_window_over_http() {
     assert_eq!(r.body["created"], false, "{r:?}");
     assert_eq!(r.body["id"], id.as_str(), "{r:?}");
     assert_eq!(r.body["state"], "succeeded", "{r:?}");
+    // a get by key names the task whose window holds it
+    let r = c.get("/v1/queues/u/keys/order-42").await;
+    assert_error(&r, StatusCode::NOT_FOUND, "not_found");
+    let msg = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!(
+            "unique window of task {id}, which finished as succeeded"
+        )),
+        "{msg}"
+    );
     let mut replace = body.clone();
     replace["on_conflict"] = json!("replace");
     let r = c.post("/v1/queues/u/tasks", replace.clone()).await;

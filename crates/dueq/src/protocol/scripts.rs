@@ -160,6 +160,7 @@ scripts! {
     CANCEL => "tasks/cancel.lua", Span::Scheduled, DRAINS;
     RESCHEDULE => "tasks/reschedule.lua", Span::Scheduled, ADDS;
     GET => "tasks/get.lua", Span::Dead, READS;
+    WINDOW => "tasks/window.lua", Span::Finish, READS;
     BROWSE => "tasks/browse.lua", Span::Scheduled, READS;
     STATS => "queues/stats.lua", Span::Dead, READS;
     HISTORY => "queues/history.lua", Span::Finish, READS;

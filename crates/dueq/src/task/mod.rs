@@ -24,4 +24,4 @@ pub use outcome::{
     RescheduleOutcome,
 };
 pub use spec::{Due, Expiry, MAX_DELAY_MS, MAX_DUE_AT_MS, OnConflict, TaskSpec};
-pub use view::{ClaimedTask, DeadPage, DeadTask, Task, TaskState};
+pub use view::{ClaimedTask, DeadPage, DeadTask, KeyWindow, Task, TaskState};

@@ -36,6 +36,21 @@ impl TaskState {
     }
 }
 
+/// A business key in the unique window of its finished task
+/// ([`Queue::unique_window`](crate::Queue::unique_window)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyWindow {
+    /// The finished task.
+    pub id: TaskId,
+    /// How it ended: succeeded, dead, cancelled or expired.
+    pub state: TaskState,
+    /// Its last due time, Unix epoch ms (Redis clock).
+    pub due_at_ms: u64,
+    /// When the window ends and the key is free, Unix epoch ms (Redis clock).
+    pub ends_at_ms: u64,
+}
+
 /// A task as [`Queue::get`](crate::Queue::get) reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

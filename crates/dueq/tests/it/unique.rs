@@ -120,8 +120,13 @@ async fn a_key_stays_taken_for_its_window_after_every_end() {
         assert_eq!(q.stats().await.unwrap().enqueued_total, before, "{end:?}");
         assert_eq!(hlen(&ctx, &q.keys().tasks), tasks, "{end:?}");
         assert_eq!(hlen(&ctx, &q.keys().keys), 0, "{end:?}");
+        // the key's window names the task, how it ended and when the key is free
+        let w = q.unique_window(&key).await.unwrap().unwrap();
+        assert_eq!((&w.id, w.state), (&id, state), "{end:?}");
+        assert_eq!(w.ends_at_ms, clock.now_ms().unwrap() + 1_000, "{end:?}");
         // the window ends: the key is free again
         clock.advance_ms(1_000);
+        assert_eq!(q.unique_window(&key).await.unwrap(), None, "{end:?}");
         let fresh = q
             .enqueue(TaskSpec::new(b"fresh".to_vec()).key(&key))
             .await

@@ -3,7 +3,7 @@
 use super::Queue;
 use crate::error::Result;
 use crate::protocol::{queues, tasks};
-use crate::task::{CancelOutcome, Due, RescheduleOutcome, Task, TaskId, TaskRef};
+use crate::task::{CancelOutcome, Due, KeyWindow, RescheduleOutcome, Task, TaskId, TaskRef};
 
 /// A cancel's outcome with its context.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +26,20 @@ impl Queue {
     pub async fn get(&self, target: &TaskRef) -> Result<Option<Task>> {
         let q = self.route(target).await?;
         tasks::get(&mut q.client.conn(), &q.keys, target).await
+    }
+
+    /// The finished task that holds business key `key` in its unique window
+    /// ([`TaskOptions::unique_for_ms`](crate::TaskOptions::unique_for_ms)), with how it ended
+    /// and when the window ends; `None` when the key is in no window. [`Queue::get`] finds live
+    /// and dead tasks by key; this finds the ones that finished otherwise, while their window
+    /// lasts.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) when Redis fails.
+    pub async fn unique_window(&self, key: &str) -> Result<Option<KeyWindow>> {
+        let target = TaskRef::Key(key.to_owned());
+        let q = self.route(&target).await?;
+        tasks::window(&mut q.client.conn(), &q.keys, key).await
     }
 
     /// Cancels a scheduled task by id or key, atomically with respect to claims.

@@ -8,8 +8,8 @@ use super::record::{self, Record};
 use super::scripts;
 use crate::error::{Error, Result};
 use crate::task::{
-    CancelOutcome, Due, EnqueueOutcome, Enqueued, Expiry, OnConflict, RescheduleOutcome, Task,
-    TaskId, TaskOptions, TaskRef, TaskState,
+    CancelOutcome, Due, EnqueueOutcome, Enqueued, Expiry, KeyWindow, OnConflict, RescheduleOutcome,
+    Task, TaskId, TaskOptions, TaskRef, TaskState,
 };
 
 /// A validated task ready for the enqueue script.
@@ -168,6 +168,31 @@ pub(crate) async fn cancel(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> 
         now_ms,
         window_ends_ms,
     ))
+}
+
+/// The finished task holding `key` in its unique window, if any.
+pub(crate) async fn window(conn: &mut Conn, k: &QueueKeys, key: &str) -> Result<Option<KeyWindow>> {
+    let mut a = Args::default();
+    a.s(key);
+    let mut r = run(conn, &scripts::WINDOW, k, a.take()).await?;
+    r.u64()?;
+    if r.remaining() == 0 {
+        return Ok(None);
+    }
+    let id = TaskId::from_redis(r.string()?);
+    let state = match r.string()?.as_str() {
+        "succeeded" => TaskState::Succeeded,
+        "dead" => TaskState::Dead,
+        "cancelled" => TaskState::Cancelled,
+        "expired" => TaskState::Expired,
+        s => return Err(Error::protocol(format!("window: unknown state {s}"))),
+    };
+    Ok(Some(KeyWindow {
+        id,
+        state,
+        due_at_ms: r.u64()?,
+        ends_at_ms: r.u64()?,
+    }))
 }
 
 pub(crate) async fn reschedule(
