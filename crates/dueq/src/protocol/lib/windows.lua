@@ -23,14 +23,14 @@ local function windows_drop(K, now, max)
 end
 
 -- The finished task that holds business key `key` in its unique window at `now`: its state,
--- id, due time and window (ms); nil when the key is not in a window. An entry that ended and
--- was not dropped yet, or held by task `except`, reads as none.
+-- id, due time, window (ms) and when the window ends; nil when the key is not in a window.
+-- An entry that ended and was not dropped yet reads as none.
 local function window_of(K, key, now)
   local v = redis.call('HGET', K.uniq, key)
   if not v then return nil end
   local state, id, due, ends, w = string.match(v, '^(%a+) (%S+) (%d+) (%d+) (%d+)$')
   if not state or tonumber(ends) <= now then return nil end
-  return state, id, tonumber(due), tonumber(w)
+  return state, id, tonumber(due), tonumber(w), tonumber(ends)
 end
 
 -- Task `id` (record `rec`) ends: its key's `keys` entry goes if it still points at the

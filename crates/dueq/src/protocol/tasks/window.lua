@@ -5,8 +5,6 @@
 --   {now_ms, id, state ('succeeded' | 'dead' | 'cancelled' | 'expired'), due_at_ms, ends_at_ms}
 local K = queue_keys()
 local now = now_ms()
-local v = redis.call('HGET', K.uniq, ARGV[1])
-if not v then return {now} end
-local state, id, due, ends = string.match(v, '^(%a+) (%S+) (%d+) (%d+) %d+$')
-if not state or tonumber(ends) <= now then return {now} end
-return {now, id, state, tonumber(due), tonumber(ends)}
+local state, id, due, _, ends = window_of(K, ARGV[1], now)
+if not state then return {now} end
+return {now, id, state, due, ends}
