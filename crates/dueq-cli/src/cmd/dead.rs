@@ -34,8 +34,13 @@ pub async fn run(client: &Client, cmd: &DeadCommand, json_out: bool) -> Result<(
             } else {
                 outln!("{} dead in {queue}", page.total);
                 for d in &page.tasks {
+                    let group = d
+                        .task
+                        .group
+                        .as_deref()
+                        .map_or_else(String::new, |g| format!(" group={g}"));
                     outln!(
-                        "{} key={} attempts={}/{} died {} error={}",
+                        "{} key={}{group} attempts={}/{} died {} error={}",
                         d.task.id,
                         d.task.key.as_deref().unwrap_or("-"),
                         d.task.attempt,

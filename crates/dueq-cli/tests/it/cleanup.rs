@@ -384,6 +384,15 @@ fn bulk_delete_by_group_time_and_error() {
     let url = server.url();
     let t0 = redis_now_ms(&server);
     dead_tasks(&url, "pay", "k", 300);
+    // the list names each dead task's group, when it has one
+    let o = dueq(&url, &["dead", "list", "pay", "--limit", "3"]);
+    let groups: Vec<bool> = stdout(&o)
+        .lines()
+        .skip(1)
+        .take(3)
+        .map(|l| l.contains(" group=g"))
+        .collect();
+    assert!(groups.contains(&true), "{}", stdout(&o));
     let v = ok_json(
         &url,
         &["dead", "delete", "pay", "--group", "g1", "--step", "0"],
