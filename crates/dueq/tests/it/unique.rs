@@ -290,6 +290,24 @@ async fn replace_and_dead_retry_carry_the_window() {
     q.ack(&c[0].id, &c[0].lease_token).await.unwrap();
 
     // a dead task retried after its window ended (and was dropped) takes the queue's setting
+    // (an ended window not dropped yet counts as gone too: its length is not taken back)
+    q.update_settings(&SettingsPatch::default().unique_for_ms(Some(0)))
+        .await
+        .unwrap();
+    let ended = finish(&q, "ended", End::Die).await;
+    clock.advance_ms(WINDOW);
+    assert_eq!(hlen(&ctx, &q.keys().uniq), 1);
+    let out = q.dead_retry(std::slice::from_ref(&ended)).await.unwrap();
+    assert_eq!(out, vec![DeadRetryOutcome::Retried]);
+    let c = q.claim(1, None).await.unwrap().tasks;
+    assert_eq!(c[0].id, ended);
+    q.ack(&c[0].id, &c[0].lease_token).await.unwrap();
+    let again = q
+        .enqueue(TaskSpec::new(b"x".to_vec()).key("ended"))
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, EnqueueOutcome::Created);
+    q.cancel(&TaskRef::Id(again.id)).await.unwrap();
     q.update_settings(&SettingsPatch::default().unique_for_ms(Some(WINDOW)))
         .await
         .unwrap();

@@ -155,7 +155,8 @@ local function dead_retry_one(K, id, rec, due, now)
     if v then
       local wid, ends, ww = string.match(v, '^%a+ (%S+) %d+ (%d+) (%d+)$')
       if wid == id then
-        w = tonumber(ww)
+        -- an ended window not dropped yet is no longer the task's
+        if tonumber(ends) > now then w = tonumber(ww) end
         redis.call('HDEL', K.uniq, key)
         redis.call('ZREM', K.uniq_at, key)
       elseif wid and tonumber(ends) > now then
