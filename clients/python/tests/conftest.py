@@ -42,7 +42,7 @@ def dueq_binary() -> Path:
 
 
 class Server:
-    def __init__(self) -> None:
+    def __init__(self, *extra: str) -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="dueq-pytest-")
         self.token = "t-" + secrets.token_hex(12)
         self.log = open(Path(self.dir.name) / "serve.log", "w+")
@@ -50,7 +50,7 @@ class Server:
         env.pop("DUEQ_REDIS_URL", None)
         self.proc = subprocess.Popen(
             [str(dueq_binary()), "serve", "--listen", "127.0.0.1:0",
-             "--data-dir", str(Path(self.dir.name) / "data")],
+             "--data-dir", str(Path(self.dir.name) / "data"), *extra],
             stdout=subprocess.DEVNULL, stderr=self.log, env=env, cwd=self.dir.name,
         )  # fmt: skip
         self.url = self._wait_ready()
@@ -92,6 +92,16 @@ class Server:
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
     s = Server()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def clock_server() -> Iterator[Server]:
+    """A second server, on the test clock (``dueq serve --test-clock``)."""
+    s = Server("--test-clock")
     try:
         yield s
     finally:

@@ -14,6 +14,7 @@ from conftest import Server, wait_until
 from dueq import (
     AsyncClient,
     AsyncQueue,
+    AsyncTestClock,
     Backoff,
     CancelOutcome,
     Client,
@@ -25,6 +26,7 @@ from dueq import (
     RateLimit,
     RescheduleOutcome,
     ScheduleSetOutcome,
+    TestClock,
 )
 
 # operationId of the served document -> the method that sends it
@@ -37,6 +39,8 @@ OPERATIONS: Dict[str, Tuple[Type[object], str]] = {
     "list_workers": (Client, "workers"),
     "beat_worker": (Client, "beat_worker"),
     "remove_worker": (Client, "remove_worker"),
+    "get_test_clock": (TestClock, "now"),
+    "move_test_clock": (TestClock, "advance"),
     "get_queue": (Queue, "stats"),
     "delete_queue": (Queue, "delete"),
     "pause_queue": (Queue, "pause"),
@@ -78,7 +82,7 @@ OPERATIONS: Dict[str, Tuple[Type[object], str]] = {
     "trigger_schedule": (Queue, "trigger_schedule"),
     "backfill_schedule": (Queue, "backfill_schedule"),
 }
-ASYNC = {Client: AsyncClient, Queue: AsyncQueue}
+ASYNC = {Client: AsyncClient, Queue: AsyncQueue, TestClock: AsyncTestClock}
 
 
 def test_every_operation_has_a_method(client: Client) -> None:

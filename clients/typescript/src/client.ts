@@ -12,6 +12,7 @@ import type {
   CancelOutcome,
   ClaimOptions,
   ClaimedTask,
+  ClockReading,
   DeadBulkResult,
   DeadFilter,
   DeadOutcome,
@@ -198,6 +199,12 @@ export class Client {
     return found(await this.request("DELETE", "/v1/workers/" + seg("id", id), undefined, { idempotent: false }));
   }
 
+  /** The test clock of a server started with `dueq serve --test-clock`: read it and move it
+   * forward in integration tests. No request is sent until a method of it is called. */
+  get testClock(): TestClock {
+    return new TestClock(this);
+  }
+
   /** `GET /healthz`: `{ status: "ok" }` while the server process runs. */
   async health(): Promise<Health> {
     return this.call("GET", "/healthz", undefined, { idempotent: true });
@@ -309,6 +316,41 @@ function orNull<T>(r: Answer): T | null {
 
 /** A keyed enqueue that keeps a live task: a repeat answers the task the first one wrote. */
 const dedupedByKey = (t: EnqueueOptions): boolean => typeof t.key === "string" && (t.on_conflict ?? "keep") === "keep";
+
+/**
+ * The test clock of a server started with `dueq serve --test-clock`: every queue of it runs on
+ * a virtual clock (Redis time plus an offset kept in Redis) that a test moves forward instead
+ * of sleeping. Moves go forward only. On a server without the test clock every call rejects
+ * with `NotFoundError`. Get one from `Client.testClock`.
+ */
+export class TestClock {
+  readonly client: Client;
+
+  constructor(client: Client) {
+    this.client = client;
+  }
+
+  /** The clock now (`GET /v1/test/clock`). Retried. */
+  async now(): Promise<ClockReading> {
+    return this.client.call("GET", "/v1/test/clock", undefined, { idempotent: true });
+  }
+
+  /** Moves the clock forward by `ms` (1 ms to 100 years) and resolves to it as moved. Every
+   * process of the server's Redis looks at once: tasks that became due go to waiting workers,
+   * leases and expiries that passed end, schedules fire the ticks crossed. Not retried (a
+   * second try would move it twice). Rejects with `InvalidInputError` naming `advance_ms`. */
+  async advance(ms: number): Promise<ClockReading> {
+    return this.client.call("POST", "/v1/test/clock", { advance_ms: ms }, { idempotent: false });
+  }
+
+  /** Moves the clock forward to `at` (Unix epoch ms or a `Date`), as `advance` does. Retried
+   * (the same time twice moves it once). Rejects with `InvalidInputError` naming `set_ms`
+   * for a time before the clock's now. */
+  async set(at: number | Date): Promise<ClockReading> {
+    const ms = at instanceof Date ? at.getTime() : at;
+    return this.client.call("POST", "/v1/test/clock", { set_ms: ms }, { idempotent: true });
+  }
+}
 
 /** Operations on one queue; get one from `Client.queue`. */
 export class Queue {

@@ -1,6 +1,6 @@
 // dueq: the client and worker for a dueq server's HTTP API (`dueq serve`). See README.md.
 
-export { Client, Queue, MAX_BATCH } from "./client.js";
+export { Client, Queue, TestClock, MAX_BATCH } from "./client.js";
 export type { ClientOptions, RequestOptions } from "./client.js";
 export {
   ConflictError,

@@ -493,4 +493,14 @@ export interface Readiness {
   checks: Record<string, boolean>;
   /** The first problem, if any. */
   error: string | null;
+  /** The test clock, when the server runs it (`dueq serve --test-clock`); absent otherwise. */
+  test_clock?: ClockReading | null;
+}
+
+/** The test clock at one moment (`GET /v1/test/clock`). */
+export interface ClockReading {
+  /** The virtual time, Unix epoch ms: what every queue of the server takes as now. */
+  now_ms: number;
+  /** How far the virtual time is ahead of the Redis server's own clock, ms. */
+  offset_ms: number;
 }

@@ -78,6 +78,7 @@ const ANSWERS = {
   PurgeResult: "PurgeResponse",
   Health: "Health",
   Readiness: "Ready",
+  ClockReading: "ClockResponse",
 };
 const REQUESTS = {
   TaskSpec: "EnqueueRequest",

@@ -3,7 +3,7 @@
 // document was called at least once, and that each has its client method.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Client, ConflictError, DueqError, InvalidInputError, NotFoundError, Queue } from "../dist/index.js";
+import { Client, ConflictError, DueqError, InvalidInputError, NotFoundError, Queue, TestClock } from "../dist/index.js";
 import { fresh, startServer } from "./server.mjs";
 
 let server, client;
@@ -269,6 +269,12 @@ test("the rest by id: pull batches, extend, dead letters, pause, queues, workers
   assert.equal(await q.ack(c), "acked");
 });
 
+test("a server without the test clock says so (test_clock.test.mjs has one with it)", async () => {
+  await assert.rejects(client.testClock.now(), (e) => e instanceof NotFoundError && e.message.includes("--test-clock"));
+  await assert.rejects(client.testClock.advance(1000), NotFoundError);
+  assert.equal((await client.ready()).test_clock, undefined);
+});
+
 test("every operation of the served document has a client method, and was called above", async () => {
   const doc = await (await fetch(server.url + "/openapi.json")).json();
   const served = new Map();
@@ -284,7 +290,7 @@ test("every operation of the served document has a client method, and was called
   for (const [id, [route, method]] of Object.entries(OPERATIONS)) {
     assert.equal(served.get(id), route, `${id} moved`);
     const [cls, name] = method.split(".");
-    const proto = { Client: Client.prototype, Queue: Queue.prototype }[cls];
+    const proto = { Client: Client.prototype, Queue: Queue.prototype, TestClock: TestClock.prototype }[cls];
     assert.equal(typeof proto[name], "function", `${method} (${id})`);
   }
   const uncalled = [];
@@ -308,6 +314,8 @@ const OPERATIONS = {
   list_workers: ["GET /v1/workers", "Client.workers"],
   beat_worker: ["PUT /v1/workers/{id}", "Client.beatWorker"],
   remove_worker: ["DELETE /v1/workers/{id}", "Client.removeWorker"],
+  get_test_clock: ["GET /v1/test/clock", "TestClock.now"],
+  move_test_clock: ["POST /v1/test/clock", "TestClock.advance"],
   get_queue: ["GET /v1/queues/{queue}", "Queue.stats"],
   delete_queue: ["DELETE /v1/queues/{queue}", "Queue.delete"],
   pause_queue: ["POST /v1/queues/{queue}/pause", "Queue.pause"],

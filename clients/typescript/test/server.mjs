@@ -20,12 +20,12 @@ function binary() {
   throw new Error(`no dueq binary under ${target} (cargo build -p dueq-cli, or set DUEQ_BIN)`);
 }
 
-export async function startServer() {
+export async function startServer(...extra) {
   const dir = mkdtempSync(join(tmpdir(), "dueq-node-"));
   const token = "t-" + randomBytes(12).toString("hex");
   const env = { ...process.env, DUEQ_TOKENS: token };
   delete env.DUEQ_REDIS_URL;
-  const proc = spawn(binary(), ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data")], {
+  const proc = spawn(binary(), ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), ...extra], {
     cwd: dir,
     env,
     stdio: ["ignore", "ignore", "pipe"],

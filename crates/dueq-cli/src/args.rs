@@ -107,6 +107,10 @@ pub enum Command {
     /// Live worker processes and servers (heartbeats): language, pid, queues, concurrency,
     /// tasks in hand, started and last seen.
     Workers(WorkersArgs),
+    /// The test clock of a Redis run with `dueq serve --test-clock`, for integration tests:
+    /// every queue on it runs on a virtual clock that these commands move forward.
+    #[command(subcommand)]
+    TestClock(TestClockCommand),
     /// Run COMMAND for each task of QUEUE (or of each --queue, slots shared by weight):
     /// payload on stdin, exit 0 acknowledges, any other exit retries with backoff (then
     /// dead-letters). Logs a line at start, per failed attempt, per dead task and at stop;
@@ -422,6 +426,26 @@ pub enum ScheduleCommand {
         #[arg(long = "to", alias = "to-ms", value_name = "TIME", value_parser = time)]
         to_ms: u64,
     },
+}
+
+/// `dueq test-clock ...`.
+#[derive(Debug, Subcommand)]
+pub enum TestClockCommand {
+    /// Move the clock forward by DURATION (30m, 7d, 1h30m, or ms): what became due runs at
+    /// once, leases and expiries that passed end, schedules fire the ticks crossed.
+    Advance {
+        /// How far (1ms to 100 years).
+        #[arg(value_name = "DURATION", value_parser = duration)]
+        by_ms: u64,
+    },
+    /// Move the clock forward to TIME (RFC 3339 or Unix epoch ms; never back).
+    Set {
+        /// The time to move to.
+        #[arg(value_name = "TIME", value_parser = time)]
+        at_ms: u64,
+    },
+    /// Show the clock: its time and how far it is ahead of Redis time.
+    Get,
 }
 
 /// `dueq webhook ...`.

@@ -4,6 +4,7 @@
 //! it is from now (`2026-12-05 09:00:00 +01:00 (in 29m 58s)`). `--json` output keeps integer
 //! milliseconds, as the HTTP API does.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jiff::Timestamp;
@@ -95,11 +96,20 @@ pub fn when_opt(at_ms: Option<u64>) -> String {
     at_ms.map_or_else(|| "-".to_owned(), when)
 }
 
-/// This machine's clock, Unix epoch ms.
+/// How far the test clock of the Redis in use is ahead of real time, ms (0: no test clock).
+static TEST_CLOCK_OFFSET_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts "now" from a test clock that is `offset_ms` ahead of real time.
+pub fn follow_test_clock(offset_ms: u64) {
+    TEST_CLOCK_OFFSET_MS.store(offset_ms, Ordering::Relaxed);
+}
+
+/// This machine's clock, Unix epoch ms, moved as the test clock is when the Redis runs one.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
+    let real = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    real.saturating_add(TEST_CLOCK_OFFSET_MS.load(Ordering::Relaxed))
 }
 
 #[cfg(test)]

@@ -32,11 +32,16 @@ async fn redis_url(given: Option<&str>) -> String {
 
 async fn connect_with(url: Option<&str>, replicas: u8) -> Result<dueq::Client> {
     let url = &redis_url(url).await;
-    dueq::Client::builder(url)
+    let client = dueq::Client::builder(url)
         .replicas(replicas)
         .connect()
         .await
-        .map_err(|e| anyhow::anyhow!("connecting to {}: {e}", dueq::redact_url(url)))
+        .map_err(|e| anyhow::anyhow!("connecting to {}: {e}", dueq::redact_url(url)))?;
+    // on the test clock, times shown as "in 29m" count from the clock's now
+    if let Some(clock) = client.test_clock() {
+        human::follow_test_clock(clock.now().await?.offset_ms);
+    }
+    Ok(client)
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -71,6 +76,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Workers(a) => {
             cmd::workers::list(&connect(redis).await?, a.queue.as_deref(), json).await
         }
+        Command::TestClock(c) => cmd::test_clock::run(&connect(redis).await?, c, json).await,
         Command::Work(a) => {
             // bad queue arguments are refused before anything connects or starts
             let queues = cmd::work::queues(a)?;

@@ -227,6 +227,7 @@ pub async fn serve_starting(
         eviction_safe: false,
         checks: Default::default(),
         error: Some(why.clone()),
+        test_clock: None,
     };
     let ready = axum::Json(ready);
     let app = Router::new()

@@ -51,6 +51,8 @@ use crate::api;
             signed as Standard Webhooks."),
         (name = "workers", description = "Live worker processes and servers, and heartbeats of \
             workers in other languages."),
+        (name = "test", description = "The test clock of a server started with dueq serve \
+            --test-clock, for integration tests: read it and move it forward."),
         (name = "system", description = "Health, readiness, metrics and this document.")
     ),
     servers((url = "/", description = "The server that serves this document")),

@@ -48,6 +48,8 @@ mod client;
 pub mod due;
 pub mod duties;
 mod error;
+#[cfg(all(feature = "frozen-clock", debug_assertions))]
+mod frozen_clock;
 mod hash;
 pub mod json;
 pub mod protocol;
@@ -56,8 +58,6 @@ pub mod schedule;
 mod settings;
 mod stats;
 mod task;
-#[cfg(all(feature = "test-clock", debug_assertions))]
-mod test_clock;
 mod worker;
 pub mod written;
 
@@ -70,6 +70,7 @@ pub use client::{
     LAYOUT_TTL, MAX_DEAD_OFFSET, MAX_ERROR_BYTES, MAX_FILTER_BYTES, MAX_SPREAD_MS, Purge,
     PurgeReport, Queue, READINESS_TIMEOUT_MS, Readiness, RecoverReport, TaskPage,
 };
+pub use client::{ClockReading, MAX_TEST_CLOCK_ADVANCE_MS, MAX_TEST_CLOCK_MS, TestClock};
 pub use client::{ConnectionHealth, DEFAULT_REPLICA_TIMEOUT_MS, MAX_REPLICAS};
 pub use client::{
     DEFAULT_HEARTBEAT_MS, HEARTBEAT_MISSES, MAX_HEARTBEAT_MS, MAX_LISTED_QUEUES,
@@ -88,6 +89,8 @@ pub use duties::{
     LeaseRecoverer, RunningDuties, ScheduleFirer, WorkerLoad, validate_heartbeat_ms,
 };
 pub use error::{Error, ErrorKind, Result};
+#[cfg(all(feature = "frozen-clock", debug_assertions))]
+pub use frozen_clock::FrozenClock;
 pub use protocol::keys::{
     MAX_PARTITIONS, QueueKeys, partition_of_id, partition_of_key, slot_of, validate_queue_name,
 };
@@ -111,8 +114,6 @@ pub use task::{
     Task, TaskId, TaskOptions, TaskRef, TaskSpec, TaskState, validate_group, validate_key,
     validate_lease_ms, validate_unique_for_ms,
 };
-#[cfg(all(feature = "test-clock", debug_assertions))]
-pub use test_clock::TestClock;
 pub use worker::{
     HandlerFuture, MAX_QUEUE_WEIGHT, Outcome, QueueOrder, Worker, WorkerBuilder, WorkerHandle,
     WorkerStats,

@@ -9,7 +9,8 @@ See the README for asyncio (:class:`AsyncClient`), workers (:class:`Worker`,
 """
 
 from ._version import __version__
-from .aio import AsyncClient, AsyncQueue, AsyncWorker
+from ._test_clock import TestClock
+from .aio import AsyncClient, AsyncQueue, AsyncTestClock, AsyncWorker
 from .client import MAX_BATCH, Client, Queue
 from .errors import (
     ConflictError,
@@ -25,6 +26,7 @@ from .models import (
     AckOutcome,
     Backfilled,
     Backoff,
+    ClockReading,
     DeadBulkResult,
     PurgeResult,
     RateLimit,
@@ -75,6 +77,7 @@ __all__ = [
     "AckOutcome",
     "Backfilled",
     "Backoff",
+    "ClockReading",
     "DeadBulkResult",
     "PurgeResult",
     "RateLimit",
@@ -85,10 +88,12 @@ __all__ = [
     "Settings",
     "SettingsChanges",
     "TaskPage",
+    "TestClock",
     "Triggered",
     "Webhook",
     "AsyncClient",
     "AsyncQueue",
+    "AsyncTestClock",
     "AsyncWorker",
     "CancelOutcome",
     "ClaimedTask",

@@ -21,6 +21,7 @@ import functools
 import ssl
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, TypeVar
 
+from ._test_clock import TestClock
 from .client import Client, Queue
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
     P = ParamSpec("P")
 
-__all__ = ["AsyncClient", "AsyncQueue"]
+__all__ = ["AsyncClient", "AsyncQueue", "AsyncTestClock"]
 
 T = TypeVar("T")
 
@@ -90,6 +91,11 @@ class AsyncClient:
         """A handle on queue ``name``. No request is sent."""
         return AsyncQueue(self, name)
 
+    @property
+    def test_clock(self) -> "AsyncTestClock":
+        """:attr:`dueq.Client.test_clock`, each method ``async``."""
+        return AsyncTestClock(self)
+
     async def aclose(self) -> None:
         """Lets the calls in flight finish, then ends the pool's threads (and their
         connections)."""
@@ -110,6 +116,20 @@ class AsyncClient:
     ready = _async(Client.ready)
     metrics = _async(Client.metrics)
     openapi = _async(Client.openapi)
+
+
+class AsyncTestClock:
+    """:class:`dueq.TestClock` for asyncio: the same methods, each ``async``."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.sync = client.sync.test_clock
+        self._run = client._run
+
+    now = _async(TestClock.now)
+    advance = _async(TestClock.advance)
+    set = _async(TestClock.set)
 
 
 class AsyncQueue:

@@ -25,7 +25,7 @@ import signal
 import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Union
 
-from ._aclient import AsyncClient, AsyncQueue
+from ._aclient import AsyncClient, AsyncQueue, AsyncTestClock
 from ._heartbeat import DEFAULT_HEARTBEAT_MS, Heartbeat, new_worker_id, validate_heartbeat_ms
 from .client import Client, Queue
 from .errors import DueqError
@@ -33,7 +33,7 @@ from .models import AckOutcome, ClaimedTask, NackOutcome, ReleaseOutcome
 from .outcome import Verdict, failure, verdict
 from .worker import WorkerStats
 
-__all__ = ["AsyncClient", "AsyncQueue", "AsyncWorker"]
+__all__ = ["AsyncClient", "AsyncQueue", "AsyncTestClock", "AsyncWorker"]
 
 log = logging.getLogger("dueq.worker")
 

@@ -22,6 +22,7 @@ from ._pull import PullOps
 from ._retry import RETRY_STATUSES, RetryPolicy
 from ._schedules import ScheduleOps
 from ._tasks import TaskOps
+from ._test_clock import TestClock
 from .errors import ConnectionFailedError, DueqError, TimeoutError_
 from .models import QueueStats, QueuesPage, Readiness, WorkerInfo
 
@@ -147,6 +148,13 @@ class Client:
         return True
 
     # --- the server -------------------------------------------------------------------------
+
+    @property
+    def test_clock(self) -> TestClock:
+        """The test clock of a server started with ``dueq serve --test-clock``: read it and
+        move it forward in integration tests (:class:`dueq.TestClock`). No request is sent
+        until a method of it is called."""
+        return TestClock(self)
 
     def health(self) -> bool:
         """Whether the server process answers (``GET /healthz``; Redis not checked)."""

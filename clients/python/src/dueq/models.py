@@ -646,9 +646,12 @@ class Readiness:
     """Extra checks by name (``postgres``)."""
     error: Optional[str]
     """The first problem, if any."""
+    test_clock: Optional["ClockReading"] = None
+    """The test clock, when the server runs it (``dueq serve --test-clock``)."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Readiness":
+        clock = d.get("test_clock")
         return cls(
             ready=d["ready"],
             redis=d["redis"],
@@ -657,7 +660,22 @@ class Readiness:
             eviction_policy=d.get("eviction_policy"),
             checks=dict(d.get("checks") or {}),
             error=d.get("error"),
+            test_clock=None if clock is None else ClockReading.from_json(clock),
         )
+
+
+@dataclass(frozen=True)
+class ClockReading:
+    """The test clock at one moment (``GET /v1/test/clock``)."""
+
+    now_ms: int
+    """The virtual time, Unix epoch ms: what every queue of the server takes as now."""
+    offset_ms: int
+    """How far the virtual time is ahead of the Redis server's own clock, ms."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ClockReading":
+        return cls(now_ms=d["now_ms"], offset_ms=d["offset_ms"])
 
 
 class SettingsChanges(TypedDict, total=False):

@@ -50,6 +50,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = dueq_server::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_http_connections: u64,
+    /// For tests only: run every queue on a virtual clock (Redis time plus an offset kept in
+    /// Redis) that `dueq test-clock advance`, `POST /v1/test/clock` and the clients' helpers
+    /// move forward. Refused on a Redis that holds queues made without it: give it a Redis
+    /// (or a --data-dir) of its own. Every process on that Redis follows the clock.
+    #[arg(long)]
+    pub test_clock: bool,
     /// Also run the PostgreSQL outbox relay and its reconciler in this server, against the
     /// database at this URL (as `dueq relay` does: migrates the table first), and include the
     /// database in /readyz. The server starts while the database is unreachable (/readyz is

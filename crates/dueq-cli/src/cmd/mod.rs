@@ -9,6 +9,7 @@ pub mod serve;
 pub mod settings;
 pub mod stats;
 pub mod tasks;
+pub mod test_clock;
 pub mod webhook;
 pub mod work;
 pub mod workers;

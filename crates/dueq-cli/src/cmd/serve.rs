@@ -120,9 +120,13 @@ async fn serve(
             let _ = on_connected.await;
         },
     ));
-    let client = dueq::Client::builder(url)
+    let mut builder = dueq::Client::builder(url)
         .payload_limit_bytes(a.payload_limit_bytes)
-        .replicas(replicas)
+        .replicas(replicas);
+    if a.test_clock {
+        builder = builder.test_clock();
+    }
+    let client = builder
         .connect()
         .await
         .with_context(|| format!("connecting to {}", dueq::redact_url(url)));
@@ -157,6 +161,13 @@ async fn serve(
             let _ = stopped.wait_for(|s| *s).await;
         }))
     });
+    if state.client().test_clock().is_some() {
+        crate::logging::status(
+            "WARN",
+            "dueq serve: TEST CLOCK on: every queue runs on a virtual clock that tests move \
+             forward (dueq test-clock advance, POST /v1/test/clock); for tests only",
+        );
+    }
     crate::logging::status("INFO", &format!("dueq serve: listening on http://{addr}"));
     let signal = {
         let stop = stop.clone();

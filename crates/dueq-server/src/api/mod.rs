@@ -18,6 +18,7 @@ pub mod schedules;
 pub mod settings;
 pub mod system;
 pub mod tasks;
+pub mod test_clock;
 pub mod webhook;
 pub mod workers;
 
@@ -63,6 +64,7 @@ pub(crate) fn v1_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(schedules::backfill))
         .routes(routes!(workers::list))
         .routes(routes!(workers::beat, workers::remove))
+        .routes(routes!(test_clock::get, test_clock::advance))
 }
 
 /// The claim route (its time limit includes `wait_ms`).

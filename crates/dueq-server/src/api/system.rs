@@ -11,6 +11,7 @@ use dueq::EvictionCheck;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::test_clock::ClockResponse;
 use crate::error::{ApiResult, ErrorBody};
 use crate::state::{AppState, READINESS_CHECK_TIMEOUT_MS};
 
@@ -43,6 +44,10 @@ pub struct Ready {
     pub checks: BTreeMap<String, bool>,
     /// The first problem, if any.
     pub error: Option<String>,
+    /// The test clock, when the server runs it (`dueq serve --test-clock`): every queue is on
+    /// a virtual clock that tests move forward. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_clock: Option<ClockResponse>,
 }
 
 /// Liveness: the process answers.
@@ -109,6 +114,7 @@ pub async fn readyz(State(st): State<AppState>) -> (StatusCode, Json<Ready>) {
             eviction_safe: safe,
             checks,
             error: r.error.or(failed).or(warn),
+            test_clock: r.test_clock.map(Into::into),
         }),
     )
 }

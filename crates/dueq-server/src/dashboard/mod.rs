@@ -286,6 +286,8 @@ pub(super) struct Layout {
     pub flash: Option<String>,
     /// Path of the htmx script.
     pub htmx: &'static str,
+    /// The Redis runs the test clock: every page says so.
+    pub test_clock: bool,
 }
 
 impl Layout {
@@ -297,6 +299,7 @@ impl Layout {
             nav: true,
             flash: None,
             htmx: HTMX_PATH,
+            test_clock: d.app.client().test_clock().is_some(),
         }
     }
 }

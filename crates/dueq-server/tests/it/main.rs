@@ -30,6 +30,7 @@ mod reliability;
 mod schedules;
 mod settings;
 mod tasks;
+mod test_clock;
 mod timeouts;
 mod transport;
 mod wake;

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::test_clock;
 use super::wake::WakeHub;
 use super::{
     Client, DEFAULT_PAYLOAD_LIMIT_BYTES, DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_WAKE_CHANNELS_MAX,
@@ -23,17 +24,32 @@ pub struct ClientBuilder {
     wake_channels_max: usize,
     replicas: u8,
     replica_timeout_ms: u64,
-    #[cfg(all(feature = "test-clock", debug_assertions))]
-    test_clock: crate::test_clock::TestClock,
+    test_clock: bool,
+    #[cfg(all(feature = "frozen-clock", debug_assertions))]
+    frozen_clock: crate::frozen_clock::FrozenClock,
 }
 
 impl ClientBuilder {
-    /// Tests only (debug builds with the `test-clock` feature; absent from release builds):
+    /// Tests only (debug builds with the `frozen-clock` feature; absent from release builds):
     /// the scripts of this client read "now" from `clock` instead of Redis `TIME` while it is
-    /// not 0 (see [`TestClock`](crate::TestClock)). Default: Redis `TIME`.
-    #[cfg(all(feature = "test-clock", debug_assertions))]
-    pub fn test_clock(mut self, clock: crate::test_clock::TestClock) -> Self {
-        self.test_clock = clock;
+    /// not 0 (see [`FrozenClock`](crate::FrozenClock)). Default: Redis `TIME`.
+    #[cfg(all(feature = "frozen-clock", debug_assertions))]
+    pub fn frozen_clock(mut self, clock: crate::frozen_clock::FrozenClock) -> Self {
+        self.frozen_clock = clock;
+        self
+    }
+
+    /// For tests only: runs every queue of this Redis on the test clock, Redis time plus an
+    /// offset kept in Redis, which [`Client::test_clock`] moves forward (see [`TestClock`]).
+    /// Starts it on a Redis that holds no queue yet, or joins it where it runs. Off by default;
+    /// a client without it still follows a Redis that runs the clock, so all processes agree.
+    ///
+    /// [`connect`](Self::connect) fails with [`ErrorKind::InvalidInput`](crate::ErrorKind)
+    /// on a Redis that holds queues made without the clock, and on a Redis Cluster.
+    ///
+    /// [`TestClock`]: crate::TestClock
+    pub fn test_clock(mut self) -> Self {
+        self.test_clock = true;
         self
     }
 
@@ -95,11 +111,16 @@ impl ClientBuilder {
     pub async fn connect(self) -> Result<Client> {
         let c = conn::connect(&self.url, Duration::from_millis(self.response_timeout_ms)).await?;
         let mut conn = c.conn;
-        #[cfg(all(feature = "test-clock", debug_assertions))]
+        #[cfg(all(feature = "frozen-clock", debug_assertions))]
         {
-            conn = conn.with_clock(self.test_clock.clone());
+            conn = conn.with_clock(self.frozen_clock.clone());
         }
         scripts::ensure_loaded(&mut conn).await?;
+        // after the first load, which waits out a Redis still loading its data set
+        if test_clock::on_connect(&mut conn, self.test_clock, c.cluster).await? {
+            conn = conn.with_test_clock(true);
+            scripts::ensure_loaded(&mut conn).await?;
+        }
         match eviction_check(&mut conn).await {
             EvictionCheck::Safe => {}
             EvictionCheck::Unsafe(policy) => tracing::warn!(
@@ -116,12 +137,13 @@ impl ClientBuilder {
             replicas: self.replicas,
             timeout_ms: self.replica_timeout_ms,
         });
+        let wake = WakeHub::new(c.pubsub, self.wake_channels_max, conn.test_clock());
         Ok(Client {
             recorder: None,
             wait,
             inner: Arc::new(Inner {
                 conn,
-                wake: WakeHub::new(c.pubsub, self.wake_channels_max),
+                wake,
                 cluster: c.cluster,
                 payload_limit_bytes: self.payload_limit_bytes,
                 registered: Mutex::new(HashSet::new()),
@@ -142,8 +164,9 @@ impl Client {
             wake_channels_max: DEFAULT_WAKE_CHANNELS_MAX,
             replicas: 0,
             replica_timeout_ms: DEFAULT_REPLICA_TIMEOUT_MS,
-            #[cfg(all(feature = "test-clock", debug_assertions))]
-            test_clock: crate::test_clock::TestClock::default(),
+            test_clock: false,
+            #[cfg(all(feature = "frozen-clock", debug_assertions))]
+            frozen_clock: crate::frozen_clock::FrozenClock::default(),
         }
     }
 }

@@ -11,6 +11,7 @@ mod partitions;
 mod queue;
 mod schedule_fire;
 mod schedules;
+mod test_clock;
 mod wake;
 mod webhook;
 mod workers;
@@ -30,6 +31,7 @@ pub(crate) use partitions::{Layout, split};
 pub(crate) use queue::cut_error;
 pub use queue::{CancelReport, Claim, MAX_ERROR_BYTES, Queue, RecoverReport, Throttle};
 pub use schedules::{BackfillReport, MAX_BACKFILL_TICKS};
+pub use test_clock::{ClockReading, MAX_TEST_CLOCK_ADVANCE_MS, MAX_TEST_CLOCK_MS, TestClock};
 pub use webhook::{
     DEFAULT_WEBHOOK_CONCURRENCY, DEFAULT_WEBHOOK_TIMEOUT_MS, MAX_PREVIOUS_WEBHOOK_SECRETS,
     MAX_WEBHOOK_CONCURRENCY, MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_TIMEOUT_MS,
@@ -98,6 +100,8 @@ pub struct Readiness {
     pub eviction: EvictionCheck,
     /// The first error met, if any.
     pub error: Option<String>,
+    /// The test clock, when the Redis runs it (see [`TestClock`]).
+    pub test_clock: Option<ClockReading>,
 }
 
 impl Readiness {
@@ -250,6 +254,7 @@ impl Client {
             scripts: false,
             eviction: EvictionCheck::Unknown("Redis did not answer".to_owned()),
             error: Some(error),
+            test_clock: None,
         };
         let check = async {
             let mut conn = self.conn();
@@ -258,11 +263,16 @@ impl Client {
             }
             let load = scripts::ensure_loaded(&mut conn).await;
             let eviction = eviction_check(&mut conn).await;
+            let test_clock = match self.test_clock() {
+                Some(c) => c.now().await.ok(),
+                None => None,
+            };
             Readiness {
                 redis: true,
                 scripts: load.is_ok(),
                 eviction,
                 error: load.err().map(|e| e.to_string()),
+                test_clock,
             }
         };
         let limit = Duration::from_millis(READINESS_TIMEOUT_MS);

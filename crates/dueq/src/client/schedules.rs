@@ -7,6 +7,7 @@
 
 use super::Queue;
 use crate::error::{Error, ErrorKind, Result};
+use crate::protocol::clock;
 use crate::protocol::schedules::{self, Paused, Raw};
 use crate::schedule::{
     Schedule, ScheduleSpec, SetOutcome, SetReport, State, UPCOMING, validate_schedule_name,
@@ -98,7 +99,7 @@ impl Queue {
             ));
         }
         let mut conn = self.client().conn();
-        let mut offered = grid.upcoming(schedules::redis_time_ms(&mut conn).await?, OFFERED);
+        let mut offered = grid.upcoming(clock::now_ms(&mut conn).await?, OFFERED);
         if offered.is_empty() {
             return Err(Error::invalid(format!(
                 "cron: {:?} never fires again",
@@ -111,7 +112,7 @@ impl Queue {
         let mut tries = 0;
         let (outcome, next) = loop {
             if tries > 0 {
-                offered = grid.upcoming(schedules::redis_time_ms(&mut conn).await?, OFFERED);
+                offered = grid.upcoming(clock::now_ms(&mut conn).await?, OFFERED);
             }
             let answer = schedules::set(
                 &mut conn,
@@ -255,7 +256,7 @@ impl Queue {
             {
                 Paused::Missing => return Ok(None),
                 Paused::Done(n) => return Ok(Some(u64::try_from(n).ok())),
-                Paused::Stale => now = schedules::redis_time_ms(&mut conn).await?,
+                Paused::Stale => now = clock::now_ms(&mut conn).await?,
             }
         }
         Err(Error::new(
@@ -276,7 +277,7 @@ impl Queue {
         let Some(s) = self.schedule(name).await? else {
             return Ok(None);
         };
-        let now = schedules::redis_time_ms(&mut self.client().conn()).await?;
+        let now = clock::now_ms(&mut self.client().conn()).await?;
         let task = template(&s.spec).key(format!("schedule:{name}:manual:{now}"));
         self.enqueue(task).await.map(Some)
     }
@@ -307,7 +308,7 @@ impl Queue {
         let Some(s) = self.schedule(name).await? else {
             return Ok(None);
         };
-        let now = schedules::redis_time_ms(&mut self.client().conn()).await?;
+        let now = clock::now_ms(&mut self.client().conn()).await?;
         if to_ms > now.saturating_add(1) {
             return Err(Error::invalid(format!(
                 "to_ms ({to_ms}) is in the future (Redis time {now}): backfill past ticks only"

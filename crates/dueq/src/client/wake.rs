@@ -11,6 +11,9 @@
 //! every claimer is told to look once (message `0`), so a wake-up sent while nobody listened
 //! is not lost.
 //!
+//! On a Redis that runs the test clock, the hub also listens on its channel
+//! (`dueq:test_clock`): a move of the clock has every waiter of every channel look once.
+//!
 //! The table of channels is bounded (at most `max`,
 //! [`ClientBuilder::wake_channels_max`](crate::ClientBuilder::wake_channels_max)): a channel
 //! nobody waits on is dropped (and unsubscribed) once idle for [`IDLE`] (checked every
@@ -27,6 +30,7 @@ use redis::aio::PubSubSink;
 use tokio::sync::{broadcast, watch};
 
 use crate::protocol::conn::PubsubSource;
+use crate::protocol::keys::TEST_CLOCK_KEY;
 
 /// A channel without a waiter for this long is dropped.
 const IDLE: Duration = Duration::from_secs(60);
@@ -105,6 +109,8 @@ impl HubState {
 pub(crate) struct WakeHub {
     pubsub: PubsubSource,
     max: usize,
+    /// The Redis runs the test clock: its moves wake everyone.
+    test_clock: bool,
     state: Mutex<HubState>,
     /// Held while (un)subscribing, so that the commands reach Redis in the order decided.
     subscribing: tokio::sync::Mutex<()>,
@@ -114,10 +120,11 @@ pub(crate) struct WakeHub {
 impl WakeHub {
     /// A hub of at most `max` channels (0: none, every claimer polls), connecting through
     /// `pubsub` (on a cluster one seed node: a plain `PUBLISH` reaches every node).
-    pub(crate) fn new(pubsub: PubsubSource, max: usize) -> Arc<Self> {
+    pub(crate) fn new(pubsub: PubsubSource, max: usize, test_clock: bool) -> Arc<Self> {
         Arc::new(Self {
             pubsub,
             max,
+            test_clock,
             state: Mutex::new(HubState::default()),
             subscribing: tokio::sync::Mutex::new(()),
             connected: watch::Sender::new(false),
@@ -154,6 +161,13 @@ impl WakeHub {
     fn notify(&self, channel: &str, due: u64) {
         if let Some(c) = self.lock().channels.get(channel) {
             let _ = c.tx.send(due);
+        }
+    }
+
+    /// Has every waiter of every channel look once.
+    fn notify_all(&self) {
+        for c in self.lock().channels.values() {
+            let _ = c.tx.send(0);
         }
     }
 
@@ -277,6 +291,10 @@ async fn run(hub: Weak<WakeHub>) {
                 st.channels.keys().cloned().collect()
             };
             let mut ok = true;
+            if h.test_clock {
+                let r = tokio::time::timeout(COMMAND_TIMEOUT, sink.subscribe(TEST_CLOCK_KEY)).await;
+                ok &= matches!(r, Ok(Ok(())));
+            }
             for chunk in channels.chunks(CHUNK) {
                 let r = tokio::time::timeout(COMMAND_TIMEOUT, sink.subscribe(chunk)).await;
                 ok &= matches!(r, Ok(Ok(())));
@@ -287,11 +305,9 @@ async fn run(hub: Weak<WakeHub>) {
                     let mut st = h.lock();
                     st.subscribed = channels.into_iter().collect();
                     st.sink = Some(sink);
-                    // wake-ups sent while nobody listened: have every waiter look once
-                    for c in st.channels.values() {
-                        let _ = c.tx.send(0);
-                    }
                 }
+                // wake-ups sent while nobody listened: have every waiter look once
+                h.notify_all();
                 h.connected.send_replace(true);
                 drop(order);
                 drop(h);
@@ -309,7 +325,12 @@ async fn run(hub: Weak<WakeHub>) {
                             let Some(h) = hub.upgrade() else { return };
                             // anything but a number still means "look now"
                             let due = msg.get_payload::<u64>().unwrap_or(0);
-                            h.notify(msg.get_channel_name(), due);
+                            let channel = msg.get_channel_name();
+                            if h.test_clock && channel == TEST_CLOCK_KEY {
+                                h.notify_all();
+                            } else {
+                                h.notify(channel, due);
+                            }
                         }
                     }
                 }
@@ -410,6 +431,7 @@ mod tests {
         let hub = WakeHub::new(
             PubsubSource::Fixed(Box::new(redis::Client::open(server.url()).unwrap())),
             10,
+            false,
         );
         let held: Vec<_> = (0..5)
             .map(|i| hub.receiver(&format!("held{i}")).unwrap())

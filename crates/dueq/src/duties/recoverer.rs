@@ -8,10 +8,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use tokio::sync::broadcast;
 use tokio::time::MissedTickBehavior;
 
 use crate::client::{Client, Queue};
 use crate::due::recovery::log_recovered;
+use crate::protocol::keys::TEST_CLOCK_KEY;
 use crate::protocol::queues;
 
 /// Default pause between two passes of [`LeaseRecoverer`], ms.
@@ -92,12 +94,33 @@ impl LeaseRecoverer {
         let mut tick = tokio::time::interval(self.interval);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut sweep = Sweep::default();
+        // on the test clock, a move of the clock may end leases and expiries at once
+        let hub = self.client.wake_hub();
+        let mut moved = if self.client.test_clock().is_some() {
+            hub.listen(TEST_CLOCK_KEY)
+        } else {
+            None
+        };
         loop {
+            let clock = async {
+                match &mut moved {
+                    Some(rx) => rx.recv().await.map(|_| ()),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = tick.tick() => {}
-                () = &mut stop => return,
+                res = clock => {
+                    if let Err(broadcast::error::RecvError::Closed) = res {
+                        moved = None;
+                    }
+                }
+                () = &mut stop => break,
             }
             self.pass(&mut sweep).await;
+        }
+        if moved.take().is_some() {
+            hub.release(TEST_CLOCK_KEY);
         }
     }
 

@@ -5,7 +5,7 @@
 use redis::Value;
 
 use super::conn::{Conn, WaitFor};
-use super::keys::{GlobalKey, QueueKeys, Span};
+use super::keys::{GlobalKey, QueueKeys, Span, TEST_CLOCK_KEY};
 use super::scripts::{self, Function};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -21,10 +21,11 @@ pub(crate) async fn run(
     args: Vec<Vec<u8>>,
 ) -> Result<Reply> {
     let keys = k.script_keys();
+    let name = function.name_on(conn).to_owned();
     let call: Boxed<'_> = Box::pin(fcall(
         conn,
         function.op,
-        &function.name,
+        &name,
         &keys[..function.takes.len()],
         args,
     ));
@@ -38,7 +39,8 @@ pub(crate) async fn run_global(
     args: Vec<Vec<u8>>,
 ) -> Result<Reply> {
     let keys = [function.takes.key];
-    let call: Boxed<'_> = Box::pin(fcall(conn, function.op, &function.name, &keys, args));
+    let name = function.name_on(conn).to_owned();
+    let call: Boxed<'_> = Box::pin(fcall(conn, function.op, &name, &keys, args));
     call.await
 }
 
@@ -63,10 +65,7 @@ async fn fcall(
         let v = run_durable(conn, name, function, keys, &args, wait).await?;
         return Reply::new(name, v);
     }
-    let mut call = redis::cmd("FCALL");
-    call.arg(function).arg(keys.len()).arg(keys).arg(args);
-    #[cfg(all(feature = "test-clock", debug_assertions))]
-    call.arg(conn.clock_arg());
+    let call = fcall_cmd(conn, function, keys, &args);
     let v: Value = match call.query_async(conn).await {
         Err(e) if scripts::is_missing_function(&e) => {
             scripts::load_all(conn).await?;
@@ -75,6 +74,23 @@ async fn fcall(
         other => other?,
     };
     Reply::new(name, v)
+}
+
+/// `FCALL function keys args`. On the test clock the clock's key follows the call's own
+/// keys (`test_clock.lua` takes it off `KEYS` again); in a build with the frozen clock, the
+/// frozen time follows the arguments.
+fn fcall_cmd(conn: &Conn, function: &str, keys: &[&str], args: &[Vec<u8>]) -> redis::Cmd {
+    let mut call = redis::cmd("FCALL");
+    call.arg(function)
+        .arg(keys.len() + usize::from(conn.test_clock()))
+        .arg(keys);
+    if conn.test_clock() {
+        call.arg(TEST_CLOCK_KEY);
+    }
+    call.arg(args);
+    #[cfg(all(feature = "frozen-clock", debug_assertions))]
+    call.arg(conn.clock_arg());
+    call
 }
 
 /// The writes a durable connection follows with `WAIT`: the ones whose loss in
@@ -104,13 +120,7 @@ async fn run_durable(
     wait: WaitFor,
 ) -> Result<Value> {
     let mut pipe = redis::pipe();
-    pipe.cmd("FCALL")
-        .arg(function)
-        .arg(keys.len())
-        .arg(keys)
-        .arg(args);
-    #[cfg(all(feature = "test-clock", debug_assertions))]
-    pipe.arg(conn.clock_arg());
+    pipe.add_command(fcall_cmd(conn, function, keys, args));
     pipe.cmd("WAIT").arg(wait.replicas).arg(wait.timeout_ms);
     let answer: redis::RedisResult<(Value, u64)> = match pipe.query_async(conn).await {
         Err(e) if scripts::is_missing_function(&e) => {

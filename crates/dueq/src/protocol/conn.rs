@@ -36,9 +36,11 @@ pub(crate) struct Conn {
     health: Arc<Health>,
     /// Durable writes: `WAIT` after the writes that ask for it (see [`WaitFor`]).
     wait: Option<WaitFor>,
-    /// "Now" for the scripts (`crate::test_clock`; debug builds with `test-clock` only).
-    #[cfg(all(feature = "test-clock", debug_assertions))]
-    clock: crate::test_clock::TestClock,
+    /// The Redis runs the test clock: calls go to its library (`scripts.rs`).
+    test_clock: bool,
+    /// "Now" for the scripts (`crate::frozen_clock`; debug builds with `frozen-clock` only).
+    #[cfg(all(feature = "frozen-clock", debug_assertions))]
+    clock: crate::frozen_clock::FrozenClock,
 }
 
 #[derive(Clone)]
@@ -67,6 +69,17 @@ impl Conn {
         self.wait
     }
 
+    /// The same connection, calling the test clock's library (or not).
+    pub(crate) fn with_test_clock(mut self, on: bool) -> Self {
+        self.test_clock = on;
+        self
+    }
+
+    /// Whether the Redis runs the test clock (see `client/test_clock.rs`).
+    pub(crate) fn test_clock(&self) -> bool {
+        self.test_clock
+    }
+
     pub(crate) fn health(&self) -> &Arc<Health> {
         &self.health
     }
@@ -76,14 +89,15 @@ impl Conn {
             link,
             health,
             wait: None,
-            #[cfg(all(feature = "test-clock", debug_assertions))]
-            clock: crate::test_clock::TestClock::default(),
+            test_clock: false,
+            #[cfg(all(feature = "frozen-clock", debug_assertions))]
+            clock: crate::frozen_clock::FrozenClock::default(),
         }
     }
 
     /// The same connection, its scripts reading "now" from `clock`.
-    #[cfg(all(feature = "test-clock", debug_assertions))]
-    pub(crate) fn with_clock(mut self, clock: crate::test_clock::TestClock) -> Self {
+    #[cfg(all(feature = "frozen-clock", debug_assertions))]
+    pub(crate) fn with_clock(mut self, clock: crate::frozen_clock::FrozenClock) -> Self {
         self.clock = clock;
         self
     }
@@ -101,7 +115,7 @@ impl Conn {
     }
 
     /// The scripts' extra last argument: the test clock (0 = Redis `TIME`).
-    #[cfg(all(feature = "test-clock", debug_assertions))]
+    #[cfg(all(feature = "frozen-clock", debug_assertions))]
     pub(crate) fn clock_arg(&self) -> Vec<u8> {
         self.clock.arg()
     }

@@ -36,6 +36,11 @@ pub const RECOVERY_KEY: &str = "dueq:recovery";
 /// touches one key): hash worker id → heartbeat entry (see `protocol/workers`).
 pub const WORKERS_KEY: &str = "dueq:workers";
 
+/// The test clock (`dueq serve --test-clock`): its offset from Redis `TIME`, ms, as a string,
+/// present only on a Redis that runs it; also the channel that tells every process the clock
+/// moved. Outside any hash tag; the test clock runs on a single Redis, not a Cluster.
+pub const TEST_CLOCK_KEY: &str = "dueq:test_clock";
+
 /// A queue's keys in the order every operation on a queue takes them in `KEYS`, by the name
 /// scripts read each under (`K.<name>`, `queue_keys` in `lib/keys.lua`); `sched:1` ..
 /// `sched:9` are `K.s[1]` .. `K.s[9]`. Each name is also its key's suffix. The keys the small,
@@ -131,6 +136,11 @@ impl GlobalKey {
     pub(crate) const WORKERS: Self = Self {
         name: "workers",
         key: WORKERS_KEY,
+    };
+    /// [`TEST_CLOCK_KEY`].
+    pub(crate) const TEST_CLOCK: Self = Self {
+        name: "test_clock",
+        key: TEST_CLOCK_KEY,
     };
 }
 

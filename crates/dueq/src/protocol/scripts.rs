@@ -22,9 +22,15 @@
 //! (enqueue, reschedule, retry from the DLQ, settings, schedules) carry neither and get
 //! Redis's OOM error.
 //!
-//! In a debug build with the `test-clock` feature (dueq's own tests), `test_clock.lua` opens
+//! A Redis run with the test clock (`dueq serve --test-clock`, see `client/test_clock.rs`) is
+//! served by a second library, the same operations each opened by `test_clock.lua`: "now" is
+//! Redis `TIME` plus the offset kept in `dueq:test_clock`, which `call.rs` passes as a last
+//! key. The two differ in text, so in name: a connection calls the one its Redis runs
+//! ([`Function::name_on`]), and the first library stays exactly as written.
+//!
+//! In a debug build with the `frozen-clock` feature (dueq's own tests), `frozen_clock.lua` opens
 //! each function: it takes the clock argument that `call.rs` adds off `ARGV` (see
-//! `crate::test_clock`). A release build never includes it.
+//! `crate::frozen_clock`). A release build never includes it.
 
 use std::fmt::Write as _;
 use std::sync::LazyLock;
@@ -40,7 +46,9 @@ use crate::error::Result;
 /// One operation of the library: the name `FCALL` takes, its operation name (the file's), and
 /// what it takes in `KEYS`: a [`Span`] of its queue's keys, or one [`GlobalKey`].
 pub(crate) struct Function<T> {
-    pub(crate) name: String,
+    name: String,
+    /// The name in the test clock's library.
+    test_name: String,
     pub(crate) op: &'static str,
     pub(crate) takes: T,
 }
@@ -83,11 +91,21 @@ fn op_of(file: &str) -> &str {
 /// Stands for the library's name while its text is hashed (the name is the digest).
 const NAME_SLOT: &str = "dueq_0000000000000000";
 
-static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    #[cfg(all(feature = "test-clock", debug_assertions))]
-    let clock = include_str!("test_clock.lua");
-    #[cfg(not(all(feature = "test-clock", debug_assertions)))]
-    let clock = "";
+/// The library every operation calls on the Redis clock.
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| build(""));
+
+/// The same operations on the test clock (`test_clock.lua` opens each function), for a Redis
+/// run with `dueq serve --test-clock`. A second library rather than a branch in the first, so
+/// the library of every other Redis runs exactly as written.
+static TEST_LIBRARY: LazyLock<Library> = LazyLock::new(|| build(include_str!("test_clock.lua")));
+
+/// The library with `prelude` at the top of each function (after the frozen clock of dueq's
+/// own tests, when compiled in).
+fn build(prelude: &str) -> Library {
+    #[cfg(all(feature = "frozen-clock", debug_assertions))]
+    let frozen = include_str!("frozen_clock.lua");
+    #[cfg(not(all(feature = "frozen-clock", debug_assertions)))]
+    let frozen = "";
     let mut source = format!("#!lua name={NAME_SLOT}\n");
     for (_, text) in LIB {
         source.push_str(text);
@@ -99,7 +117,7 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             source,
             "\nredis.register_function{{function_name = '{NAME_SLOT}_{op}', flags = {{{flags}}},\n\
              callback = function(keys, argv)\nKEYS, ARGV, struct_unpack = keys, argv, struct.unpack\n\
-             {clock}\n{text}\nend}}\n",
+             {frozen}\n{prelude}\n{text}\nend}}\n",
             op = op_of(file),
         );
     }
@@ -115,14 +133,33 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
         source: source.replace(NAME_SLOT, &name),
         name,
     }
-});
+}
+
+/// The library a connection calls: the test clock's on a Redis that runs it.
+fn library(conn: &Conn) -> &'static Library {
+    if conn.test_clock() {
+        &TEST_LIBRARY
+    } else {
+        &LIBRARY
+    }
+}
 
 impl<T> Function<T> {
     fn named(file: &'static str, takes: T) -> Self {
         Self {
             name: format!("{}_{}", LIBRARY.name, op_of(file)),
+            test_name: format!("{}_{}", TEST_LIBRARY.name, op_of(file)),
             op: op_of(file),
             takes,
+        }
+    }
+
+    /// The name `FCALL` takes on `conn`.
+    pub(crate) fn name_on(&self, conn: &Conn) -> &str {
+        if conn.test_clock() {
+            &self.test_name
+        } else {
+            &self.name
         }
     }
 }
@@ -187,6 +224,7 @@ scripts! {
     WORKER_BEAT => "workers/worker_beat.lua", GlobalKey::WORKERS, ADDS;
     WORKER_REMOVE => "workers/worker_remove.lua", GlobalKey::WORKERS, DRAINS;
     WORKER_LIST => "workers/worker_list.lua", GlobalKey::WORKERS, READS;
+    CLOCK_ADVANCE => "clock/clock_advance.lua", GlobalKey::TEST_CLOCK, ADDS;
 }
 
 /// Whether `e` says the server lacks a function (so the library must be loaded). The text,
@@ -213,7 +251,7 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
     loop {
         let answer: redis::RedisResult<redis::Value> = redis::cmd("FUNCTION")
             .arg("LOAD")
-            .arg(&LIBRARY.source)
+            .arg(&library(conn).source)
             .query_async(conn)
             .await;
         match answer {
@@ -235,7 +273,7 @@ pub(crate) async fn load_all(conn: &mut Conn) -> Result<()> {
             Err(e) => {
                 let what = format!(
                     "loading dueq's function library {} (FUNCTION LOAD)",
-                    LIBRARY.name
+                    library(conn).name
                 );
                 match has_library(conn).await {
                     Ok(true) => {
@@ -284,10 +322,11 @@ pub(crate) async fn ensure_loaded(conn: &mut Conn) -> Result<()> {
 /// LIST`, so it needs only the `FCALL` that every operation needs. Any other answer (busy,
 /// loading, timed out, refused) is an error: then it is not known.
 async fn has_library(conn: &mut Conn) -> redis::RedisResult<bool> {
+    let library = library(conn);
     let mut probe = redis::cmd("FCALL");
-    probe.arg(format!("{}_version", LIBRARY.name)).arg(0);
+    probe.arg(format!("{}_version", library.name)).arg(0);
     match conn.on_every_primary(probe).await {
-        Ok(name) => Ok(redis::from_redis_value::<String>(name).is_ok_and(|n| n == LIBRARY.name)),
+        Ok(name) => Ok(redis::from_redis_value::<String>(name).is_ok_and(|n| n == library.name)),
         Err(e) if is_missing_function(&e) => Ok(false),
         Err(e) => Err(e),
     }

@@ -280,9 +280,9 @@ async fn due_histogram_counts_each_minute_and_hour() {
 async fn due_histogram_bucket_edges() {
     let ctx = Ctx::new().await;
     let now = ctx.redis_now_ms();
-    let clock = dueq::TestClock::frozen_at(now);
+    let clock = dueq::FrozenClock::frozen_at(now);
     let client = dueq::Client::builder(&ctx.server.url())
-        .test_clock(clock)
+        .frozen_clock(clock)
         .connect()
         .await
         .unwrap();

@@ -584,7 +584,7 @@ async fn c09_racing_recoverers_recover_once() {
     let ctx = Ctx::new().await;
     let (clock, c1) = crate::support::frozen_client(&ctx, ctx.redis_now_ms()).await;
     let c2 = Client::builder(&ctx.server.url())
-        .test_clock(clock.clone())
+        .frozen_clock(clock.clone())
         .connect()
         .await
         .unwrap();

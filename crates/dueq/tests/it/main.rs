@@ -31,7 +31,8 @@ mod partition_faults;
 mod partitions;
 mod recovery;
 mod schedules;
-// the frozen test clock it runs on exists in debug builds only (dueq::TestClock)
+mod test_clock;
+// the frozen test clock it runs on exists in debug builds only (dueq::FrozenClock)
 #[cfg(debug_assertions)]
 mod protocol_model;
 mod sentinel_loss;

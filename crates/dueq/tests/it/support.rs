@@ -61,10 +61,10 @@ pub async fn stop_firer(f: Firer) {
 
 /// A client of the test's server whose Redis clock is frozen at `at` (debug builds).
 #[cfg(debug_assertions)]
-pub async fn frozen_client(ctx: &Ctx, at: u64) -> (dueq::TestClock, Client) {
-    let clock = dueq::TestClock::frozen_at(at);
+pub async fn frozen_client(ctx: &Ctx, at: u64) -> (dueq::FrozenClock, Client) {
+    let clock = dueq::FrozenClock::frozen_at(at);
     let client = Client::builder(&ctx.server.url())
-        .test_clock(clock.clone())
+        .frozen_clock(clock.clone())
         .connect()
         .await
         .unwrap();

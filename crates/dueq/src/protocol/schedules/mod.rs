@@ -35,12 +35,6 @@ fn raws(r: &mut Reply) -> Result<Vec<Raw>> {
     Ok(out)
 }
 
-/// The Redis server's time, epoch ms (to compute the fire times a set or resume offers).
-pub(crate) async fn redis_time_ms(conn: &mut Conn) -> Result<u64> {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
-    Ok(s * 1000 + us / 1000)
-}
-
 /// Stores a schedule; `upcoming` are its next fire times after a recent Redis time.
 /// Returns (outcome text, next fire ms or -1).
 pub(crate) async fn set(

@@ -6,15 +6,15 @@
 //! task handed out twice while active, none before its due time) and liveness (a claim that
 //! hands out nothing had nothing it could hand out).
 //!
-//! Time is the frozen test clock (`dueq::TestClock`, debug builds only), moved by the `Sleep`
+//! Time is the frozen test clock (`dueq::FrozenClock`, debug builds only), moved by the `Sleep`
 //! steps and past the short leases by `Recover`, so a lease of a second costs no real second.
 #![cfg(debug_assertions)]
 
 use std::collections::{BTreeMap, HashMap};
 
 use dueq::{
-    BackoffSettings, ClaimedTask, MIN_LEASE_MS, Queue, RateLimit, SettingsPatch, TaskId, TaskSpec,
-    TestClock,
+    BackoffSettings, ClaimedTask, FrozenClock, MIN_LEASE_MS, Queue, RateLimit, SettingsPatch,
+    TaskId, TaskSpec,
 };
 use dueq_testkit::RedisServer;
 use proptest::prelude::*;
@@ -178,7 +178,7 @@ impl Model {
     }
 }
 
-async fn run_case(clock: &TestClock, q: &Queue, l: &Limits, ops: &[Op]) {
+async fn run_case(clock: &FrozenClock, q: &Queue, l: &Limits, ops: &[Op]) {
     // the held (non-short) leases last an hour: the clock moved past the short ones never
     // reaches them
     let mut patch = SettingsPatch::default()
@@ -276,11 +276,11 @@ fn limiter_matches_the_model() {
         let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
         s * 1_000 + us / 1_000
     };
-    let clock = TestClock::frozen_at(start_ms);
+    let clock = FrozenClock::frozen_at(start_ms);
     let client = rt
         .block_on(
             dueq::Client::builder(&server.url())
-                .test_clock(clock.clone())
+                .frozen_clock(clock.clone())
                 .connect(),
         )
         .unwrap();

@@ -11,7 +11,7 @@
 //! early. Calls with stale lease tokens are part of the mix: they must be refused and change
 //! nothing (the checks after the step see the model unchanged).
 //!
-//! Time is the frozen test clock (`dueq::TestClock`, debug builds only): nothing happens by
+//! Time is the frozen test clock (`dueq::FrozenClock`, debug builds only): nothing happens by
 //! itself, "now" moves only by the `Advance` / expiry / crash steps, so a sequence replays
 //! exactly and shrinks to a short readable list. `PROPTEST_CASES` (default 64) and
 //! `DUEQ_MODEL_STEPS` (default 40) set the run's size.
@@ -23,7 +23,7 @@ mod run;
 
 use std::sync::Mutex;
 
-use dueq::{Backoff, SettingsPatch, TestClock};
+use dueq::{Backoff, FrozenClock, SettingsPatch};
 use dueq_testkit::RedisServer;
 use proptest::prelude::*;
 
@@ -48,7 +48,7 @@ fn backoff() -> Backoff {
 
 async fn run_case(
     server: &Mutex<RedisServer>,
-    clock: &TestClock,
+    clock: &FrozenClock,
     name: String,
     settings: &Settings,
     ops: &[Op],
@@ -114,7 +114,7 @@ fn protocol_matches_the_model() {
         let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
         s * 1_000 + us / 1_000
     };
-    let clock = TestClock::frozen_at(start_ms);
+    let clock = FrozenClock::frozen_at(start_ms);
     let case = std::sync::atomic::AtomicU32::new(0);
     let steps = env_or("DUEQ_MODEL_STEPS", 40) as usize;
     let config = ProptestConfig {

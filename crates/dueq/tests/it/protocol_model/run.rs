@@ -4,8 +4,8 @@
 use std::sync::Mutex;
 
 use dueq::{
-    AckOutcome, CancelOutcome, Client, DeadRetryOutcome, EnqueueOutcome, NackOutcome, Queue,
-    RescheduleOutcome, TaskId, TaskRef, TaskSpec, TestClock,
+    AckOutcome, CancelOutcome, Client, DeadRetryOutcome, EnqueueOutcome, FrozenClock, NackOutcome,
+    Queue, RescheduleOutcome, TaskId, TaskRef, TaskSpec,
 };
 use dueq_testkit::{RedisServer, wait_until_async};
 
@@ -69,7 +69,7 @@ pub fn tally(f: impl FnOnce(&mut Tally)) {
 pub struct Env<'a> {
     pub server: &'a Mutex<RedisServer>,
     pub url: String,
-    pub clock: TestClock,
+    pub clock: FrozenClock,
     pub name: String,
     pub producer: Client,
     pub q: Queue,
@@ -80,9 +80,9 @@ pub struct Env<'a> {
     pub seq: u64,
 }
 
-pub async fn connect(url: &str, clock: &TestClock, name: &str) -> (Client, Queue) {
+pub async fn connect(url: &str, clock: &FrozenClock, name: &str) -> (Client, Queue) {
     let client = Client::builder(url)
-        .test_clock(clock.clone())
+        .frozen_clock(clock.clone())
         .connect()
         .await
         .unwrap();

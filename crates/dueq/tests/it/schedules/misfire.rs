@@ -40,7 +40,7 @@ async fn counts(q: &Queue, name: &str) -> (u64, u64) {
 
 /// Sets `skip`, `once` (fire_once) and `grp` (skip, with a group and a priority) every second,
 /// fires twelve ticks of each ahead at `t - 500` and stops firing. Returns `t`, the first tick.
-async fn fired_ahead(ctx: &Ctx) -> (dueq::TestClock, Client, Queue, u64) {
+async fn fired_ahead(ctx: &Ctx) -> (dueq::FrozenClock, Client, Queue, u64) {
     let (clock, client) = frozen_client(ctx, ctx.redis_now_ms()).await;
     let q = client.queue("mis").unwrap();
     let t = set_first_tick(&q, &ScheduleSpec::new("skip", b"s".to_vec()).every_ms(1000)).await;

@@ -6,7 +6,7 @@ mod ahead;
 mod check;
 mod races;
 mod regressions;
-// the frozen test clock they run on exists in debug builds only (dueq::TestClock)
+// the frozen test clock they run on exists in debug builds only (dueq::FrozenClock)
 #[cfg(debug_assertions)]
 mod dst;
 #[cfg(debug_assertions)]

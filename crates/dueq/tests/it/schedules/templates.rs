@@ -198,10 +198,10 @@ async fn tick_records_equal_the_per_tick_spec_for_every_field() {
     let ctx = Ctx::new().await;
     // 100 ms past a whole second, so the first tick is 900 ms ahead
     let now = ctx.redis_now_ms() / 1000 * 1000 + 100;
-    let clock = dueq::TestClock::frozen_at(now);
+    let clock = dueq::FrozenClock::frozen_at(now);
     let limit = 64 * 1024;
     let client = Client::builder(&ctx.server.url())
-        .test_clock(clock.clone())
+        .frozen_clock(clock.clone())
         .payload_limit_bytes(limit)
         .connect()
         .await
@@ -346,7 +346,7 @@ async fn tick_records_equal_the_per_tick_spec_for_every_field() {
 // 2. firers racing over hundreds of schedules (several fire calls a step)
 
 /// Clients of the test's server on one frozen clock each, moved together.
-struct Clocks(Vec<(dueq::TestClock, Client)>);
+struct Clocks(Vec<(dueq::FrozenClock, Client)>);
 
 impl Clocks {
     async fn new(ctx: &Ctx, n: usize, at: u64) -> Self {

@@ -1,0 +1,132 @@
+//! Redis operations on the test clock (`dueq:test_clock`): start it on an empty Redis, read it,
+//! move it forward. What the clock means and who runs on it: `client/test_clock.rs`.
+
+use redis::Value;
+
+use super::call::{Args, run_global};
+use super::conn::Conn;
+use super::keys::{QUEUES_KEY, TEST_CLOCK_KEY};
+use super::scripts;
+use crate::error::{Error, ErrorKind, Result};
+
+/// The test clock at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockReading {
+    /// The virtual time, epoch ms: what every queue on this Redis takes as "now".
+    pub now_ms: u64,
+    /// How far the virtual time is ahead of Redis `TIME`, ms.
+    pub offset_ms: u64,
+}
+
+/// How a start found the Redis.
+pub(crate) enum Start {
+    /// The clock was already running (another process started it).
+    Running,
+    /// Started now, at Redis time.
+    Started,
+    /// Refused: this many queues were made without the test clock.
+    HasQueues(u64),
+}
+
+/// Starts the test clock on a Redis that holds no queue yet; joins it on one that runs it.
+pub(crate) async fn start(conn: &mut Conn) -> Result<Start> {
+    if is_on(conn).await? {
+        return Ok(Start::Running);
+    }
+    let queues: u64 = redis::cmd("SCARD")
+        .arg(QUEUES_KEY)
+        .query_async(conn)
+        .await?;
+    if queues > 0 {
+        return Ok(Start::HasQueues(queues));
+    }
+    // NX: a process starting beside this one may have set it meanwhile; both run it
+    let _: Value = redis::cmd("SET")
+        .arg(TEST_CLOCK_KEY)
+        .arg(0)
+        .arg("NX")
+        .query_async(conn)
+        .await?;
+    Ok(Start::Started)
+}
+
+/// Whether this Redis runs the test clock.
+pub(crate) async fn is_on(conn: &mut Conn) -> Result<bool> {
+    Ok(redis::cmd("EXISTS")
+        .arg(TEST_CLOCK_KEY)
+        .query_async::<u64>(conn)
+        .await?
+        == 1)
+}
+
+/// Redis `TIME` and the test clock's offset, read together (`None`: the clock is off).
+pub(crate) async fn read(conn: &mut Conn) -> Result<Option<ClockReading>> {
+    let ((s, us), offset): ((u64, u64), Option<u64>) = redis::pipe()
+        .cmd("TIME")
+        .cmd("GET")
+        .arg(TEST_CLOCK_KEY)
+        .query_async(conn)
+        .await?;
+    Ok(offset.map(|offset_ms| ClockReading {
+        now_ms: s * 1000 + us / 1000 + offset_ms,
+        offset_ms,
+    }))
+}
+
+/// "Now" as the scripts of `conn` see it, epoch ms: Redis `TIME`, plus the test clock's offset
+/// on a Redis that runs it.
+pub(crate) async fn now_ms(conn: &mut Conn) -> Result<u64> {
+    if conn.test_clock()
+        && let Some(r) = read(conn).await?
+    {
+        return Ok(r.now_ms);
+    }
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
+    Ok(s * 1000 + us / 1000)
+}
+
+/// Where to move the clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Move {
+    /// Forward by this many ms.
+    By(u64),
+    /// To this time, epoch ms (not before now).
+    To(u64),
+}
+
+/// What a move found.
+pub(crate) enum Moved {
+    Done(ClockReading),
+    /// The Redis does not run the test clock.
+    Off,
+    /// A move to a time before now, which is the clock's now.
+    Backwards(u64),
+    /// A move past `latest_ms`; the clock's now.
+    TooFar(u64),
+}
+
+/// Moves the clock (never past `latest_ms`) and tells every process on the Redis.
+pub(crate) async fn advance(conn: &mut Conn, to: Move, latest_ms: u64) -> Result<Moved> {
+    let mut a = Args::default();
+    match to {
+        Move::By(ms) => a.s("by").n(ms),
+        Move::To(ms) => a.s("to").n(ms),
+    };
+    a.n(latest_ms);
+    let mut r = run_global(conn, &scripts::CLOCK_ADVANCE, a.take()).await?;
+    Ok(match r.string()?.as_str() {
+        "ok" => Moved::Done(ClockReading {
+            now_ms: r.u64()?,
+            offset_ms: r.u64()?,
+        }),
+        "off" => Moved::Off,
+        "backwards" => Moved::Backwards(r.u64()?),
+        "too_far" => Moved::TooFar(r.u64()?),
+        other => {
+            return Err(Error::new(
+                ErrorKind::Protocol,
+                format!("clock_advance: unexpected answer {other:?}"),
+            ));
+        }
+    })
+}
