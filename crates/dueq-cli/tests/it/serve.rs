@@ -701,3 +701,53 @@ fn the_cli_finds_the_embedded_redis_of_a_dueq_serve_in_its_directory() {
     assert!(err.contains("nothing answers"), "{err}");
     assert!(!err.contains("connecting to redis+unix"), "{err}");
 }
+
+#[test]
+fn serve_test_clock_runs_on_an_empty_redis_and_refuses_real_queues() {
+    let busy = RedisServer::start();
+    let out = crate::dueq(&busy.url(), &["enqueue", "real", "--payload", "x"]);
+    assert!(out.status.success(), "{out:?}");
+    let refused = serve_command(&["--redis", &busy.url(), "--test-clock"], &[])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("made without the test clock"), "{err}");
+    let out = crate::dueq(&busy.url(), &["test-clock", "get"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--test-clock"));
+
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let mut s = serve(&["--redis", &url, "--test-clock"], &[]);
+    assert!(s.log().contains("TEST CLOCK"), "{}", s.log());
+    let out = crate::dueq(
+        &url,
+        &[
+            "enqueue",
+            "orders",
+            "--key",
+            "order:42:cancel",
+            "--delay",
+            "30m",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = crate::dueq(&url, &["test-clock", "advance", "29m"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("29m ahead of Redis time"), "{text}");
+    let (ok, stats) = crate::dueq_json(&url, &["stats", "orders"]);
+    assert!(ok && stats.to_string().contains("\"due\":0"), "{stats}");
+    let (ok, moved) = crate::dueq_json(&url, &["test-clock", "advance", "1m"]);
+    assert!(ok);
+    assert_eq!(
+        moved["offset_ms"].as_u64().map(|o| o >= 1_800_000),
+        Some(true)
+    );
+    let (ok, stats) = crate::dueq_json(&url, &["stats", "orders"]);
+    assert!(ok && stats.to_string().contains("\"due\":1"), "{stats}");
+    let (status, body) = http(&s.addr, "GET", "/readyz", None, None);
+    assert_eq!(status, 200);
+    assert!(body.contains("\"test_clock\""), "{body}");
+    sigterm_and_wait(&mut s);
+}

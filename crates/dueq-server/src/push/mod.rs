@@ -250,6 +250,7 @@ fn start(
         http: http.clone(),
         queue: state.client().queue(&queue)?,
         webhook,
+        test_clock: state.client().test_clock(),
     });
     let worker = Worker::builder(state.client().clone())
         .concurrency(concurrency)

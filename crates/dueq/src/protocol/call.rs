@@ -21,11 +21,11 @@ pub(crate) async fn run(
     args: Vec<Vec<u8>>,
 ) -> Result<Reply> {
     let keys = k.script_keys();
-    let name = function.name_on(conn).to_owned();
+    let name = function.name_on(conn);
     let call: Boxed<'_> = Box::pin(fcall(
         conn,
         function.op,
-        &name,
+        name,
         &keys[..function.takes.len()],
         args,
     ));
@@ -39,8 +39,8 @@ pub(crate) async fn run_global(
     args: Vec<Vec<u8>>,
 ) -> Result<Reply> {
     let keys = [function.takes.key];
-    let name = function.name_on(conn).to_owned();
-    let call: Boxed<'_> = Box::pin(fcall(conn, function.op, &name, &keys, args));
+    let name = function.name_on(conn);
+    let call: Boxed<'_> = Box::pin(fcall(conn, function.op, name, &keys, args));
     call.await
 }
 

@@ -10,6 +10,37 @@ use crate::support::{Ctx, DEADLINE};
 #[allow(dead_code)] // its `main`
 mod order_timeout;
 
+#[path = "../../examples/test_clock.rs"]
+#[allow(dead_code)] // its `main`
+mod test_clock;
+
+#[tokio::test]
+async fn the_test_clock_example_passes_on_a_fresh_redis_and_fails_beside_real_queues() {
+    let ctx = Ctx::new().await;
+    test_clock::an_unpaid_order_is_cancelled_after_30_minutes(&ctx.server.url())
+        .await
+        .unwrap();
+    // only order 42's timer ran, 30 minutes on by the virtual clock
+    let orders = ctx.queue("orders");
+    let s = orders.stats().await.unwrap();
+    assert_eq!(
+        (s.succeeded_total, s.cancelled_total, s.scheduled),
+        (1, 1, 0)
+    );
+
+    // the same test on a Redis with real queues is refused before it writes anything
+    let busy = Ctx::new().await;
+    busy.queue("real")
+        .enqueue(dueq::TaskSpec::new(b"x".to_vec()))
+        .await
+        .unwrap();
+    let e = test_clock::an_unpaid_order_is_cancelled_after_30_minutes(&busy.server.url())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("made without the test clock"), "{e}");
+    assert!(!busy.client.has_queue("orders").await.unwrap());
+}
+
 #[tokio::test]
 async fn the_order_timeout_example_does_what_the_guide_says() {
     let ctx = Ctx::new().await;

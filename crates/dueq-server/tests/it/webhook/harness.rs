@@ -139,6 +139,16 @@ impl Server {
         Self { ctx, live }
     }
 
+    /// As [`start`](Self::start), on a Redis that runs the test clock.
+    pub async fn start_on_test_clock() -> Self {
+        let push = PushOptions::default()
+            .backoff(Backoff::new(50, 1.0, 50))
+            .poll_ms(50);
+        let ctx = Ctx::build(|b| b.test_clock(), |b| b.push(push)).await;
+        let live = Live::start(&ctx.state).await;
+        Self { ctx, live }
+    }
+
     /// Stops `serve` and waits for it to return (bounded).
     pub async fn shutdown(&mut self) {
         self.live.shutdown().await;

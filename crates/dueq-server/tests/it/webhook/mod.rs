@@ -360,3 +360,33 @@ async fn the_server_lists_its_push_delivery_as_its_load() {
     s.shutdown().await;
     assert_eq!(s.ctx.get("/v1/workers").await.body["workers"], json!([]));
 }
+
+/// On the test clock a delivery made due by a move of the clock goes out at once, and its
+/// `webhook-timestamp` is real time, so a receiver that checks it against its own clock (the
+/// Standard Webhooks libraries allow 5 minutes) accepts it.
+#[tokio::test]
+async fn on_the_test_clock_a_delivery_carries_real_time() {
+    let rx = Receiver::start(Behave::Status(200, "ok")).await;
+    let s = Server::start_on_test_clock().await;
+    s.set_webhook("clocked", json!({"url": rx.url, "secret": SECRET}))
+        .await;
+    s.ctx
+        .enqueue(
+            "clocked",
+            json!({"payload": {"order": 42}, "delay_ms": 1_800_000}),
+        )
+        .await;
+    let r = s
+        .ctx
+        .post("/v1/test/clock", json!({"advance_ms": 1_800_000}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    wait_until_async(DEADLINE, "the delivery", || async { rx.count() == 1 }).await;
+    let h = &rx.hits()[0];
+    assert!(verify(SECRET, h, &h.body));
+    let ts: u64 = h.header("webhook-timestamp").unwrap().parse().unwrap();
+    assert!(
+        (ts * 1000).abs_diff(now_ms()) < 60_000,
+        "webhook-timestamp {ts} is not real time"
+    );
+}
