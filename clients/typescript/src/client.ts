@@ -337,18 +337,19 @@ export class TestClock {
 
   /** Moves the clock forward by `ms` (1 ms to 100 years) and resolves to it as moved. Every
    * process of the server's Redis looks at once: tasks that became due go to waiting workers,
-   * leases and expiries that passed end, schedules fire the ticks crossed. Not retried (a
+   * leases and expiries that passed end, schedules fire or skip the ticks crossed by their
+   * misfire policy. Not retried (a
    * second try would move it twice). Rejects with `InvalidInputError` naming `advance_ms`. */
   async advance(ms: number): Promise<ClockReading> {
     return this.client.call("POST", "/v1/test/clock", { advance_ms: ms }, { idempotent: false });
   }
 
-  /** Moves the clock forward to `at` (Unix epoch ms or a `Date`), as `advance` does. Retried
-   * (the same time twice moves it once). Rejects with `InvalidInputError` naming `set_ms`
+  /** Moves the clock forward to `at` (Unix epoch ms or a `Date`), as `advance` does. Not
+   * retried (a second try would find the clock past `at`). Rejects with `InvalidInputError` naming `set_ms`
    * for a time before the clock's now. */
   async set(at: number | Date): Promise<ClockReading> {
     const ms = at instanceof Date ? at.getTime() : at;
-    return this.client.call("POST", "/v1/test/clock", { set_ms: ms }, { idempotent: true });
+    return this.client.call("POST", "/v1/test/clock", { set_ms: ms }, { idempotent: false });
   }
 }
 

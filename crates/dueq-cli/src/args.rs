@@ -432,7 +432,8 @@ pub enum ScheduleCommand {
 #[derive(Debug, Subcommand)]
 pub enum TestClockCommand {
     /// Move the clock forward by DURATION (30m, 7d, 1h30m, or ms): what became due runs at
-    /// once, leases and expiries that passed end, schedules fire the ticks crossed.
+    /// once, leases and expiries that passed end, schedules fire or skip the ticks crossed by
+    /// their misfire policy.
     Advance {
         /// How far (1ms to 100 years).
         #[arg(value_name = "DURATION", value_parser = duration)]

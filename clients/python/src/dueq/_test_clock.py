@@ -42,7 +42,8 @@ class TestClock:
         """Moves the clock forward by ``by`` (ms, or a ``timedelta``; 1 ms to 100 years) and
         returns it as moved. Every process of the server's Redis looks at once: tasks that
         became due go to waiting workers, leases and expiries that passed end, schedules fire
-        the ticks crossed. Not retried (a second try would move it twice).
+        or skip the ticks crossed by their misfire policy. Not retried (a second try would
+        move it twice).
 
         Raises :class:`InvalidInputError` naming ``advance_ms`` (nothing moves)."""
         body = {"advance_ms": _ms(by)}
@@ -52,7 +53,7 @@ class TestClock:
 
     def set(self, at: Union[int, _dt.datetime]) -> ClockReading:
         """Moves the clock forward to ``at`` (Unix epoch ms, or an aware ``datetime``), as
-        :meth:`advance` does. Retried (the same time twice moves it once).
+        :meth:`advance` does. Not retried (a second try would find the clock past ``at``).
 
         Raises :class:`InvalidInputError` naming ``set_ms`` for a time before the clock's
         now."""
@@ -62,5 +63,5 @@ class TestClock:
             at = int(round(at.timestamp() * 1000))
         body = {"set_ms": at}
         return ClockReading.from_json(
-            self._client._call("POST", "/v1/test/clock", body, retry=True)
+            self._client._call("POST", "/v1/test/clock", body, retry=False)
         )

@@ -84,6 +84,7 @@ pub async fn run(
         check_program(program)?;
     }
     let command: Arc<[String]> = a.command.clone().into();
+    let on_test_clock = client.test_clock().is_some();
     let mut b = Worker::builder(client)
         .concurrency(a.concurrency)
         .shutdown_grace_ms(a.shutdown_grace_ms)
@@ -118,6 +119,12 @@ pub async fn run(
         command = ?a.command,
         "dueq work started; SIGINT or SIGTERM stops it"
     );
+    if on_test_clock {
+        tracing::warn!(
+            "TEST CLOCK: this Redis runs the test clock (dueq serve --test-clock); tasks are due \
+             by its virtual time, which tests move forward"
+        );
+    }
     let handle = worker.start();
     let load = handle.load_probe();
     crate::shutdown_signal().await;

@@ -75,8 +75,8 @@ pub async fn get(State(st): State<AppState>) -> ApiResult<Json<ClockResponse>> {
 ///
 /// By `advance_ms`, or to `set_ms`; never back. Every process on the Redis looks at once:
 /// tasks that became due are handed to waiting workers, leases and expiries that passed end,
-/// and schedules fire the ticks crossed by their misfire policy. 404 on a server without the
-/// test clock.
+/// and schedules fire or skip the ticks crossed by their misfire policy. 404 on a server
+/// without the test clock.
 #[utoipa::path(post, path = "/v1/test/clock", tag = "test", operation_id = "move_test_clock",
     request_body = ClockMove,
     responses(

@@ -84,7 +84,7 @@ pub(super) async fn dead(
     let dq = query(q)?;
     let offset = dq.offset.unwrap_or(0);
     let page = d.app.queue(&name)?.dead_list(offset, DEAD_PAGE).await?;
-    let now = view::local_now_ms();
+    let now = view::now_ms(d.app.client()).await;
     let rows: Vec<DeadRow> = page
         .tasks
         .into_iter()

@@ -187,11 +187,10 @@ struct WebhookView {
     last_error: Option<(String, String, String)>,
 }
 
-async fn webhook_view(q: &dueq::Queue) -> Result<Option<WebhookView>, PageError> {
+async fn webhook_view(q: &dueq::Queue, now: u64) -> Result<Option<WebhookView>, PageError> {
     let Some(w) = q.webhook().await? else {
         return Ok(None);
     };
-    let now = view::local_now_ms();
     let last_error = w.last_error.as_ref().map(|(e, at)| {
         (
             view::short(e, 600),
@@ -236,7 +235,8 @@ pub(super) async fn queue(
     let name = path(p)?;
     let n = query(q)?;
     let live = live(&d, &name).await?;
-    let webhook = webhook_view(&d.app.queue(&name)?).await?;
+    let now = view::now_ms(d.app.client()).await;
+    let webhook = webhook_view(&d.app.queue(&name)?, now).await?;
     let mut layout = Layout::new(&d, &s, format!("Queue {name}"));
     layout.flash = n.text();
     Ok(render(&QueuePage {
@@ -293,8 +293,9 @@ struct TaskView {
     payload_more: usize,
 }
 
-impl From<Task> for TaskView {
-    fn from(t: Task) -> Self {
+impl TaskView {
+    /// The view of `t` with times relative to `now`.
+    fn new(t: Task, now: u64) -> Self {
         let (payload, payload_more) = view::preview(&t.payload, PAYLOAD_PREVIEW_BYTES);
         let state_at = t.state_at_ms.and_then(|at| {
             let label = match t.state {
@@ -305,7 +306,6 @@ impl From<Task> for TaskView {
             };
             Some((label, view::time(at)))
         });
-        let now = view::local_now_ms();
         Self {
             id: t.id.as_str().to_owned(),
             state: t.state.as_str(),
@@ -381,6 +381,6 @@ pub(super) async fn task(
         layout,
         csrf: s.csrf,
         queue: queue.to_owned(),
-        t: t.into(),
+        t: TaskView::new(t, view::now_ms(d.app.client()).await),
     }))
 }

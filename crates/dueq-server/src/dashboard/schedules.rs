@@ -115,7 +115,7 @@ pub(super) async fn page(
     let q = d.app.queue(&name)?;
     let (list, total, next) =
         crate::api::schedules::schedules_page(&q, after.as_deref(), PAGE).await?;
-    let now = view::local_now_ms();
+    let now = view::now_ms(d.app.client()).await;
     let mut layout = Layout::new(&d, &s, format!("Schedules of {name}"));
     layout.flash = Notice {
         done: sq.done,

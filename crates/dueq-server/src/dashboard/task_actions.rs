@@ -104,7 +104,7 @@ pub(super) async fn cancel(
         Some(t) if t.state == TaskState::Active => return Err(in_progress(&id)),
         _ => return Err(not_scheduled(&queue, &id)),
     };
-    let now = view::local_now_ms();
+    let now = view::now_ms(d.app.client()).await;
     let mut lines = vec![format!(
         "Due {} ({}); {} of {} attempts made so far.",
         view::time(t.due_at_ms),

@@ -115,7 +115,7 @@ async fn page(
         let h = q.due_histogram().await?;
         (vec![chart::due_minutes(&h), chart::due_hours(&h)], h.now_ms)
     } else {
-        (Vec::new(), view::local_now_ms())
+        (Vec::new(), view::now_ms(d.app.client()).await)
     };
     let p = q.browse(state, after.as_deref(), PAGE).await?;
     let (title, label) = match state {

@@ -10,6 +10,17 @@ pub(super) fn local_now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Epoch ms now as the queues see it (display only): the test clock's time on a Redis that
+/// runs it, else this server's clock.
+pub(super) async fn now_ms(client: &dueq::Client) -> u64 {
+    if let Some(clock) = client.test_clock()
+        && let Ok(r) = clock.now().await
+    {
+        return r.now_ms;
+    }
+    local_now_ms()
+}
+
 /// `2026-05-01 12:34:56 UTC` for an epoch time in ms.
 pub(super) fn time(at_ms: u64) -> String {
     match i64::try_from(at_ms)

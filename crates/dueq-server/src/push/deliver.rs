@@ -119,9 +119,10 @@ impl Deliverer {
         let id = format!("{}:{}", w.queue, task.id);
         let mut started_ms = task.started_at_ms;
         if let Some(clock) = &self.test_clock {
-            // a clock that cannot be read leaves the virtual time: a receiver may refuse it
+            // Redis time now, whatever moves the clock made since the claim; a clock that
+            // cannot be read leaves the virtual time, which a receiver may refuse
             if let Ok(r) = clock.now().await {
-                started_ms = started_ms.saturating_sub(r.offset_ms);
+                started_ms = r.now_ms.saturating_sub(r.offset_ms);
             }
         }
         let timestamp_s = started_ms / 1000;

@@ -147,3 +147,21 @@ async fn a_server_without_the_clock_answers_404_and_shows_no_banner() {
     assert!(ctx.get("/readyz").await.body.get("test_clock").is_none());
     assert!(!ctx.get("/").await.text.contains("id=\"test-clock\""));
 }
+
+/// The dashboard's "in 2.0 h" counts from the test clock, as the queues do.
+#[tokio::test]
+async fn the_dashboard_counts_from_the_test_clock() {
+    let ctx = Ctx::build(|b| b.test_clock(), |s| s).await;
+    ctx.enqueue(
+        "orders",
+        json!({"payload": 1, "key": "k", "delay_ms": 3 * 60 * MINUTE}),
+    )
+    .await;
+    let r = ctx
+        .post("/v1/test/clock", json!({"advance_ms": 60 * MINUTE}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let page = ctx.get("/ui/task?queue=orders&by=key&value=k").await;
+    assert_eq!(page.status, StatusCode::OK, "{page:?}");
+    assert!(page.text.contains("in 2.0 h"), "{}", page.text);
+}

@@ -3,13 +3,19 @@
 //! forward ("advance 30 minutes") instead of sleeping.
 //!
 //! It is a property of the Redis, so every process on it agrees: [`ClientBuilder::test_clock`]
-//! (`dueq serve --test-clock`) starts it on a Redis that holds no queue yet, and refuses one
-//! that does; any client that connects to a Redis running it follows it (and says so in its
-//! log), so a worker or a second server needs no flag of its own. The scripts read the offset
+//! (`dueq serve --test-clock`) starts it on a Redis that holds no queue yet and no live
+//! worker, and refuses one that does (a process decides at connect, so one connected before
+//! would stay on Redis time); any client that connects to a Redis running it follows it (and
+//! says so in its log), so a worker or a second server needs no flag of its own. The scripts
+//! read the offset
 //! once per call (`protocol/test_clock.lua`, in a second function library that only a Redis
 //! running the clock is served by), so every guarantee holds on the virtual time as it does on
 //! Redis time: nothing runs early, leases expire, retries back off, expiry and rate windows
-//! move, schedules fire each tick crossed by their misfire policy.
+//! move, schedules fire or skip each tick crossed by their misfire policy.
+//!
+//! A `FLUSHALL` puts the clock back at Redis time: the offset reads as 0 and the next move
+//! writes it again; the processes stay on the test clock. The live workers list keeps Redis
+//! time (`scripts.rs`), so an advance does not make every worker look gone.
 //!
 //! A move publishes on the `dueq:test_clock` channel; each client's wake hub then has every
 //! claimer, schedule firer and recoverer look at once, so a task made due by an advance runs a
@@ -54,17 +60,18 @@ impl Client {
 }
 
 impl TestClock {
-    /// The clock now.
+    /// The clock now. After a `FLUSHALL` it is back at Redis time (offset 0), and the next
+    /// move writes its offset again.
     ///
     /// # Errors
-    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails;
-    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) when the clock was removed from the Redis.
+    /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.
     pub async fn now(&self) -> Result<ClockReading> {
-        clock::read(&mut self.client.conn()).await?.ok_or_else(off)
+        clock::read(&mut self.client.conn()).await
     }
 
     /// Moves the clock forward by `by` and wakes every process on the Redis: what became due
-    /// runs at once, leases and expiries that passed end, schedules fire the ticks crossed.
+    /// runs at once, leases and expiries that passed end, schedules fire or skip the ticks
+    /// crossed by their misfire policy.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) naming `advance_ms` when `by` is 0, over
@@ -100,7 +107,6 @@ impl TestClock {
         let moved = clock::advance(&mut self.client.conn(), to, MAX_TEST_CLOCK_MS).await?;
         match moved {
             Moved::Done(r) => Ok(r),
-            Moved::Off => Err(off()),
             Moved::Backwards(now) => Err(Error::new(
                 ErrorKind::InvalidInput,
                 format!(
@@ -126,14 +132,6 @@ fn rfc3339(ms: u64) -> String {
         .ok()
         .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
         .map_or_else(|| ms.to_string(), |t| t.to_string())
-}
-
-fn off() -> Error {
-    Error::new(
-        ErrorKind::InvalidInput,
-        "this Redis does not run the test clock (its dueq:test_clock key is gone); start \
-         again on a fresh Redis with dueq serve --test-clock",
-    )
 }
 
 /// Starts or joins the test clock for a client that asked for it (`start`), or finds whether
@@ -162,6 +160,16 @@ pub(crate) async fn on_connect(
                         "test_clock: this Redis holds {n} queue(s) made without the test clock; \
                          the test clock runs only on a Redis of its own (an empty one, for \
                          tests), never beside real queues"
+                    ),
+                ));
+            }
+            clock::Start::HasWorkers(n) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "test_clock: {n} live worker(s) or server(s) use this Redis without the \
+                         test clock (dueq workers lists them), and would stay on Redis time; \
+                         start the test clock before any other dueq process connects"
                     ),
                 ));
             }

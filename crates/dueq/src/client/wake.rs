@@ -111,6 +111,9 @@ pub(crate) struct WakeHub {
     max: usize,
     /// The Redis runs the test clock: its moves wake everyone.
     test_clock: bool,
+    /// Told of every move of the test clock (and after each (re)connect), for duties that
+    /// wait on no queue's channel (`LeaseRecoverer`).
+    moved: broadcast::Sender<u64>,
     state: Mutex<HubState>,
     /// Held while (un)subscribing, so that the commands reach Redis in the order decided.
     subscribing: tokio::sync::Mutex<()>,
@@ -125,6 +128,7 @@ impl WakeHub {
             pubsub,
             max,
             test_clock,
+            moved: broadcast::Sender::new(BACKLOG),
             state: Mutex::new(HubState::default()),
             subscribing: tokio::sync::Mutex::new(()),
             connected: watch::Sender::new(false),
@@ -164,11 +168,23 @@ impl WakeHub {
         }
     }
 
-    /// Has every waiter of every channel look once.
+    /// Has every waiter of every channel, and of the test clock's moves, look once.
     fn notify_all(&self) {
         for c in self.lock().channels.values() {
             let _ = c.tx.send(0);
         }
+        let _ = self.moved.send(0);
+    }
+
+    /// A receiver told of each move of the test clock (`None`: the Redis does not run it).
+    /// Starts the hub's connection if need be; dropping the receiver is all the release.
+    pub(crate) fn clock_moves(self: &Arc<Self>) -> Option<broadcast::Receiver<u64>> {
+        if !self.test_clock {
+            return None;
+        }
+        let rx = self.moved.subscribe();
+        self.start();
+        Some(rx)
     }
 
     /// A receiver of `channel`'s wake-ups, or `None` when every channel the table can hold

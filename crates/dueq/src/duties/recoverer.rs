@@ -13,7 +13,6 @@ use tokio::time::MissedTickBehavior;
 
 use crate::client::{Client, Queue};
 use crate::due::recovery::log_recovered;
-use crate::protocol::keys::TEST_CLOCK_KEY;
 use crate::protocol::queues;
 
 /// Default pause between two passes of [`LeaseRecoverer`], ms.
@@ -95,12 +94,7 @@ impl LeaseRecoverer {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut sweep = Sweep::default();
         // on the test clock, a move of the clock may end leases and expiries at once
-        let hub = self.client.wake_hub();
-        let mut moved = if self.client.test_clock().is_some() {
-            hub.listen(TEST_CLOCK_KEY)
-        } else {
-            None
-        };
+        let mut moved = self.client.wake_hub().clock_moves();
         loop {
             let clock = async {
                 match &mut moved {
@@ -115,12 +109,9 @@ impl LeaseRecoverer {
                         moved = None;
                     }
                 }
-                () = &mut stop => break,
+                () = &mut stop => return,
             }
             self.pass(&mut sweep).await;
-        }
-        if moved.take().is_some() {
-            hub.release(TEST_CLOCK_KEY);
         }
     }
 

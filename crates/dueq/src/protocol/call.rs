@@ -65,7 +65,7 @@ async fn fcall(
         let v = run_durable(conn, name, function, keys, &args, wait).await?;
         return Reply::new(name, v);
     }
-    let call = fcall_cmd(conn, function, keys, &args);
+    let call = fcall_cmd(conn, name, function, keys, &args);
     let v: Value = match call.query_async(conn).await {
         Err(e) if scripts::is_missing_function(&e) => {
             scripts::load_all(conn).await?;
@@ -76,15 +76,16 @@ async fn fcall(
     Reply::new(name, v)
 }
 
-/// `FCALL function keys args`. On the test clock the clock's key follows the call's own
-/// keys (`test_clock.lua` takes it off `KEYS` again); in a build with the frozen clock, the
+/// `FCALL function keys args` of operation `op`. On the test clock the clock's key follows the
+/// call's own keys (`test_clock.lua` takes it off `KEYS` again); in a build with the frozen clock, the
 /// frozen time follows the arguments.
-fn fcall_cmd(conn: &Conn, function: &str, keys: &[&str], args: &[Vec<u8>]) -> redis::Cmd {
+fn fcall_cmd(conn: &Conn, op: &str, function: &str, keys: &[&str], args: &[Vec<u8>]) -> redis::Cmd {
+    let clocked = scripts::on_test_clock(conn, op);
     let mut call = redis::cmd("FCALL");
     call.arg(function)
-        .arg(keys.len() + usize::from(conn.test_clock()))
+        .arg(keys.len() + usize::from(clocked))
         .arg(keys);
-    if conn.test_clock() {
+    if clocked {
         call.arg(TEST_CLOCK_KEY);
     }
     call.arg(args);
@@ -120,7 +121,7 @@ async fn run_durable(
     wait: WaitFor,
 ) -> Result<Value> {
     let mut pipe = redis::pipe();
-    pipe.add_command(fcall_cmd(conn, function, keys, args));
+    pipe.add_command(fcall_cmd(conn, name, function, keys, args));
     pipe.cmd("WAIT").arg(wait.replicas).arg(wait.timeout_ms);
     let answer: redis::RedisResult<(Value, u64)> = match pipe.query_async(conn).await {
         Err(e) if scripts::is_missing_function(&e) => {

@@ -112,6 +112,11 @@ fn build(prelude: &str) -> Library {
         source.push('\n');
     }
     for (file, text, _, flags) in SOURCES {
+        let prelude = if REAL_TIME.contains(&op_of(file)) {
+            ""
+        } else {
+            prelude
+        };
         // writing to a String cannot fail
         let _ = write!(
             source,
@@ -133,6 +138,16 @@ fn build(prelude: &str) -> Library {
         source: source.replace(NAME_SLOT, &name),
         name,
     }
+}
+
+/// The operations that keep Redis time on the test clock, so take no clock key: the live
+/// workers list is about processes, whose heartbeats come on real time, and an advance must
+/// not make every worker look gone.
+const REAL_TIME: &[&str] = &["worker_beat", "worker_remove", "worker_list"];
+
+/// Whether operation `op` called on `conn` runs on the test clock (and so takes its key).
+pub(crate) fn on_test_clock(conn: &Conn, op: &str) -> bool {
+    conn.test_clock() && !REAL_TIME.contains(&op)
 }
 
 /// The library a connection calls: the test clock's on a Redis that runs it.

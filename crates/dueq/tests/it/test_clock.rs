@@ -351,3 +351,71 @@ async fn refused_beside_real_queues_and_off_by_default() {
     let r = client.readiness().await.test_clock.unwrap();
     assert_eq!(r.offset_ms, 0);
 }
+
+/// A worker connected before the clock would stay on Redis time: the start is refused while
+/// one is live. The live workers list keeps Redis time, so an advance hides no worker.
+#[tokio::test]
+async fn refused_beside_live_workers_and_workers_stay_listed() {
+    let server = RedisServer::start();
+    let plain = Client::connect(&server.url()).await.unwrap();
+    let worker = Worker::builder(plain.clone())
+        .handle("early", |_| async { Outcome::Success })
+        .build()
+        .unwrap()
+        .start();
+    wait_until_async(DEADLINE, "the worker is listed", || async {
+        !plain.workers().await.unwrap().is_empty()
+    })
+    .await;
+    let e = Client::builder(&server.url())
+        .test_clock()
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("1 live worker(s)"), "{e}");
+    worker.shutdown().await.unwrap();
+    assert!(plain.workers().await.unwrap().is_empty());
+
+    let client = clock_client(&server).await;
+    let worker = Worker::builder(client.clone())
+        .handle("later", |_| async { Outcome::Success })
+        .build()
+        .unwrap()
+        .start();
+    wait_until_async(DEADLINE, "the worker is listed", || async {
+        !client.workers().await.unwrap().is_empty()
+    })
+    .await;
+    client
+        .test_clock()
+        .unwrap()
+        .advance(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(client.workers().await.unwrap().len(), 1);
+    worker.shutdown().await.unwrap();
+}
+
+/// A `FLUSHALL` between tests puts the clock back at Redis time; the clients stay on the test
+/// clock and the next move works.
+#[tokio::test]
+async fn a_flushall_puts_the_clock_back_at_redis_time() {
+    let server = RedisServer::start();
+    let client = clock_client(&server).await;
+    let clock = client.test_clock().unwrap();
+    clock.advance(Duration::from_secs(3600)).await.unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    assert_eq!(clock.now().await.unwrap().offset_ms, 0);
+    let q = client.queue("after").unwrap();
+    q.enqueue(TaskSpec::new(b"x".to_vec()).delay_ms(30 * MINUTE))
+        .await
+        .unwrap();
+    assert!(q.claim(1, None).await.unwrap().tasks.is_empty());
+    let moved = clock.advance(Duration::from_secs(1800)).await.unwrap();
+    assert_eq!(moved.offset_ms, 1_800_000);
+    assert_eq!(q.claim(1, None).await.unwrap().tasks.len(), 1);
+    assert_eq!(
+        client.readiness().await.test_clock.map(|r| r.offset_ms),
+        Some(1_800_000)
+    );
+}

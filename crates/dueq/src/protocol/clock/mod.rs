@@ -26,6 +26,8 @@ pub(crate) enum Start {
     Started,
     /// Refused: this many queues were made without the test clock.
     HasQueues(u64),
+    /// Refused: this many workers or servers run on the Redis without the test clock.
+    HasWorkers(usize),
 }
 
 /// Starts the test clock on a Redis that holds no queue yet; joins it on one that runs it.
@@ -39,6 +41,11 @@ pub(crate) async fn start(conn: &mut Conn) -> Result<Start> {
         .await?;
     if queues > 0 {
         return Ok(Start::HasQueues(queues));
+    }
+    // a process connected before the start would stay on Redis time (it decided at connect)
+    let (_, live) = super::workers::list(conn).await?;
+    if !live.is_empty() {
+        return Ok(Start::HasWorkers(live.len()));
     }
     // NX: a process starting beside this one may have set it meanwhile; both run it
     let _: Value = redis::cmd("SET")
@@ -59,27 +66,27 @@ pub(crate) async fn is_on(conn: &mut Conn) -> Result<bool> {
         == 1)
 }
 
-/// Redis `TIME` and the test clock's offset, read together (`None`: the clock is off).
-pub(crate) async fn read(conn: &mut Conn) -> Result<Option<ClockReading>> {
+/// Redis `TIME` and the test clock's offset, read together; an absent offset (a Redis that
+/// does not run the clock, or one flushed since) is 0.
+pub(crate) async fn read(conn: &mut Conn) -> Result<ClockReading> {
     let ((s, us), offset): ((u64, u64), Option<u64>) = redis::pipe()
         .cmd("TIME")
         .cmd("GET")
         .arg(TEST_CLOCK_KEY)
         .query_async(conn)
         .await?;
-    Ok(offset.map(|offset_ms| ClockReading {
+    let offset_ms = offset.unwrap_or(0);
+    Ok(ClockReading {
         now_ms: s * 1000 + us / 1000 + offset_ms,
         offset_ms,
-    }))
+    })
 }
 
 /// "Now" as the scripts of `conn` see it, epoch ms: Redis `TIME`, plus the test clock's offset
 /// on a Redis that runs it.
 pub(crate) async fn now_ms(conn: &mut Conn) -> Result<u64> {
-    if conn.test_clock()
-        && let Some(r) = read(conn).await?
-    {
-        return Ok(r.now_ms);
+    if conn.test_clock() {
+        return Ok(read(conn).await?.now_ms);
     }
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
     Ok(s * 1000 + us / 1000)
@@ -97,8 +104,6 @@ pub(crate) enum Move {
 /// What a move found.
 pub(crate) enum Moved {
     Done(ClockReading),
-    /// The Redis does not run the test clock.
-    Off,
     /// A move to a time before now, which is the clock's now.
     Backwards(u64),
     /// A move past `latest_ms`; the clock's now.
@@ -119,7 +124,6 @@ pub(crate) async fn advance(conn: &mut Conn, to: Move, latest_ms: u64) -> Result
             now_ms: r.u64()?,
             offset_ms: r.u64()?,
         }),
-        "off" => Moved::Off,
         "backwards" => Moved::Backwards(r.u64()?),
         "too_far" => Moved::TooFar(r.u64()?),
         other => {
