@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dueq::{
-    AckOutcome, Client, ErrorKind, LeaseRecoverer, Misfire, Outcome, RateLimit, ScheduleSpec,
-    SettingsPatch, TaskRef, TaskSpec, TaskState, Worker,
+    AckOutcome, BackoffSettings, Client, ErrorKind, LeaseRecoverer, Misfire, NackOutcome, Outcome,
+    RateLimit, ScheduleSpec, SettingsPatch, TaskRef, TaskSpec, TaskState, Worker,
 };
 use dueq_testkit::{RedisServer, wait_until_async};
 
@@ -418,4 +418,48 @@ async fn a_flushall_puts_the_clock_back_at_redis_time() {
         client.readiness().await.test_clock.map(|r| r.offset_ms),
         Some(1_800_000)
     );
+}
+
+/// A retry waits out its backoff on the virtual clock, and a task not started before its
+/// expiry expires when the clock passes it.
+#[tokio::test]
+async fn retries_back_off_and_tasks_expire_on_the_virtual_clock() {
+    let server = RedisServer::start();
+    let client = clock_client(&server).await;
+    let clock = client.test_clock().unwrap();
+    let q = client.queue("payouts").unwrap();
+    let backoff = BackoffSettings::new(60_000, 2.0, 3_600_000);
+    q.update_settings(&SettingsPatch::default().backoff(Some(backoff)))
+        .await
+        .unwrap();
+    q.enqueue(TaskSpec::new(b"p".to_vec())).await.unwrap();
+    let held = q.claim(1, None).await.unwrap().tasks.remove(0);
+    let due = match q
+        .nack(&held.id, &held.lease_token, "provider down", None, false)
+        .await
+        .unwrap()
+    {
+        NackOutcome::Rescheduled { due_at_ms } => due_at_ms,
+        other => panic!("{other:?}"),
+    };
+    clock.set_ms(due - 1_000).await.unwrap();
+    assert!(
+        q.claim(1, None).await.unwrap().tasks.is_empty(),
+        "retried early"
+    );
+    clock.advance(Duration::from_secs(1)).await.unwrap();
+    let again = q.claim(1, None).await.unwrap().tasks;
+    assert_eq!(again.iter().map(|t| t.attempt).collect::<Vec<_>>(), [2]);
+
+    let q = client.queue("offers").unwrap();
+    q.enqueue(
+        TaskSpec::new(b"o".to_vec())
+            .delay_ms(MINUTE)
+            .ttl_ms(2 * MINUTE),
+    )
+    .await
+    .unwrap();
+    clock.advance(Duration::from_secs(4 * 60)).await.unwrap();
+    assert!(q.claim(1, None).await.unwrap().tasks.is_empty());
+    assert_eq!(q.stats().await.unwrap().expired_total, 1);
 }
