@@ -349,6 +349,7 @@ export class TestClock {
    * for a time before the clock's now. */
   async set(at: number | Date): Promise<ClockReading> {
     const ms = at instanceof Date ? at.getTime() : at;
+    if (!Number.isFinite(ms)) throw invalid("set_ms", `${String(at)} is not a time`);
     return this.client.call("POST", "/v1/test/clock", { set_ms: ms }, { idempotent: false });
   }
 }

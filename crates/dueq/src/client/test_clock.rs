@@ -13,8 +13,9 @@
 //! Redis time: nothing runs early, leases expire, retries back off, expiry and rate windows
 //! move, schedules fire or skip each tick crossed by their misfire policy.
 //!
-//! A `FLUSHALL` puts the clock back at Redis time: the offset reads as 0 and the next move
-//! writes it again; the processes stay on the test clock. The live workers list keeps Redis
+//! A `FLUSHALL` puts the clock back at Redis time: the processes stay on the test clock, and
+//! the next reading (at the latest the next heartbeat of a worker or server) writes the key
+//! back, so processes that connect later find it. The live workers list keeps Redis
 //! time (`scripts.rs`), so an advance does not make every worker look gone.
 //!
 //! A move publishes on the `dueq:test_clock` channel; each client's wake hub then has every
@@ -60,8 +61,9 @@ impl Client {
 }
 
 impl TestClock {
-    /// The clock now. After a `FLUSHALL` it is back at Redis time (offset 0), and the next
-    /// move writes its offset again.
+    /// The clock now. After a `FLUSHALL` it is back at Redis time (offset 0), written back so
+    /// that processes that connect next find it (each heartbeat of a worker or server on the
+    /// test clock reads it too).
     ///
     /// # Errors
     /// [`ErrorKind::Redis`](crate::ErrorKind) when Redis fails.

@@ -406,6 +406,9 @@ async fn a_flushall_puts_the_clock_back_at_redis_time() {
     clock.advance(Duration::from_secs(3600)).await.unwrap();
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
     assert_eq!(clock.now().await.unwrap().offset_ms, 0);
+    // the reading wrote the clock back: a process that connects now follows it
+    let later = Client::connect(&server.url()).await.unwrap();
+    assert!(later.test_clock().is_some());
     let q = client.queue("after").unwrap();
     q.enqueue(TaskSpec::new(b"x".to_vec()).delay_ms(30 * MINUTE))
         .await

@@ -66,8 +66,9 @@ pub(crate) async fn is_on(conn: &mut Conn) -> Result<bool> {
         == 1)
 }
 
-/// Redis `TIME` and the test clock's offset, read together; an absent offset (a Redis that
-/// does not run the clock, or one flushed since) is 0.
+/// Redis `TIME` and the test clock's offset, read together. On a connection on the test
+/// clock an absent offset (a `FLUSHALL` since) is written back as 0: the clock restarts at
+/// Redis time, and processes that connect next still find it.
 pub(crate) async fn read(conn: &mut Conn) -> Result<ClockReading> {
     let ((s, us), offset): ((u64, u64), Option<u64>) = redis::pipe()
         .cmd("TIME")
@@ -75,6 +76,14 @@ pub(crate) async fn read(conn: &mut Conn) -> Result<ClockReading> {
         .arg(TEST_CLOCK_KEY)
         .query_async(conn)
         .await?;
+    if offset.is_none() && conn.test_clock() {
+        let _: Value = redis::cmd("SET")
+            .arg(TEST_CLOCK_KEY)
+            .arg(0)
+            .arg("NX")
+            .query_async(conn)
+            .await?;
+    }
     let offset_ms = offset.unwrap_or(0);
     Ok(ClockReading {
         now_ms: s * 1000 + us / 1000 + offset_ms,
