@@ -311,7 +311,7 @@ impl Queue {
         let now = clock::now_ms(&mut self.client().conn()).await?;
         if to_ms > now.saturating_add(1) {
             return Err(Error::invalid(format!(
-                "to_ms ({to_ms}) is in the future (Redis time {now}): backfill past ticks only"
+                "to_ms ({to_ms}) is in the future (now is {now}): backfill past ticks only"
             )));
         }
         let grid = s.spec.grid()?;
