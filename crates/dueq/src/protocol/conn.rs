@@ -109,8 +109,9 @@ impl Conn {
         let Link::Cluster(c) = &self.link else {
             return self.req_packed_command(&cmd).await;
         };
+        let sent = self.health.sent();
         let answers = c.on_every_master(&cmd).await;
-        self.health.observe(answers.as_ref().err());
+        self.health.observe(sent, answers.as_ref().err());
         answers
     }
 
@@ -124,12 +125,13 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            let sent = self.health.sent();
             let r = match &mut self.link {
                 Link::Single(c) => c.req_packed_command(cmd).await,
                 Link::Cluster(c) => c.command(cmd).await,
                 Link::Sentinel(s) => s.command(cmd).await,
             };
-            self.health.observe(r.as_ref().err());
+            self.health.observe(sent, r.as_ref().err());
             r
         })
     }
@@ -141,12 +143,13 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            let sent = self.health.sent();
             let r = match &mut self.link {
                 Link::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
                 Link::Cluster(c) => c.commands(pipeline, offset, count).await,
                 Link::Sentinel(s) => s.commands(pipeline, offset, count).await,
             };
-            self.health.observe(r.as_ref().err());
+            self.health.observe(sent, r.as_ref().err());
             r
         })
     }
@@ -249,13 +252,27 @@ pub(crate) struct Health {
     outages: AtomicU64,
     /// ms + 1 of the last finished outage; 0 = none yet.
     last_ms: AtomicU64,
+    /// Changes of `down` so far. A call's answer moves `down` only if none happened since the
+    /// call was sent: on a multiplexed connection the reply to a call sent before an outage
+    /// began can arrive just after another call's broken pipe, and says nothing about now
+    /// (nor does a call sent on the dead socket failing after Redis answers again).
+    changes: AtomicU64,
 }
 
 impl Health {
-    fn observe(&self, err: Option<&redis::RedisError>) {
+    /// What a call notes when it is sent, for [`observe`](Self::observe).
+    fn sent(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    fn observe(&self, sent: u64, err: Option<&redis::RedisError>) {
+        if self.changes.load(Ordering::Acquire) != sent {
+            return;
+        }
         match err {
             Some(e) if is_outage(e) => {
                 if !self.down.swap(true, Ordering::AcqRel) {
+                    self.changes.fetch_add(1, Ordering::AcqRel);
                     let n = self.outages.fetch_add(1, Ordering::AcqRel) + 1;
                     if let Ok(mut s) = self.since.lock() {
                         *s = Some(Instant::now());
@@ -266,6 +283,7 @@ impl Health {
             }
             _ => {
                 if self.down.swap(false, Ordering::AcqRel) {
+                    self.changes.fetch_add(1, Ordering::AcqRel);
                     let since = self.since.lock().ok().and_then(|mut s| s.take());
                     let ms = since.map_or(0, |t| t.elapsed().as_millis() as u64);
                     self.last_ms.store(ms + 1, Ordering::Release);
