@@ -34,6 +34,20 @@ impl TaskState {
             Self::Expired => "expired",
         }
     }
+
+    /// The state named `name` ([`as_str`](Self::as_str) backwards), as the scripts answer it.
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        [
+            Self::Scheduled,
+            Self::Active,
+            Self::Succeeded,
+            Self::Dead,
+            Self::Cancelled,
+            Self::Expired,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
 }
 
 /// A business key in the unique window of its finished task

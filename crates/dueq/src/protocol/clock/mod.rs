@@ -48,13 +48,24 @@ pub(crate) async fn start(conn: &mut Conn) -> Result<Start> {
         return Ok(Start::HasWorkers(live.len()));
     }
     // NX: a process starting beside this one may have set it meanwhile; both run it
+    put_back(conn).await?;
+    Ok(Start::Started)
+}
+
+/// Writes the clock at Redis time (offset 0) unless it runs already.
+async fn put_back(conn: &mut Conn) -> Result<()> {
     let _: Value = redis::cmd("SET")
         .arg(TEST_CLOCK_KEY)
         .arg(0)
         .arg("NX")
         .query_async(conn)
         .await?;
-    Ok(Start::Started)
+    Ok(())
+}
+
+/// Epoch ms of a Redis `TIME` answer.
+fn epoch_ms((s, us): (u64, u64)) -> u64 {
+    s * 1000 + us / 1000
 }
 
 /// Whether this Redis runs the test clock.
@@ -70,23 +81,18 @@ pub(crate) async fn is_on(conn: &mut Conn) -> Result<bool> {
 /// clock an absent offset (a `FLUSHALL` since) is written back as 0: the clock restarts at
 /// Redis time, and processes that connect next still find it.
 pub(crate) async fn read(conn: &mut Conn) -> Result<ClockReading> {
-    let ((s, us), offset): ((u64, u64), Option<u64>) = redis::pipe()
+    let (time, offset): ((u64, u64), Option<u64>) = redis::pipe()
         .cmd("TIME")
         .cmd("GET")
         .arg(TEST_CLOCK_KEY)
         .query_async(conn)
         .await?;
     if offset.is_none() && conn.test_clock() {
-        let _: Value = redis::cmd("SET")
-            .arg(TEST_CLOCK_KEY)
-            .arg(0)
-            .arg("NX")
-            .query_async(conn)
-            .await?;
+        put_back(conn).await?;
     }
     let offset_ms = offset.unwrap_or(0);
     Ok(ClockReading {
-        now_ms: s * 1000 + us / 1000 + offset_ms,
+        now_ms: epoch_ms(time) + offset_ms,
         offset_ms,
     })
 }
@@ -97,8 +103,7 @@ pub(crate) async fn now_ms(conn: &mut Conn) -> Result<u64> {
     if conn.test_clock() {
         return Ok(read(conn).await?.now_ms);
     }
-    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
-    Ok(s * 1000 + us / 1000)
+    Ok(epoch_ms(redis::cmd("TIME").query_async(conn).await?))
 }
 
 /// Where to move the clock.

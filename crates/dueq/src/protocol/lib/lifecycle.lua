@@ -151,17 +151,14 @@ local function dead_retry_one(K, id, rec, due, now)
   if holder and holder ~= id then return 'conflict' end
   local w = nil
   if key ~= '' then
-    local v = redis.call('HGET', K.uniq, key)
-    if v then
-      local wid, ends, ww = string.match(v, '^%a+ (%S+) %d+ (%d+) (%d+)$')
-      if wid == id then
-        -- an ended window not dropped yet is no longer the task's
-        if tonumber(ends) > now then w = tonumber(ww) end
-        redis.call('HDEL', K.uniq, key)
-        redis.call('ZREM', K.uniq_at, key)
-      elseif wid and tonumber(ends) > now then
-        return 'conflict'
-      end
+    local _, wid, _, ends, ww = window_read(redis.call('HGET', K.uniq, key))
+    if wid == id then
+      -- an ended window not dropped yet is no longer the task's
+      if ends > now then w = ww end
+      redis.call('HDEL', K.uniq, key)
+      redis.call('ZREM', K.uniq_at, key)
+    elseif wid and ends > now then
+      return 'conflict'
     end
     if not w then w = tonumber(redis.call('HGET', K.meta, 'unique_for_ms') or '0') end
   end

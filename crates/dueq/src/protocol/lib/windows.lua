@@ -22,15 +22,22 @@ local function windows_drop(K, now, max)
   return n
 end
 
+-- A `uniq` entry `v` ("state id due ends window", or nil) as its parts: state, id, due, ends,
+-- window ms; nil for none (or a malformed one). Whether it has ended is the caller's.
+local function window_read(v)
+  if not v then return nil end
+  local state, id, due, ends, w = string.match(v, '^(%a+) (%S+) (%d+) (%d+) (%d+)$')
+  if not state then return nil end
+  return state, id, tonumber(due), tonumber(ends), tonumber(w)
+end
+
 -- The finished task that holds business key `key` in its unique window at `now`: its state,
 -- id, due time, window (ms) and when the window ends; nil when the key is not in a window.
 -- An entry that ended and was not dropped yet reads as none.
 local function window_of(K, key, now)
-  local v = redis.call('HGET', K.uniq, key)
-  if not v then return nil end
-  local state, id, due, ends, w = string.match(v, '^(%a+) (%S+) (%d+) (%d+) (%d+)$')
-  if not state or tonumber(ends) <= now then return nil end
-  return state, id, tonumber(due), tonumber(w), tonumber(ends)
+  local state, id, due, ends, w = window_read(redis.call('HGET', K.uniq, key))
+  if not state or ends <= now then return nil end
+  return state, id, due, w, ends
 end
 
 -- Task `id` (record `rec`) ends: its key's `keys` entry goes if it still points at the

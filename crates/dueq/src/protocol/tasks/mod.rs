@@ -170,6 +170,11 @@ pub(crate) async fn cancel(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> 
     ))
 }
 
+/// The task state a script named, for operation `op`'s errors.
+fn state_of(op: &str, name: &str) -> Result<TaskState> {
+    TaskState::from_name(name).ok_or_else(|| Error::protocol(format!("{op}: unknown state {name}")))
+}
+
 /// The finished task holding `key` in its unique window, if any.
 pub(crate) async fn window(conn: &mut Conn, k: &QueueKeys, key: &str) -> Result<Option<KeyWindow>> {
     let mut a = Args::default();
@@ -180,13 +185,7 @@ pub(crate) async fn window(conn: &mut Conn, k: &QueueKeys, key: &str) -> Result<
         return Ok(None);
     }
     let id = TaskId::from_redis(r.string()?);
-    let state = match r.string()?.as_str() {
-        "succeeded" => TaskState::Succeeded,
-        "dead" => TaskState::Dead,
-        "cancelled" => TaskState::Cancelled,
-        "expired" => TaskState::Expired,
-        s => return Err(Error::protocol(format!("window: unknown state {s}"))),
-    };
+    let state = state_of("window", &r.string()?)?;
     Ok(Some(KeyWindow {
         id,
         state,
@@ -312,13 +311,7 @@ pub(crate) async fn get(conn: &mut Conn, k: &QueueKeys, target: &TaskRef) -> Res
         return Ok(None);
     }
     let id = TaskId::from_redis(r.string()?);
-    let state = match r.string()?.as_str() {
-        "scheduled" => TaskState::Scheduled,
-        "active" => TaskState::Active,
-        "dead" => TaskState::Dead,
-        "succeeded" => TaskState::Succeeded,
-        s => return Err(Error::protocol(format!("get: unknown state {s}"))),
-    };
+    let state = state_of("get", &r.string()?)?;
     let rec = Record::decode(r.bytes()?)?;
     let score = r.u64()?;
     let last_error = r.opt_string()?;
