@@ -338,6 +338,17 @@ pub(crate) async fn ensure_loaded(conn: &mut Conn) -> Result<()> {
 /// loading, timed out, refused) is an error: then it is not known.
 async fn has_library(conn: &mut Conn) -> redis::RedisResult<bool> {
     let library = library(conn);
+    holds(conn, library).await
+}
+
+/// Whether the server holds the test clock's library: a Redis that ran the test clock keeps
+/// it through a `FLUSHALL`, which drops the clock's key but not functions. Unknown is no.
+pub(crate) async fn has_test_library(conn: &mut Conn) -> bool {
+    holds(conn, &TEST_LIBRARY).await.unwrap_or(false)
+}
+
+/// Whether the server (on a cluster: every primary) holds `library`, as [`has_library`].
+async fn holds(conn: &mut Conn, library: &Library) -> redis::RedisResult<bool> {
     let mut probe = redis::cmd("FCALL");
     probe.arg(format!("{}_version", library.name)).arg(0);
     match conn.on_every_primary(probe).await {

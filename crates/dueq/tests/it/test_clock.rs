@@ -405,6 +405,9 @@ async fn a_flushall_puts_the_clock_back_at_redis_time() {
     let clock = client.test_clock().unwrap();
     clock.advance(Duration::from_secs(3600)).await.unwrap();
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    // a process that connects right after the flush, before anyone reads the clock, follows it
+    let right_after = Client::connect(&server.url()).await.unwrap();
+    assert!(right_after.test_clock().is_some());
     assert_eq!(clock.now().await.unwrap().offset_ms, 0);
     // the reading wrote the clock back: a process that connects now follows it
     let later = Client::connect(&server.url()).await.unwrap();
