@@ -189,12 +189,19 @@ async fn a_schedule_fires_the_ticks_an_advance_crosses_by_its_policy() {
         q.set_schedule(&spec).await.unwrap();
     }
     let firer = queue_firer(&client, &q, 60_000);
+    // the firer polls once a minute: move only once it hears the clock's moves
+    let wake = q.keys().schedule_wake.clone();
+    wait_until_async(DEADLINE, "the firer listens", || async {
+        subscribers(&server, &wake) >= 1 && subscribers(&server, "dueq:test_clock") >= 1
+    })
+    .await;
     let clock = client.test_clock().unwrap();
     let now = clock.now().await.unwrap().now_ms;
-    // just past the third full hour from now
+    // the third full hour from now
     let first = (now / hour + 1) * hour;
     let third = first + 2 * hour;
-    clock.set_ms(third + 1_000).await.unwrap();
+    // 5 s past it: beyond the default grace of 1 s, so `skip` skips it too
+    clock.set_ms(third + 5_000).await.unwrap();
     wait_until_async(DEADLINE, "the ticks are fired", || async {
         let each = q.schedule("each").await.unwrap().unwrap();
         let skip = q.schedule("skip").await.unwrap().unwrap();
