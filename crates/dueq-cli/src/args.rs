@@ -244,6 +244,18 @@ pub struct TaskOptionArgs {
     /// `unique_for_ms` setting, else none; 0 for none).
     #[arg(long = "unique-for", value_name = "DURATION", value_parser = duration)]
     pub unique_for_ms: Option<u64>,
+    /// A header carried with the task (repeat for more): a small string map returned by
+    /// get, claim and push delivery. `traceparent` / `tracestate` are the W3C trace context.
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = header_pair)]
+    pub headers: Vec<(String, String)>,
+}
+
+/// `NAME=VALUE` of `--header` (the limits are checked with the other options).
+fn header_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((n, v)) => Ok((n.to_owned(), v.to_owned())),
+        None => Err(format!("expected NAME=VALUE, got {s:?}")),
+    }
 }
 
 impl TaskOptionArgs {
@@ -255,6 +267,7 @@ impl TaskOptionArgs {
         o.priority = self.priority.unwrap_or(0);
         o.group = self.group.clone();
         o.unique_for_ms = self.unique_for_ms;
+        o.headers = self.headers.iter().cloned().collect();
         o
     }
 }

@@ -105,8 +105,29 @@ async fn main() {
         Command::Work(_) => "warn,dueq::cmd::work=info",
         _ => "warn",
     };
-    logging::init(cli.log_format, default_log);
-    if let Err(e) = run(cli).await {
+    // the processes that run tasks export their spans when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    // (the bench's workers too, to measure what tracing costs)
+    let service = match cli.command {
+        Command::Serve(_) => Some("dueq-serve"),
+        Command::Work(_) => Some("dueq-work"),
+        Command::Relay(_) => Some("dueq-relay"),
+        Command::Bench(_) => Some("dueq-bench"),
+        _ => None,
+    };
+    let export = match service.map(dueq_otel::Export::from_env).transpose() {
+        Ok(e) => e.flatten(),
+        Err(e) => {
+            logging::init(cli.log_format, default_log, None);
+            logging::status("ERROR", &format!("error: {e}"));
+            std::process::exit(1);
+        }
+    };
+    logging::init(cli.log_format, default_log, export.as_ref());
+    let result = run(cli).await;
+    if let Some(e) = export {
+        e.shutdown().await;
+    }
+    if let Err(e) = result {
         logging::status("ERROR", &format!("error: {}", error_text(&e)));
         std::process::exit(1);
     }

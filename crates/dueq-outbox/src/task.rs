@@ -111,10 +111,14 @@ impl OutboxTask {
 
 /// The `options` column's text: dueq's [`TaskOptions`] as JSON, without the two that have
 /// columns of their own (`max_attempts`, `lease_ms`).
+/// The `options` column: every option but the two with columns of their own, with the
+/// caller's trace context in the headers (unless they carry one), so the task's run links to
+/// the span that wrote the row.
 fn options_json(options: &TaskOptions) -> String {
     let mut rest = options.clone();
     rest.max_attempts = None;
     rest.lease_ms = None;
+    dueq::trace::inject_current(&mut rest.headers);
     // a struct of numbers and strings always serializes
     serde_json::to_string(&rest).unwrap_or_else(|_| "{}".to_owned())
 }

@@ -12,6 +12,8 @@
 //!   the killed node restarted and awaited as a replica again.
 //! * [`RedisSentinels`] — a primary, replicas and `redis-server --sentinel`
 //!   processes watching them, with a forced failover.
+//! * `otlp::OtlpReceiver` (feature `otlp`) — a trace collector that decodes the OTLP
+//!   exports (HTTP/protobuf and gRPC) it receives.
 //! * [`wait_until`] / [`wait_until_async`] — poll a condition with a deadline.
 //! * [`zcard`], [`hlen`], [`keys_matching`], [`slowlog_max_us`],
 //!   [`info_field`] — small synchronous inspection helpers.
@@ -48,6 +50,8 @@
 mod cluster;
 mod error;
 mod helpers;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 mod sentinel;
 mod server;
 mod wait;

@@ -58,6 +58,7 @@ pub mod schedule;
 mod settings;
 mod stats;
 mod task;
+pub mod trace;
 mod worker;
 pub mod written;
 
@@ -108,11 +109,12 @@ pub use stats::{
 };
 pub use task::{
     AckOutcome, CancelOutcome, ClaimedTask, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DeadPage,
-    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, KeyWindow, LeaseToken,
-    MAX_ATTEMPTS, MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_LEASE_MS,
-    MAX_PRIORITY, MAX_UNIQUE_FOR_MS, MIN_LEASE_MS, NackOutcome, OnConflict, RescheduleOutcome,
-    Task, TaskId, TaskOptions, TaskRef, TaskSpec, TaskState, validate_group, validate_key,
-    validate_lease_ms, validate_unique_for_ms,
+    DeadRetryOutcome, DeadTask, Due, EnqueueOutcome, Enqueued, Expiry, Headers, KeyWindow,
+    LeaseToken, MAX_ATTEMPTS, MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_HEADER_NAME_BYTES,
+    MAX_HEADER_VALUE_BYTES, MAX_HEADERS, MAX_HEADERS_BYTES, MAX_ID_BYTES, MAX_KEY_BYTES,
+    MAX_LEASE_MS, MAX_PRIORITY, MAX_UNIQUE_FOR_MS, MIN_LEASE_MS, NackOutcome, OnConflict,
+    RescheduleOutcome, TRACEPARENT, TRACESTATE, Task, TaskId, TaskOptions, TaskRef, TaskSpec,
+    TaskState, validate_group, validate_key, validate_lease_ms, validate_unique_for_ms,
 };
 pub use worker::{
     HandlerFuture, MAX_QUEUE_WEIGHT, Outcome, QueueOrder, Worker, WorkerBuilder, WorkerHandle,

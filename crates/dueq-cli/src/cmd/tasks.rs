@@ -49,7 +49,18 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
     if let Some(t) = a.expires_at_ms {
         spec = spec.expires_at_ms(t);
     }
-    spec = spec.options(a.options.options());
+    let mut options = a.options.options();
+    // a trace context handed down in the environment (as `dueq work` and OpenTelemetry's
+    // environment carriers pass it), unless --header gives one
+    if options.headers.traceparent().is_none()
+        && let Ok(tp) = std::env::var("TRACEPARENT")
+    {
+        options.headers.insert(dueq::TRACEPARENT, tp);
+        if let Ok(ts) = std::env::var("TRACESTATE") {
+            options.headers.insert(dueq::TRACESTATE, ts);
+        }
+    }
+    spec = spec.options(options);
     let replacing = a.replace || a.debounce_max_ms.is_some();
     let e = client.queue(&a.queue)?.enqueue(spec).await?;
     let (outcome, finished) = match e.outcome {
@@ -127,6 +138,9 @@ pub async fn get(client: &Client, a: &TargetArgs, json_out: bool) -> Result<()> 
         outln!("priority:   {}", t.priority);
         if t.expires_at_ms.is_some() {
             outln!("expires_at: {}", when_opt(t.expires_at_ms));
+        }
+        for (name, value) in t.headers.iter() {
+            outln!("header:     {name}: {value}");
         }
         outln!("payload:    {}", String::from_utf8_lossy(&t.payload));
     }

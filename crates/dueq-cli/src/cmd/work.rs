@@ -7,7 +7,9 @@
 //!
 //! The payload goes to the command's stdin; `DUEQ_QUEUE`, `DUEQ_TASK_ID`, `DUEQ_TASK_KEY`,
 //! `DUEQ_TASK_ATTEMPT`, `DUEQ_TASK_DUE_AT_MS`, `DUEQ_TASK_CLAIMED_AT_MS` (Redis time of
-//! the claim) and `DUEQ_TASK_GROUP` (empty without one) are set in its environment. Exit status 0
+//! the claim), `DUEQ_TASK_GROUP` (empty without one), `DUEQ_TASK_HEADERS` (the task's headers as
+//! a JSON object) and, when the run has a trace context, `TRACEPARENT` and `TRACESTATE` are set
+//! in its environment. Exit status 0
 //! acknowledges the task; any other status (or a command that cannot start) fails the attempt
 //! with the tail of its stderr as the error, and the task is retried with backoff until it runs
 //! out of attempts. The command's stdout is `dueq work`'s; its stderr passes through to `dueq
@@ -339,7 +341,14 @@ async fn run_command(command: &[String], queue: &Arc<str>, task: ClaimedTask) ->
         attempt: task.attempt,
         max_attempts: task.max_attempts,
     };
-    let spawned = Command::new(program)
+    let mut cmd = Command::new(program);
+    // the run's trace context (its consumer span's when spans are exported, else the
+    // producer's), as OpenTelemetry's environment-variable carriers name it
+    for (name, value) in dueq::trace::run_context(&task).iter() {
+        cmd.env(name.to_ascii_uppercase(), value);
+    }
+    let headers = serde_json::to_string(&task.headers).unwrap_or_default();
+    let spawned = cmd
         .args(args)
         .env("DUEQ_QUEUE", &**queue)
         .env("DUEQ_TASK_ID", task.id.as_str())
@@ -348,6 +357,7 @@ async fn run_command(command: &[String], queue: &Arc<str>, task: ClaimedTask) ->
         .env("DUEQ_TASK_DUE_AT_MS", task.due_at_ms.to_string())
         .env("DUEQ_TASK_CLAIMED_AT_MS", task.claimed_at_ms.to_string())
         .env("DUEQ_TASK_GROUP", task.group.as_deref().unwrap_or(""))
+        .env("DUEQ_TASK_HEADERS", headers)
         .stdin(Stdio::piped())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())

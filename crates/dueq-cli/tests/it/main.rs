@@ -12,6 +12,7 @@ mod relay;
 mod replay;
 mod schedules;
 mod serve;
+mod trace;
 mod webhook;
 mod work;
 

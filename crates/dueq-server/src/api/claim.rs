@@ -76,6 +76,19 @@ pub struct ClaimedTaskResponse {
     /// Its priority, 0 (first) to 9.
     #[schema(maximum = 9)]
     pub priority: u8,
+    /// Attempts allowed: a failure of attempt `max_attempts` sends the task to the
+    /// dead-letter queue.
+    pub max_attempts: u32,
+    /// Redis time of this claim, Unix epoch ms: minus `due_at_ms`, the task's lateness.
+    pub claimed_at_ms: u64,
+    /// Its headers (`{}` when none).
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub headers: dueq::Headers,
+    /// Whether the run continues the producer's trace: `true` makes the run's consumer span a
+    /// child of the span in `headers.traceparent` (the first attempt of a task enqueued due at
+    /// once, not by a schedule); `false` starts a new trace with a link to it, so a long
+    /// timer does not make a long trace.
+    pub continues_trace: bool,
 }
 
 /// The claimed tasks (possibly none).
@@ -240,6 +253,10 @@ pub async fn claim(
             lease_expires_at_ms: t.lease_expires_at_ms,
             group: t.group,
             priority: t.priority,
+            max_attempts: t.max_attempts,
+            claimed_at_ms: t.claimed_at_ms,
+            headers: t.headers,
+            continues_trace: t.continues_trace,
         })
         .collect();
     Ok(Json(ClaimResponse { tasks }))

@@ -41,6 +41,14 @@ macro_rules! with_task_options {
             /// `unique_window`). Default: the queue's `unique_for_ms` setting, else none.
             #[schema(minimum = 0, maximum = 31622400000_u64)]
             pub unique_for_ms: Option<u64>,
+            /// Headers: a small string map carried with the task and returned by get, claim
+            /// and push delivery; replaced with the payload on `replace` / `debounce`. At most
+            /// 32 entries, names of `A-Z a-z 0-9 _ . -` up to 64 bytes (compared
+            /// case-insensitively, stored lower-case), values of printable ASCII up to 1024
+            /// bytes, 4096 bytes in all. A `traceparent` / `tracestate` here is the producer's
+            /// W3C trace context.
+            #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+            pub headers: Option<dueq::Headers>,
         }
 
         impl $name {
@@ -52,6 +60,7 @@ macro_rules! with_task_options {
                 o.priority = self.priority.unwrap_or(0);
                 o.group = self.group.clone();
                 o.unique_for_ms = self.unique_for_ms;
+                o.headers = self.headers.clone().unwrap_or_default();
                 o
             }
         }

@@ -115,6 +115,9 @@ pub struct ScheduleResponse {
     pub group: Option<String>,
     /// Unique window of each task's key, ms (`null`: the queue's `unique_for_ms` setting).
     pub unique_for_ms: Option<u64>,
+    /// Headers of each task (`{}` when none).
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub headers: dueq::Headers,
     /// Next fire time, epoch ms (Redis clock); `null` while paused. Ticks fire up to 12 s
     /// ahead (their tasks wait, due at their ticks); each is next until its time comes.
     pub next_fire_at_ms: Option<u64>,
@@ -159,6 +162,7 @@ impl ScheduleResponse {
             priority: task.priority,
             group: task.group,
             unique_for_ms: task.unique_for_ms,
+            headers: task.headers,
             next_fire_at_ms: s.next_fire_at_ms,
             upcoming_ms: s.upcoming_ms,
             last_fire_at_ms: s.last_fire_at_ms,

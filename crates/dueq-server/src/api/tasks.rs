@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use dueq::{
     CancelOutcome, Due, EnqueueOutcome, Enqueued, OnConflict, RescheduleOutcome, Task, TaskRef,
     TaskSpec, TaskState,
@@ -168,6 +168,9 @@ pub struct TaskResponse {
     pub claimed_at_ms: Option<u64>,
     /// The worker holding it, when its claim named one (only while active).
     pub worker_id: Option<String>,
+    /// Its headers (`{}` when none).
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub headers: dueq::Headers,
 }
 
 impl From<Task> for TaskResponse {
@@ -187,6 +190,7 @@ impl From<Task> for TaskResponse {
             expires_at_ms: t.expires_at_ms,
             claimed_at_ms: t.claimed_at_ms,
             worker_id: t.worker,
+            headers: t.headers,
         }
     }
 }
@@ -318,7 +322,36 @@ fn due(delay_ms: Option<u64>, due_at_ms: Option<u64>) -> ApiResult<Option<Due>> 
     }
 }
 
-fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
+/// The W3C trace context (`traceparent`, `tracestate`) an enqueue request carries as HTTP
+/// headers: it goes into the headers of the tasks whose body gives no `traceparent`.
+#[derive(Debug, Default)]
+pub(crate) struct RequestTrace(Vec<(&'static str, String)>);
+
+impl RequestTrace {
+    pub(crate) fn of(headers: &HeaderMap) -> Self {
+        let mut v = Vec::new();
+        for name in [dueq::TRACEPARENT, dueq::TRACESTATE] {
+            if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
+                v.push((name, value.to_owned()));
+            }
+        }
+        // a tracestate without a traceparent means nothing
+        if v.first().is_none_or(|(n, _)| *n != dueq::TRACEPARENT) {
+            v.clear();
+        }
+        Self(v)
+    }
+
+    fn apply(&self, options: &mut dueq::TaskOptions) {
+        if options.headers.traceparent().is_none() {
+            for (name, value) in &self.0 {
+                options.headers.insert(*name, value.clone());
+            }
+        }
+    }
+}
+
+fn spec(r: &EnqueueRequest, trace: &RequestTrace) -> ApiResult<TaskSpec> {
     if let Some(p) = &r.payload
         && json_depth(p.get()) > MAX_PAYLOAD_DEPTH
     {
@@ -356,7 +389,9 @@ fn spec(r: &EnqueueRequest) -> ApiResult<TaskSpec> {
         (None, Some(t)) => s = s.expires_at_ms(t),
         (None, None) => {}
     }
-    Ok(s.options(r.task_options()))
+    let mut options = r.task_options();
+    trace.apply(&mut options);
+    Ok(s.options(options))
 }
 
 /// The answer to one enqueue of `r`.
@@ -411,10 +446,11 @@ fn result(r: &EnqueueRequest, e: Enqueued) -> Result<EnqueueResponse, ApiError> 
 pub async fn enqueue(
     State(st): State<AppState>,
     ApiPath(queue): ApiPath<String>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<EnqueueRequest>,
 ) -> ApiResult<(StatusCode, Json<EnqueueResponse>)> {
     let q = durable(st.queue(&queue)?, body.replicas)?;
-    let e = q.enqueue(spec(&body)?).await?;
+    let e = q.enqueue(spec(&body, &RequestTrace::of(&headers))?).await?;
     let r = result(&body, e)?;
     let status = if r.created {
         StatusCode::CREATED
@@ -442,8 +478,10 @@ pub async fn enqueue(
 pub async fn enqueue_batch(
     State(st): State<AppState>,
     ApiPath(queue): ApiPath<String>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<BatchRequest>,
 ) -> ApiResult<Json<BatchResponse>> {
+    let trace = RequestTrace::of(&headers);
     let q = st.queue(&queue)?;
     if body.tasks.is_empty() || body.tasks.len() > MAX_BATCH_TASKS {
         return Err(ApiError::invalid(format!(
@@ -454,7 +492,9 @@ pub async fn enqueue_batch(
         .tasks
         .iter()
         .enumerate()
-        .map(|(i, r)| spec(r).map_err(|e| ApiError::invalid(format!("task {i}: {}", e.message()))))
+        .map(|(i, r)| {
+            spec(r, &trace).map_err(|e| ApiError::invalid(format!("task {i}: {}", e.message())))
+        })
         .collect::<ApiResult<Vec<_>>>()?;
     let replicas = body.tasks.iter().filter_map(|t| t.replicas).max();
     let done = per_item(durable(q, replicas)?.enqueue_each(&specs).await?)?;

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use dueq::{ClaimedTask, Outcome, Webhook};
+use dueq::{ClaimedTask, Outcome, TRACEPARENT, TRACESTATE, Webhook};
 use hmac::{Hmac, KeyInit, Mac};
-use reqwest::header::{CONTENT_TYPE, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use sha2::Sha256;
 
 /// Standard Webhooks: the message id, `{queue}:{task id}`, the same for every attempt.
@@ -28,6 +28,9 @@ pub const HEADER_ATTEMPT: &str = "dueq-attempt";
 pub const HEADER_QUEUE: &str = "dueq-queue";
 /// The task's due time, Unix epoch ms (Redis clock).
 pub const HEADER_DUE_AT: &str = "dueq-due-at-ms";
+/// Prefix of the HTTP header that carries each task header (other than the trace context,
+/// which travels as `traceparent` / `tracestate`).
+pub const HEADER_TASK_HEADER_PREFIX: &str = "dueq-header-";
 
 /// Most bytes of a failed answer's body kept in the task's `last_error`.
 const ERROR_BODY_BYTES: usize = 256;
@@ -148,6 +151,24 @@ impl Deliverer {
             // percent-encoded text is ASCII, always a valid header value
             if let Ok(v) = HeaderValue::from_str(&percent_encode(k)) {
                 req = req.header(HEADER_TASK_KEY, v);
+            }
+        }
+        // the delivery's consumer span, when spans are exported, is the receiver's parent
+        for (name, value) in dueq::trace::run_context(&task).iter() {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                req = req.header(name, v);
+            }
+        }
+        // headers are checked at enqueue: names are tokens, values printable ASCII
+        for (name, value) in task.headers.iter() {
+            if name == TRACEPARENT || name == TRACESTATE {
+                continue;
+            }
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::try_from(format!("{HEADER_TASK_HEADER_PREFIX}{name}")),
+                HeaderValue::from_str(value),
+            ) {
+                req = req.header(n, v);
             }
         }
         match req.body(task.payload).send().await {

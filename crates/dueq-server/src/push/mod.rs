@@ -17,6 +17,8 @@
 //! | `dueq-attempt` | this attempt's number, from 1 |
 //! | `dueq-queue` | the queue name |
 //! | `dueq-due-at-ms` | the task's due time, Unix epoch ms |
+//! | `traceparent`, `tracestate` | W3C trace context: the delivery's consumer span when the server exports spans, else the task's own (from its headers); absent when neither has one |
+//! | `dueq-header-{name}` | each other task header, by name |
 //!
 //! A `2xx` answer within the queue's `timeout_ms` acknowledges the task. Any other status
 //! (redirects are **not** followed: a `3xx` fails too), a timeout or a connection error is a

@@ -187,7 +187,7 @@ fn plan_one(raw: &Raw, now_ms: u64) -> Result<Option<Planned<'_>>> {
         expect_next: st.next_raw,
         skipped: plan.skipped,
         ticks: plan.fire,
-        spec: record::spec(&spec.tick_options(), "", &spec.payload),
+        spec: record::tick_spec(&spec.tick_options(), "", &spec.payload),
         def: &raw.def,
         next: plan.next,
         overlap_skip: spec.overlap == Overlap::Skip,

@@ -38,7 +38,9 @@ pub struct BackfillReport {
 
 /// A task due now with `spec`'s template (payload and task options).
 fn template(spec: &ScheduleSpec) -> TaskSpec {
-    TaskSpec::new(spec.payload.clone()).options(spec.tick_options())
+    let mut t = TaskSpec::new(spec.payload.clone()).options(spec.tick_options());
+    t.from_schedule = true;
+    t
 }
 
 pub(super) fn decode(raw: &Raw) -> Result<(ScheduleSpec, State)> {

@@ -1,17 +1,22 @@
 //! The task record stored in the `tasks` hash, public for operators and benchmarks.
 //!
 //! Layout (little-endian): `u32 attempt | u16 max_attempts | u32 lease_ms | u16 key field |
-//! key | [u48 misfire deadline] | payload | u48 due_at_ms | u48 created_at_ms`. The key
-//! field holds the key's length (low 10 bits; keys are at most 512 bytes), bit 10 when a
-//! misfire deadline follows the key, bit 11 when the tick's schedule fires once for a missed
-//! span, and the priority (high 4 bits). The client builds
+//! key | [u48 misfire deadline] | [extension] | payload | u48 due_at_ms | u48 created_at_ms`.
+//! The key field holds the key's length (low 10 bits; keys are at most 512 bytes), bit 10
+//! when a misfire deadline follows the key, bit 11 when the tick's schedule fires once for a
+//! missed span, and the priority (high 4 bits). The client builds
 //! everything but the 12-byte tail ([`spec`]); the scripts append the two times only Redis
 //! may decide. With 24 bytes of overhead a record with a 100-byte payload fits a 128-byte
 //! allocation. Only the schedule firer writes a misfire deadline, on a tick's task: a task
 //! that has not started by then is a missed tick (`claim.lua`).
+//!
+//! Priorities are 0 to 9, so the priority bits' value 15 marks an extension block after the
+//! key and the misfire deadline: `u8 priority | u8 flags | u16 length | headers` (the
+//! headers' stored form, [`Headers`]; flag 1: the task of a schedule's tick). A record
+//! without headers has none and costs nothing more.
 
 use crate::error::{Error, Result};
-use crate::task::TaskOptions;
+use crate::task::{Headers, TaskOptions};
 
 const HDR_LEN: usize = 12;
 const TAIL_LEN: usize = 12;
@@ -20,6 +25,12 @@ const KEY_LEN_MASK: u16 = 0x03ff;
 /// Set when a misfire deadline follows the key.
 const MISFIRE_BIT: u16 = 0x0400;
 const PRIORITY_SHIFT: u16 = 12;
+/// The priority bits' value that marks an extension block.
+const EXT_MARK: u16 = 15;
+/// The extension block's fixed part: priority, flags, length.
+const EXT_LEN: usize = 4;
+/// Extension flag: the task of a schedule's tick.
+const EXT_TICK: u8 = 1;
 
 /// A decoded task record (the last error text is kept apart, in the `errors` hash).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +55,10 @@ pub struct Record {
     pub key: Option<String>,
     /// Payload bytes.
     pub payload: Vec<u8>,
+    /// Its headers.
+    pub headers: Headers,
+    /// Whether a schedule's tick made it (its trace context is linked, never continued).
+    pub tick: bool,
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -64,6 +79,16 @@ fn u48_at(b: &[u8], at: usize) -> u64 {
 /// passed: larger values would be clamped; an attempts or lease of `None` is stored as 0, the
 /// queue's setting) and `key` (at most 512 bytes).
 pub fn spec(options: &TaskOptions, key: &str, payload: &[u8]) -> Vec<u8> {
+    build(options, key, payload, false)
+}
+
+/// The spec of a task made by a schedule ([`spec`], marked as a tick's when it carries
+/// headers): the firer's has an empty key, which the script fills per tick.
+pub fn tick_spec(options: &TaskOptions, key: &str, payload: &[u8]) -> Vec<u8> {
+    build(options, key, payload, true)
+}
+
+fn build(options: &TaskOptions, key: &str, payload: &[u8], tick: bool) -> Vec<u8> {
     let max_attempts = options.max_attempts.unwrap_or(0);
     let lease_ms = options.lease_ms.unwrap_or(0);
     let priority = options.priority;
@@ -78,9 +103,24 @@ pub fn spec(options: &TaskOptions, key: &str, payload: &[u8]) -> Vec<u8> {
     let klen = u16::try_from(key.len())
         .unwrap_or(KEY_LEN_MASK)
         .min(KEY_LEN_MASK);
-    let prio = u16::from(priority.min(15)) << PRIORITY_SHIFT;
+    let ext = !options.headers.is_empty();
+    let prio = if ext {
+        EXT_MARK
+    } else {
+        u16::from(priority.min(9))
+    } << PRIORITY_SHIFT;
     v.extend((klen | prio).to_le_bytes());
     v.extend(key.as_bytes());
+    if ext {
+        v.push(priority.min(9));
+        v.push(if tick { EXT_TICK } else { 0 });
+        let at = v.len();
+        v.extend([0, 0]);
+        options.headers.encode_into(&mut v);
+        // checked headers take at most 4 KiB plus 3 bytes per entry
+        let len = u16::try_from(v.len() - at - 2).unwrap_or(u16::MAX);
+        v[at..at + 2].copy_from_slice(&len.to_le_bytes());
+    }
     v.extend(payload);
     v
 }
@@ -99,6 +139,8 @@ impl Record {
             misfire_deadline_ms: None,
             key: None,
             payload: raw,
+            headers: Headers::new(),
+            tick: false,
         }
     }
 
@@ -115,8 +157,27 @@ impl Record {
         let klen = usize::from(klen_prio & KEY_LEN_MASK);
         let extra = if klen_prio & MISFIRE_BIT != 0 { 6 } else { 0 };
         let body_end = raw.len() - TAIL_LEN;
-        if HDR_LEN + klen + extra > body_end {
+        let mut payload_at = HDR_LEN + klen + extra;
+        if payload_at > body_end {
             return Err(Error::protocol("task record is truncated"));
+        }
+        let mut priority = (klen_prio >> PRIORITY_SHIFT) as u8;
+        let mut headers = Headers::new();
+        let mut tick = false;
+        if klen_prio >> PRIORITY_SHIFT == EXT_MARK {
+            let at = payload_at;
+            if at + EXT_LEN > body_end {
+                return Err(Error::protocol("task record's extension is truncated"));
+            }
+            priority = raw[at];
+            tick = raw[at + 1] & EXT_TICK != 0;
+            let len = usize::from(u16_at(&raw, at + 2));
+            payload_at = at + EXT_LEN + len;
+            headers = raw
+                .get(at + EXT_LEN..payload_at)
+                .filter(|_| payload_at <= body_end)
+                .and_then(Headers::decode)
+                .ok_or_else(|| Error::protocol("task record's headers are truncated"))?;
         }
         let key = &raw[HDR_LEN..HDR_LEN + klen];
         let key = if klen == 0 {
@@ -130,15 +191,17 @@ impl Record {
             attempt: u32_at(&raw, 0),
             max_attempts: u32::from(u16_at(&raw, 4)),
             lease_ms: u64::from(u32_at(&raw, 6)),
-            priority: (klen_prio >> PRIORITY_SHIFT) as u8,
+            priority,
             due_at_ms: u48_at(&raw, body_end),
             created_at_ms: u48_at(&raw, body_end + 6),
             misfire_deadline_ms: (extra > 0).then(|| u48_at(&raw, HDR_LEN + klen)),
             key,
             payload: Vec::new(),
+            headers,
+            tick,
         };
         raw.truncate(body_end);
-        let payload = raw.split_off(HDR_LEN + klen + extra);
+        let payload = raw.split_off(payload_at);
         Ok(Self { payload, ..rec })
     }
 }
@@ -208,6 +271,68 @@ mod tests {
         assert_eq!(r.key.as_deref(), Some("k"));
         assert_eq!(r.payload, b"p");
         assert_eq!(r.priority, 7);
+    }
+
+    fn with_tail(mut s: Vec<u8>) -> Vec<u8> {
+        s.extend(&1_764_455_000_871u64.to_le_bytes()[..6]);
+        s.extend(&1_764_455_000_000u64.to_le_bytes()[..6]);
+        s
+    }
+
+    #[test]
+    fn headers_ride_in_an_extension_block_only_when_given() {
+        let plain = TaskOptions::new().priority(3);
+        assert_eq!(spec(&plain, "k", b"p").len(), HDR_LEN + 2);
+        let options = plain
+            .clone()
+            .header("traceparent", "00-ab")
+            .header("X", "y");
+        let s = spec(&options, "k", b"pay");
+        assert_eq!(u16_at(&s, 10) >> PRIORITY_SHIFT, EXT_MARK);
+        let r = Record::decode(with_tail(s)).unwrap();
+        assert_eq!(r.priority, 3);
+        assert_eq!(r.key.as_deref(), Some("k"));
+        assert_eq!(r.payload, b"pay");
+        assert_eq!(r.headers, options.headers);
+        assert!(!r.tick);
+        assert_eq!(r.due_at_ms, 1_764_455_000_871);
+        let t = Record::decode(with_tail(tick_spec(&options, "", b"pay"))).unwrap();
+        assert!(t.tick);
+        assert_eq!(t.key, None);
+        assert!(
+            !Record::decode(with_tail(tick_spec(&plain, "", b"")))
+                .unwrap()
+                .tick
+        );
+    }
+
+    #[test]
+    fn a_misfire_deadline_comes_before_the_extension() {
+        let options = TaskOptions::new().priority(2).header("a", "b");
+        let s = tick_spec(&options, "", b"pay");
+        // as schedule_fire.lua writes a tick: key put in, deadline after it, the rest kept
+        let mut v = s[..HDR_LEN - 2].to_vec();
+        let kf = u16_at(&s, 10) | MISFIRE_BIT | 3;
+        v.extend(kf.to_le_bytes());
+        v.extend(b"s:1");
+        v.extend(&1_764_455_002_000u64.to_le_bytes()[..6]);
+        v.extend(&s[HDR_LEN..]);
+        let r = Record::decode(with_tail(v)).unwrap();
+        assert_eq!(r.misfire_deadline_ms, Some(1_764_455_002_000));
+        assert_eq!((r.priority, r.tick), (2, true));
+        assert_eq!(r.headers.get("a"), Some("b"));
+        assert_eq!(r.payload, b"pay");
+    }
+
+    #[test]
+    fn a_cut_extension_is_refused() {
+        let s = spec(&TaskOptions::new().header("a", "b"), "", b"");
+        for cut in [HDR_LEN + 1, s.len() - 1] {
+            assert!(
+                Record::decode(with_tail(s[..cut].to_vec())).is_err(),
+                "{cut}"
+            );
+        }
     }
 
     #[test]

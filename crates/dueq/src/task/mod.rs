@@ -4,15 +4,20 @@
 //! server's clock, `*_ms` alone are durations.
 //!
 //! One file per kind: `id.rs` (names: [`TaskId`], [`TaskRef`], [`LeaseToken`]), `options.rs` (how a
-//! task runs: [`TaskOptions`]), `spec.rs` (what to enqueue: [`TaskSpec`]), `view.rs` (a task as read or claimed),
+//! task runs: [`TaskOptions`]), `headers.rs` (its string map: [`Headers`]), `spec.rs` (what to enqueue: [`TaskSpec`]), `view.rs` (a task as read or claimed),
 //! `outcome.rs` (what each operation did). Queue counts are `stats.rs` at the crate root.
 
+mod headers;
 mod id;
 mod options;
 mod outcome;
 mod spec;
 mod view;
 
+pub use headers::{
+    Headers, MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES, MAX_HEADERS, MAX_HEADERS_BYTES,
+    TRACEPARENT, TRACESTATE,
+};
 pub use id::{LeaseToken, MAX_ID_BYTES, MAX_KEY_BYTES, TaskId, TaskRef, validate_key};
 pub use options::{
     DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_GROUP_BYTES, MAX_LEASE_MS,

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::headers::Headers;
 use crate::error::{Error, Result};
 
 /// Most attempts a task may be given (`max_attempts`); stored in 16 bits.
@@ -71,6 +72,10 @@ pub struct TaskOptions {
     /// setting (else 0, no window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_for_ms: Option<u64>,
+    /// The task's headers ([`Headers`]): a small string map carried with it, returned by
+    /// get, claim and push delivery. Empty for none.
+    #[serde(default, skip_serializing_if = "Headers::is_empty")]
+    pub headers: Headers,
 }
 
 fn is_zero(p: &u8) -> bool {
@@ -90,6 +95,7 @@ impl TaskOptions {
         "priority",
         "group",
         "unique_for_ms",
+        "headers",
     ];
 
     /// The defaults: every option from the queue's settings.
@@ -130,6 +136,7 @@ impl TaskOptions {
         if let Some(w) = self.unique_for_ms {
             validate_unique_for_ms(w)?;
         }
+        self.headers.check()?;
         Ok(())
     }
 }
@@ -200,6 +207,21 @@ macro_rules! task_option_setters {
             self.task_options_mut().unique_for_ms = Some(unique_for_ms);
             self
         }
+
+        /// Sets header `name` (lower-cased) to `value`: a small string map carried with the
+        /// task and returned by get, claim and push delivery (at most 32 entries, names of
+        /// `A-Z a-z 0-9 _ . -` up to 64 bytes, printable ASCII values up to 1 KiB, 4 KiB in
+        /// all). A replace or debounce replaces them with the payload.
+        pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+            self.task_options_mut().headers.insert(name, value);
+            self
+        }
+
+        /// Sets all headers at once (see [`header`](Self::header)).
+        pub fn headers(mut self, headers: $crate::Headers) -> Self {
+            self.task_options_mut().headers = headers;
+            self
+        }
     };
 }
 
@@ -261,6 +283,7 @@ mod tests {
             (TaskOptions::new().lease_ms(999), "lease_ms:"),
             (TaskOptions::new().priority(10), "priority:"),
             (TaskOptions::new().group(""), "group:"),
+            (TaskOptions::new().header("a b", "v"), "headers:"),
         ];
         for (o, field) in cases {
             assert!(TaskOptions::FIELDS.contains(&field.trim_end_matches(':')));

@@ -79,6 +79,9 @@ pub struct TaskSpec {
     pub(crate) expiry: Option<Expiry>,
     pub(crate) debounce_max_ms: Option<u64>,
     pub(crate) options: TaskOptions,
+    /// Made from a schedule's template (a trigger, a backfill): its runs link to the trace
+    /// context of the template, never continue it.
+    pub(crate) from_schedule: bool,
 }
 
 impl TaskSpec {
@@ -92,6 +95,7 @@ impl TaskSpec {
             expiry: None,
             debounce_max_ms: None,
             options: TaskOptions::default(),
+            from_schedule: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! A task as read: its state, its record ([`Task`]), a claimed task ([`ClaimedTask`]) and
 //! the pages of the dead-letter queue.
 
+use super::headers::Headers;
 use super::id::{LeaseToken, TaskId};
 
 /// Where a task is in its life.
@@ -96,6 +97,8 @@ pub struct Task {
     pub worker: Option<String>,
     /// The payload bytes.
     pub payload: Vec<u8>,
+    /// Its headers.
+    pub headers: Headers,
     /// Text of the last failure.
     pub last_error: Option<String>,
     /// When it was first enqueued, epoch ms.
@@ -114,6 +117,13 @@ pub struct ClaimedTask {
     pub key: Option<String>,
     /// The payload bytes.
     pub payload: Vec<u8>,
+    /// Its headers.
+    pub headers: Headers,
+    /// Whether this run continues the producer's trace (a child of the span in its
+    /// `traceparent` header): its first attempt, of a task enqueued due at once, not by a
+    /// schedule. Otherwise the run starts a new trace linked to the producer's span, so a
+    /// timer of days does not make a trace of days.
+    pub continues_trace: bool,
     /// This attempt, 1-based.
     pub attempt: u32,
     /// Attempts allowed.

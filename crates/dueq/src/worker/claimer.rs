@@ -22,11 +22,13 @@ use futures_util::FutureExt;
 use futures_util::future::{join_all, select_all};
 use tokio::sync::{OwnedSemaphorePermit, TryAcquireError};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::share::Share;
 use super::{Counters, Outcome, QueueRt, Report, Running, Shared};
 use crate::due::{DueClaimer, any_of};
 use crate::task::ClaimedTask;
+use crate::trace;
 
 /// The claim loop of a worker with one queue.
 pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut due: DueClaimer) {
@@ -216,11 +218,16 @@ fn start(
             .started_at_ms
             .saturating_add(handed_out.elapsed().as_millis() as u64);
         let token = task.lease_token.clone();
+        let span = trace::consumer_span(rt2.queue.name(), &task);
+        let last_attempt = task.attempt >= task.max_attempts;
         let fut = (rt2.handler)(task);
         let outcome = AssertUnwindSafe(fut)
             .catch_unwind()
+            .instrument(span.clone())
             .await
             .unwrap_or_else(|_| Outcome::retry("handler panicked"));
+        trace::record_handler_outcome(&span, &outcome, last_attempt);
+        drop(span);
         // Mark the task reported and report under one lock: shutdown takes the unreported
         // tasks out of `running` under it too, so a task is either reported here or handed
         // back there, and the Stop that shutdown queues afterwards always comes after this

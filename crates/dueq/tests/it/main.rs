@@ -26,6 +26,7 @@ mod dead_letter;
 mod due;
 mod examples;
 mod flow;
+mod headers;
 mod options;
 mod partition_faults;
 mod partitions;

@@ -137,6 +137,7 @@ impl Queue {
                     expiry: s.expiry,
                     debounce_max_ms: s.debounce_max_ms,
                     payload: &s.payload,
+                    from_schedule: s.from_schedule,
                 })
                 .collect();
             let failed = match tasks::enqueue(&mut conn, &self.keys, &items, checked).await {

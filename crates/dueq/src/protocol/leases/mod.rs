@@ -112,10 +112,13 @@ pub(crate) async fn claim(
         let rec = Record::decode(r.bytes()?)?;
         let last_error = r.opt_string()?;
         let attempt = rec.attempt.saturating_add(1);
+        let continues_trace = attempt == 1 && !rec.tick && due_at_ms <= rec.created_at_ms;
         reply.tasks.push(ClaimedTask {
             id,
             key: rec.key,
             payload: rec.payload,
+            headers: rec.headers,
+            continues_trace,
             attempt,
             max_attempts: if rec.max_attempts == 0 {
                 default_max_attempts

@@ -5,7 +5,11 @@
 --   I4 attempt | I2 max_attempts | I4 lease_ms | I2 key field: key length (low 10 bits)
 --   + 1024 when a misfire deadline follows the key + 2048 when its schedule's misfire
 --   policy is fire_once + 4096 * priority (high 4 bits) | key bytes | [I6 misfire deadline]
---   | payload bytes | I6 due_at_ms | I6 created_at_ms
+--   | [extension] | payload bytes | I6 due_at_ms | I6 created_at_ms
+-- Priorities are 0 to 9: the priority bits' value 15 (EXT_MARK) marks an extension block,
+-- `I1 priority | I1 flags | I2 length | headers`, which only a task with headers has. Only
+-- rec_ok and rec_prio look into it; every other helper and script keeps it with the bytes
+-- after the key.
 -- Keys are at most 512 bytes, so records from before priorities read as priority 0. The
 -- misfire deadline marks a schedule tick's task: if it has not started by then, the tick is
 -- missed (rec_misfire). Only the schedule firer writes one.
@@ -26,6 +30,16 @@ local KLEN_MOD = 4096
 -- for a missed span
 local MISFIRE_BIT = 1024
 local ONCE_BIT = 2048
+-- the priority bits' value that marks an extension block; its fixed part's length
+local EXT_MARK = 15
+local EXT_LEN = 4
+
+-- Where the extension block of a record or spec with key field `kf` starts (1-based).
+local function rec_ext_at(kf)
+  local at = HDR_LEN + kf % MISFIRE_BIT + 1
+  if math.floor(kf / MISFIRE_BIT) % 2 == 1 then at = at + 6 end
+  return at
+end
 
 -- Whether `rec` is a record these scripts can read. Scripts check before their first write:
 -- Redis does not roll a script back when it fails half-way, so a bad record must not be able
@@ -33,8 +47,11 @@ local ONCE_BIT = 2048
 local function rec_ok(rec)
   if type(rec) ~= 'string' or #rec < HDR_LEN + TAIL_LEN then return false end
   local kf = struct_unpack('<I2', rec, 11)
-  local body = HDR_LEN + kf % MISFIRE_BIT
-  if math.floor(kf / MISFIRE_BIT) % 2 == 1 then body = body + 6 end
+  local body = rec_ext_at(kf) - 1
+  if kf >= EXT_MARK * KLEN_MOD then
+    if body + EXT_LEN + TAIL_LEN > #rec then return false end
+    body = body + EXT_LEN + struct_unpack('<I2', rec, body + 3)
+  end
   return body + TAIL_LEN <= #rec
 end
 
@@ -64,7 +81,10 @@ end
 
 -- The priority (0..9) of a record or spec.
 local function rec_prio(rec)
-  return math.floor(struct_unpack('<I2', rec, 11) / KLEN_MOD)
+  local kf = struct_unpack('<I2', rec, 11)
+  local p = math.floor(kf / KLEN_MOD)
+  if p ~= EXT_MARK then return p end
+  return string.byte(rec, rec_ext_at(kf))
 end
 
 -- A copy of `rec` with a new attempt count and due time (nil keeps the old one), without a

@@ -11,6 +11,7 @@ use crate::task::{
     CancelOutcome, Due, EnqueueOutcome, Enqueued, Expiry, KeyWindow, OnConflict, RescheduleOutcome,
     Task, TaskId, TaskOptions, TaskRef, TaskState,
 };
+use crate::trace;
 
 /// A validated task ready for the enqueue script.
 pub(crate) struct EnqueueItem<'a> {
@@ -22,6 +23,8 @@ pub(crate) struct EnqueueItem<'a> {
     /// Only with [`OnConflict::Debounce`].
     pub debounce_max_ms: Option<u64>,
     pub payload: &'a [u8],
+    /// Made from a schedule's template ([`record::tick_spec`]).
+    pub from_schedule: bool,
 }
 
 /// What one enqueue call did.
@@ -45,6 +48,8 @@ pub(crate) async fn enqueue(
     let mut a = Args::default();
     let grouped = items.iter().any(|it| it.options.group.is_some());
     a.s(&k.wake).n(items.len()).n(if grouped { 5 } else { 4 });
+    // the caller's trace context, handed on to tasks that do not carry one
+    let producer = trace::current();
     for it in items {
         let (kind, value) = it.due.parts()?;
         let conflict = match it.on_conflict {
@@ -72,11 +77,22 @@ pub(crate) async fn enqueue(
             mode.push_str(&format!(" u{w}"));
         }
         let key = it.key.unwrap_or("");
-        a.s(key)
-            .s(&mode)
-            .n(value)
-            .0
-            .push(record::spec(it.options, key, it.payload));
+        let build = |options: &TaskOptions| {
+            if it.from_schedule {
+                record::tick_spec(options, key, it.payload)
+            } else {
+                record::spec(options, key, it.payload)
+            }
+        };
+        let spec = match &producer {
+            Some(cx) if it.options.headers.traceparent().is_none() => {
+                let mut options = it.options.clone();
+                trace::inject(cx, &mut options.headers);
+                build(&options)
+            }
+            _ => build(it.options),
+        };
+        a.s(key).s(&mode).n(value).0.push(spec);
         if grouped {
             a.s(it.options.group.as_deref().unwrap_or(""));
         }
@@ -244,6 +260,7 @@ pub(super) fn task_from(
         claimed_at_ms: None,
         worker: None,
         payload: rec.payload,
+        headers: rec.headers,
         last_error,
         created_at_ms: rec.created_at_ms,
         state_at_ms: (state != TaskState::Scheduled && score > 0).then_some(score),

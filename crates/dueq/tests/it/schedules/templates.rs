@@ -22,6 +22,8 @@ use crate::support::{
 // ---------------------------------------------------------------------------------------
 // helpers
 
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
 /// The raw record of task `id` (None when it is gone).
 fn raw_record(ctx: &Ctx, q: &Queue, id: &str) -> Option<Vec<u8>> {
     redis::cmd("HGET")
@@ -62,18 +64,19 @@ fn ticks_of(ctx: &Ctx, q: &Queue, name: &str) -> BTreeMap<u64, String> {
 /// key inside), with the tick's misfire deadline and the tail the script appends.
 fn expected_record(spec: &ScheduleSpec, at: u64, created: u64) -> Vec<u8> {
     let key = format!("schedule:{}:{at}", spec.name);
-    let mut v = record::spec(&spec.task, &key, &spec.payload);
-    // a tick's task carries its misfire deadline (under `skip`, the tick + misfire_grace_ms):
-    // bit 10 of the key field is set and the deadline's 6 bytes follow the key
+    let mut v = record::tick_spec(&spec.task, "", &spec.payload);
+    // a tick's task carries its key and its misfire deadline (under `skip`, the tick +
+    // misfire_grace_ms): bit 10 of the key field is set and the deadline's 6 bytes follow the
+    // key, before the rest of the template (its headers, then the payload)
     assert_eq!(spec.misfire, Misfire::Skip, "{}", spec.name);
-    let field = u16::from_le_bytes([v[10], v[11]]) | 0x0400;
+    let field = u16::from_le_bytes([v[10], v[11]]) | 0x0400 | key.len() as u16;
     v[10..12].copy_from_slice(&field.to_le_bytes());
-    let after_key = 12 + key.len();
     let deadline = at + spec.misfire_grace_ms;
-    v.splice(
-        after_key..after_key,
-        deadline.to_le_bytes()[..6].iter().copied(),
-    );
+    let inserted: Vec<u8> = key
+        .bytes()
+        .chain(deadline.to_le_bytes()[..6].iter().copied())
+        .collect();
+    v.splice(12..12, inserted);
     v.extend(&at.to_le_bytes()[..6]);
     v.extend(&created.to_le_bytes()[..6]);
     v
@@ -141,6 +144,7 @@ async fn check_ticks(
             "{key}"
         );
         assert_eq!(t.group, spec.task.group, "{key}");
+        assert_eq!(t.headers, spec.task.headers, "{key}");
     }
 }
 
@@ -181,6 +185,13 @@ fn template_specs(limit: usize) -> Vec<ScheduleSpec> {
         every(ScheduleSpec::new("long", long).priority(3).group("tenant")),
         every(ScheduleSpec::new("Z9", b"\0".to_vec()).priority(0)),
         every(ScheduleSpec::new("ff", vec![0xff; 4097]).priority(5)),
+        every(
+            ScheduleSpec::new("traced", b"%a\0".to_vec())
+                .priority(7)
+                .group("tenant")
+                .header("traceparent", TRACEPARENT)
+                .header("x-big", "~".repeat(1024)),
+        ),
     ]
 }
 
@@ -316,6 +327,11 @@ async fn tick_records_equal_the_per_tick_spec_for_every_field() {
             "{key}"
         );
         assert_eq!(t.group, s.task.group, "{key}");
+        assert_eq!(t.headers, s.task.headers, "{key}");
+        assert!(
+            !t.continues_trace,
+            "a tick's run is linked to its producer: {key}"
+        );
         assert_eq!(
             t.lease_expires_at_ms - t.claimed_at_ms,
             s.task.lease_ms.unwrap(),

@@ -1,0 +1,199 @@
+//! Trace context that survives the delay: the producer's W3C trace context goes into a task's
+//! headers at enqueue, and each run is an OpenTelemetry consumer span.
+//!
+//! The spans are `tracing` spans of target [`SPAN_TARGET`], turned into OpenTelemetry spans
+//! by a `tracing-opentelemetry` layer when the program installs one (`dueq serve`, `dueq work`
+//! and `dueq relay` do when `OTEL_EXPORTER_OTLP_ENDPOINT` is set). Without such a layer, or
+//! with the target filtered out, the spans are disabled and cost next to nothing.
+//!
+//! A run is a *child* of the producer's span when the task runs at once on its first
+//! attempt ([`ClaimedTask::continues_trace`]); otherwise (delayed, retried, a schedule's
+//! tick) it starts a new trace with a *link* to the producer's span, so a timer of 7 days does
+//! not make a trace of 7 days.
+
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::TraceContextExt;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::task::{ClaimedTask, Headers, TRACEPARENT, TRACESTATE};
+use crate::worker::Outcome;
+
+/// The `tracing` target of the consumer spans: enable it (at INFO) in the filter of the
+/// layer that exports them.
+pub const SPAN_TARGET: &str = "dueq::otel";
+
+struct HeadersMut<'a>(&'a mut Headers);
+
+impl Injector for HeadersMut<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        self.0.insert(key, value);
+    }
+}
+
+struct HeadersRef<'a>(&'a Headers);
+
+impl Extractor for HeadersRef<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.iter().map(|(k, _)| k).collect()
+    }
+}
+
+/// The trace context to hand on: the current `tracing` span's OpenTelemetry context when it
+/// has one, else the OpenTelemetry API's current context.
+pub(crate) fn current() -> Option<opentelemetry::Context> {
+    let cx = tracing::Span::current().context();
+    if cx.span().span_context().is_valid() {
+        return Some(cx);
+    }
+    let cx = opentelemetry::Context::current();
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// Puts the caller's trace context (`traceparent`, `tracestate`) into `headers`, unless they
+/// already carry a `traceparent` or there is no active span.
+pub fn inject_current(headers: &mut Headers) {
+    if headers.traceparent().is_some() {
+        return;
+    }
+    if let Some(cx) = current() {
+        inject(&cx, headers);
+    }
+}
+
+/// The trace context a run hands on to what it calls (`traceparent`, `tracestate`; push
+/// delivery sends them, `dueq work` sets `TRACEPARENT` / `TRACESTATE`): the current span's, which
+/// in a [`Worker`](crate::Worker) is the run's consumer span when spans are exported, else the
+/// task's own from its headers. Empty when neither has one.
+pub fn run_context(task: &ClaimedTask) -> Headers {
+    let mut out = Headers::new();
+    let cx = tracing::Span::current().context();
+    if cx.span().span_context().is_valid() {
+        inject(&cx, &mut out);
+    } else if let Some(tp) = task.headers.traceparent() {
+        out.insert(TRACEPARENT, tp);
+        if let Some(ts) = task.headers.get(TRACESTATE) {
+            out.insert(TRACESTATE, ts);
+        }
+    }
+    out
+}
+
+pub(crate) fn inject(cx: &opentelemetry::Context, headers: &mut Headers) {
+    TraceContextPropagator::new().inject_context(cx, &mut HeadersMut(headers));
+}
+
+/// The producer's context from a task's headers, if they carry a valid `traceparent`.
+fn producer(headers: &Headers) -> Option<opentelemetry::Context> {
+    headers.get(TRACEPARENT)?;
+    let cx = TraceContextPropagator::new().extract(&HeadersRef(headers));
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// The consumer span of one run of `task` from `queue` (OpenTelemetry messaging conventions:
+/// span name `process {queue}`, kind consumer), a child of or linked to the producer's span.
+/// Enter it (or `instrument` the handler with it) for the run, then [`record_outcome`].
+pub fn consumer_span(queue: &str, task: &ClaimedTask) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: SPAN_TARGET,
+        "process",
+        otel.name = format_args!("process {queue}"),
+        otel.kind = "consumer",
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+        messaging.system = "dueq",
+        messaging.destination.name = queue,
+        messaging.operation.type = "process",
+        messaging.message.id = task.id.as_str(),
+        dueq.task.key = Empty,
+        // signed: OpenTelemetry's integers are i64 (the bridge records a u64 as text)
+        dueq.task.attempt = i64::from(task.attempt),
+        dueq.task.due_at_ms = i64::try_from(task.due_at_ms).unwrap_or(i64::MAX),
+        dueq.task.lateness_ms =
+            i64::try_from(task.started_at_ms.saturating_sub(task.due_at_ms)).unwrap_or(i64::MAX),
+        dueq.task.group = Empty,
+        dueq.task.outcome = Empty,
+    );
+    if span.is_disabled() {
+        return span;
+    }
+    if let Some(key) = &task.key {
+        span.record("dueq.task.key", key.as_str());
+    }
+    if let Some(group) = &task.group {
+        span.record("dueq.task.group", group.as_str());
+    }
+    match producer(&task.headers) {
+        Some(cx) if task.continues_trace => {
+            let _ = span.set_parent(cx);
+        }
+        Some(cx) => {
+            // a root, not a child of whatever span is current where the run starts
+            let _ = span.set_parent(opentelemetry::Context::new());
+            span.add_link(cx.span().span_context().clone());
+        }
+        None => {
+            let _ = span.set_parent(opentelemetry::Context::new());
+        }
+    }
+    span
+}
+
+/// What became of a run, as the consumer span records it (`dueq.task.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// Acknowledged.
+    Succeeded,
+    /// Failed; another attempt follows.
+    Retried,
+    /// Failed for the last time, or permanently: in the dead-letter queue.
+    Dead,
+}
+
+impl RunOutcome {
+    /// The outcome of a handler's `outcome`: a failure of the last attempt is dead.
+    pub fn of(outcome: &Outcome, last_attempt: bool) -> Self {
+        match outcome {
+            Outcome::Success => Self::Succeeded,
+            Outcome::Fail { .. } => Self::Dead,
+            Outcome::Retry { .. } if last_attempt => Self::Dead,
+            Outcome::Retry { .. } => Self::Retried,
+        }
+    }
+
+    /// The name the span records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::Retried => "retried",
+            Self::Dead => "dead",
+        }
+    }
+}
+
+/// Records the run's outcome on its consumer span, and an error status with the failure's text.
+pub fn record_outcome(span: &tracing::Span, outcome: RunOutcome, error: Option<&str>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("dueq.task.outcome", outcome.as_str());
+    if let Some(e) = error {
+        span.record("otel.status_code", "ERROR");
+        span.record("otel.status_description", e);
+    }
+}
+
+/// Records a handler's `outcome` on `span` ([`record_outcome`]).
+pub fn record_handler_outcome(span: &tracing::Span, outcome: &Outcome, last_attempt: bool) {
+    let error = match outcome {
+        Outcome::Success => None,
+        Outcome::Retry { error, .. } | Outcome::Fail { error } => Some(error.as_str()),
+    };
+    record_outcome(span, RunOutcome::of(outcome, last_attempt), error);
+}
