@@ -3,6 +3,7 @@
 // sent again after transient failures (`retries`); the README has the table.
 
 import { DueqError, InvalidInputError, errorCode, errorFor } from "./errors.js";
+import { withTraceContext } from "./tracing.js";
 import type {
   AckOutcome,
   Backfilled,
@@ -314,6 +315,11 @@ function orNull<T>(r: Answer): T | null {
   return found(r) ? (r.body as T) : null;
 }
 
+/** `headers` as `{}` where an older server leaves them out. */
+function withHeaders<T extends { headers?: Record<string, string> }>(t: T): T {
+  return t.headers ? t : { ...t, headers: {} };
+}
+
 /** A keyed enqueue that keeps a live task: a repeat answers the task the first one wrote. */
 const dedupedByKey = (t: EnqueueOptions): boolean => typeof t.key === "string" && (t.on_conflict ?? "keep") === "keep";
 
@@ -386,27 +392,32 @@ export class Queue {
    * `DueqError` `invalid_input`, `in_progress` (replace of a running task), `unique_window`
    * (replace of a key in a finished task's window), `payload_too_large`, `redis_unavailable`. Retried on transient failures only with a
    * `key` and `on_conflict` `keep` (the default); a retry whose first try did land answers
-   * `created: false`.
+   * `created: false`. `headers` travel with the task to its worker; with
+   * `@opentelemetry/api` loaded, the caller's trace context is added to them unless they
+   * hold a `traceparent`.
    */
   async enqueue(payload: unknown = null, options: EnqueueOptions = {}): Promise<Enqueued> {
-    return this.client.call("POST", `${this.#base}/tasks`, { payload, ...options }, { idempotent: dedupedByKey(options) });
+    const body = await withTraceContext({ payload, ...options });
+    return this.client.call("POST", `${this.#base}/tasks`, body, { idempotent: dedupedByKey(options) });
   }
 
   /**
    * Enqueues up to 1000 tasks in one atomic call; one result per task, in order: the
    * `Enqueued`, or a `DueqError` value (`in_progress`) for a task refused alone. A bad task
    * throws `invalid_input` and nothing is written. Retried only when every task has a `key`
-   * and `on_conflict` `keep`.
+   * and `on_conflict` `keep`. Each task carries the caller's trace context as with `enqueue`.
    */
   async enqueueBatch(tasks: readonly TaskSpec[]): Promise<Array<Enqueued | DueqError>> {
     const idempotent = tasks.length > 0 && tasks.every(dedupedByKey);
-    const r = await this.client.call("POST", `${this.#base}/tasks/batch`, { tasks }, { idempotent });
+    const body = await Promise.all(tasks.map((t) => withTraceContext(t)));
+    const r = await this.client.call("POST", `${this.#base}/tasks/batch`, { tasks: body }, { idempotent });
     return r.results.map((x: any) => ("error" in x ? DueqError.fromResponse(409, x) : (x as Enqueued)));
   }
 
   /** The task, or `null` when there is none. */
   async get(ref: TaskRef): Promise<Task | null> {
-    return orNull<Task>(await this.client.request("GET", this.#target(ref).path, undefined, { idempotent: true }));
+    const t = orNull<Task>(await this.client.request("GET", this.#target(ref).path, undefined, { idempotent: true }));
+    return t && withHeaders(t);
   }
 
   /**
@@ -443,7 +454,8 @@ export class Queue {
     if (options.after !== undefined) q.set("after", options.after);
     if (options.limit !== undefined) q.set("limit", String(options.limit));
     const query = q.toString();
-    return this.client.call("GET", `${this.#base}/tasks${query ? "?" + query : ""}`, undefined, { idempotent: true });
+    const page: TaskPage = await this.client.call("GET", `${this.#base}/tasks${query ? "?" + query : ""}`, undefined, { idempotent: true });
+    return { ...page, tasks: page.tasks.map(withHeaders) };
   }
 
   /** Every live task of a state, page after page of `browse` (`limit` tasks per request). */
@@ -499,7 +511,8 @@ export class Queue {
 
   /** One page of the dead-letter queue, newest first (`limit` 1 to 1000, default 20). */
   async deadList(offset = 0, limit = 20): Promise<DeadPage> {
-    return this.client.call("GET", `${this.#base}/dead?offset=${offset}&limit=${limit}`, undefined, { idempotent: true });
+    const page: DeadPage = await this.client.call("GET", `${this.#base}/dead?offset=${offset}&limit=${limit}`, undefined, { idempotent: true });
+    return { ...page, tasks: page.tasks.map(withHeaders) };
   }
 
   /** Schedules a dead task again, due now: `retried`, `not_found` or `conflict` (its key is taken by another task: live, or in its unique window). */
@@ -629,7 +642,7 @@ export class Queue {
       ...(options.worker_id !== undefined ? { worker_id: options.worker_id } : {}),
     };
     const r = await this.client.call("POST", `${this.#base}/claim`, body, { ok: [200], timeoutMs: this.client.timeoutMs + body.wait_ms });
-    return r.tasks;
+    return r.tasks.map((t: ClaimedTask) => ({ ...withHeaders(t), continues_trace: t.continues_trace ?? false }));
   }
 
   /** Completes a claimed task: `acked` or `lease_lost` (nothing changed). */

@@ -36,6 +36,11 @@ export interface TaskSpec {
    * so an enqueue of the key meanwhile creates nothing (default: the queue's
    * `unique_for_ms` setting, else none; 0 for none). */
   unique_for_ms?: number;
+  /** Carried with the task and handed to whoever runs it: at most 32, names
+   * `[A-Za-z0-9_.-]{1,64}` (stored lower-case), values printable ASCII up to 1024 bytes,
+   * 4096 bytes in all. With `@opentelemetry/api` loaded, the caller's trace context is added
+   * (`traceparent`, `tracestate`) unless the headers hold a `traceparent`. */
+  headers?: Record<string, string>;
 }
 
 /** Options of `enqueue` (a `TaskSpec` without the payload). */
@@ -77,6 +82,8 @@ export interface Task {
   claimed_at_ms?: number | null;
   /** The worker holding it, when its claim named one (only while active): a `Worker`'s `id`. */
   worker_id?: string | null;
+  /** The headers it was enqueued with (names lower-case), trace context included. */
+  headers: Record<string, string>;
 }
 
 export interface DeadTask extends Task {
@@ -116,6 +123,18 @@ export interface ClaimedTask {
   group?: string | null;
   /** Its priority, 0 (first) to 9. */
   priority: number;
+  /** Attempts allowed: a failure of this attempt sends the task to the dead-letter queue when
+   * `attempt` reached it (absent from servers that do not send it). */
+  max_attempts?: number;
+  /** When it was claimed, by the server's clock (absent from servers that do not send it);
+   * minus `due_at_ms`, how late it started. */
+  claimed_at_ms?: number;
+  /** The headers it was enqueued with (names lower-case), trace context included. */
+  headers: Record<string, string>;
+  /** Whether this run continues the producer's trace (its span a child of the producer's:
+   * the first attempt of a task that was due at once) or starts a new one that links to it
+   * (delayed, retried, or fired by a schedule). */
+  continues_trace: boolean;
 }
 
 export interface QueueStats {
@@ -330,6 +349,9 @@ export interface ScheduleSpec {
   group?: string;
   /** Unique window of each tick's key, ms (default: the queue's `unique_for_ms` setting). */
   unique_for_ms?: number;
+  /** Headers of each tick's task, as given (no trace context is added: each tick starts a
+   * trace of its own). */
+  headers?: Record<string, string>;
 }
 
 /** A schedule as the server keeps it. */
@@ -350,6 +372,8 @@ export interface Schedule {
   group: string | null;
   /** Unique window of each tick's key, ms (`null`: the queue's setting). */
   unique_for_ms: number | null;
+  /** Headers of each tick's task (`{}` when none). */
+  headers: Record<string, string>;
   /** Next fire time (epoch ms, Redis clock); `null` while paused. */
   next_fire_at_ms: number | null;
   /** The next 5 fire times (empty while paused). */

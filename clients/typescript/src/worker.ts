@@ -2,7 +2,8 @@
 //
 // Duties: the claim loop long-polls for as many tasks as there are free slots (at most
 // `claimMax`; while tasks are in hand it waits for half a batch of free slots), naming the
-// worker (`worker_id`: its `id`); each handler gets an `AbortSignal` beside its task; each
+// worker (`worker_id`: its `id`); each handler gets an `AbortSignal` beside its task and, with
+// `@opentelemetry/api` loaded, runs in a consumer span (`tracing.ts`); each
 // answer is queued and the acker sends everything queued since its last request in one
 // `/acks` and one `/nacks` request; the lease keeper extends the lease of a handler that has
 // run for a third of `leaseMs`, and aborts the handler's signal when its lease is lost (an
@@ -28,6 +29,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Client, Queue } from "./client.js";
 import { DueqError } from "./errors.js";
+import { startRun } from "./tracing.js";
 import type { ClaimedTask, NackOptions } from "./types.js";
 import { VERSION } from "./version.js";
 
@@ -319,9 +321,10 @@ export class Worker {
 
   async #runOne(task: ClaimedTask, signal: AbortSignal): Promise<void> {
     await Promise.resolve(); // registered in #running before the handler starts
+    const run = await startRun(this.queue.name, task, this.#o.leaseMs);
     let v: Verdict;
     try {
-      const r = (await this.#handler(task, { signal })) as Retry | Fail | null | undefined;
+      const r = (await run.active(() => this.#handler(task, { signal }))) as Retry | Fail | null | undefined;
       const kind = r && typeof r === "object" ? (r as { kind?: unknown }).kind : undefined;
       if (kind === "retry") v = { kind: "nack", error: (r as Retry).error, retry_in_ms: (r as Retry).inMs };
       else if (kind === "fail") v = { kind: "nack", error: (r as Fail).error, permanent: true };
@@ -329,7 +332,9 @@ export class Worker {
     } catch (e) {
       // stopped by its signal: not a failure of the task; hand it back, the attempt not counted
       v = signal.aborted ? { kind: "release" } : { kind: "nack", error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+      if (v.kind === "nack") run.raised(e);
     }
+    run.end(v);
     const k = key(task);
     this.#running.delete(k);
     this.#slotFreed?.();

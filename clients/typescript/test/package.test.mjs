@@ -77,23 +77,27 @@ test("import 'dueq' loads the ES module build and works against a live server", 
 import { Client, Worker } from "dueq";
 const [url, token, queue] = process.argv.slice(2);
 const q = new Client(url, { token }).queue(queue);
-await q.enqueue({ from: "esm" });
+await q.enqueue({ from: "esm" }, { headers: { k: "v" } });
 let seen;
-const w = new Worker(new Client(url, { token }), queue, (task, { signal }) => { seen = [task.payload, signal.aborted]; w.stop(); }, { pollMs: 200, handleSignals: false });
+const w = new Worker(new Client(url, { token }), queue, (task, { signal }) => { seen = [task.payload, signal.aborted, task.headers]; w.stop(); }, { pollMs: 200, handleSignals: false });
 const stats = await w.run();
+// the optional @opentelemetry/api is not installed here: enqueue and worker run without it
+const otel = await import("@opentelemetry/api").then(() => true, () => false);
 // a CommonJS module imported from ESM would show its module.exports as \`default\`
-console.log(JSON.stringify({ seen, acked: stats.acked, hasDefault: "default" in dueq }));
+console.log(JSON.stringify({ seen, acked: stats.acked, hasDefault: "default" in dueq, otel }));
 `,
   );
   const out = node("main.mjs", server.url, server.token, fresh());
-  assert.deepEqual(out, { seen: [{ from: "esm" }, false], acked: 1, hasDefault: false });
+  assert.deepEqual(out, { seen: [{ from: "esm" }, false, { k: "v" }], acked: 1, hasDefault: false, otel: false });
 });
 
 test("TypeScript --strict compiles against the types under import, require and node10", () => {
   const use = `import { Client, TaskAbortedError, type Task, type HandlerContext } from "dueq";
 const q = new Client("http://127.0.0.1:7878", { retries: 1 }).queue("orders");
 export const t: Promise<Task | null> = q.get({ key: "order:1" });
-export const s = q.setSchedule("nightly", { cron: "0 3 * * *", payload: null });
+export const s = q.setSchedule("nightly", { cron: "0 3 * * *", payload: null, headers: { source: "cron" } });
+export const e = q.enqueue(null, { headers: { tenant: "acme" } });
+export const c = q.claim().then((ts) => ts.map((t) => [t.headers["tenant"], t.continues_trace]));
 export const h = (_: unknown, ctx: HandlerContext) => ctx.signal.reason instanceof TaskAbortedError && ctx.signal.reason.kind;
 `;
   writeFileSync(join(app(), "use.mts"), use);

@@ -2,7 +2,7 @@
 // embedded redis-server in a temporary directory (never the shared 6379). The binary:
 // $DUEQ_BIN, else the one cargo built ($CARGO_TARGET_DIR or the workspace's target).
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { randomBytes, randomUUID } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 
 const workspace = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
-function binary() {
+export function binary() {
   if (process.env.DUEQ_BIN) return process.env.DUEQ_BIN;
   const target = process.env.CARGO_TARGET_DIR ?? join(workspace, "target");
   for (const profile of ["debug", "release"]) {
@@ -48,6 +48,8 @@ export async function startServer(...extra) {
   return {
     url,
     token,
+    /** The Redis URL of its embedded redis-server, for the `dueq` commands of a test. */
+    redisUrl: () => readFileSync(join(dir, "data", "redis.url"), "utf8").split("\n")[0],
     async stop() {
       if (proc.exitCode === null) {
         const exited = new Promise((r) => proc.once("exit", r));

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import ssl
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, TypeVar
@@ -38,10 +39,13 @@ def _async(
     fn: "Callable[Concatenate[Any, P], T]",
 ) -> "Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]":
     """The coroutine method that runs the sync method ``fn`` on the wrapped object (``.sync``)
-    in the client's thread pool; same signature and docs, awaited."""
+    in the client's thread pool; same signature and docs, awaited. It runs in a copy of the
+    caller's context variables (as ``asyncio.to_thread`` does), so an enqueue carries the
+    caller's trace context."""
 
     async def call(self: Any, /, *args: "P.args", **kwargs: "P.kwargs") -> T:
-        result: T = await self._run(functools.partial(fn, self.sync, *args, **kwargs))
+        ctx = contextvars.copy_context()
+        result: T = await self._run(functools.partial(ctx.run, fn, self.sync, *args, **kwargs))
         return result
 
     functools.update_wrapper(call, fn)

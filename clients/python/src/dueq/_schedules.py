@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._base import QueueBase, every_page, seg
 from .models import Backfilled, Schedule, SchedulesPage, Triggered
@@ -53,6 +53,7 @@ class ScheduleOps(QueueBase):
         priority: Optional[int] = None,
         group: Optional[str] = None,
         unique_for_ms: Optional[int] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Schedule:
         """Creates or replaces the schedule ``name`` (``[A-Za-z0-9_.-]{1,128}``): give
         exactly one of ``cron`` (5 fields, minute first, or 6, seconds first; wall-clock
@@ -60,6 +61,8 @@ class ScheduleOps(QueueBase):
         tick enqueues ``payload`` with the task options given. ``misfire``: ``"skip"``
         (default) or ``"fire_once"`` for ticks not started within ``misfire_grace_ms``;
         ``overlap``: ``"allow"`` (default) or ``"skip"`` while the last tick's task is live.
+        ``headers`` go with every tick's task as given (no trace context is added: each tick
+        starts a trace of its own).
 
         The answer's ``outcome`` says what it did: ``CREATED``, ``REPLACED`` or
         ``UNCHANGED``. Retried (a second try stores the same definition and may answer
@@ -80,6 +83,8 @@ class ScheduleOps(QueueBase):
         ):
             if v is not None:
                 body[k] = v
+        if headers is not None:
+            body["headers"] = dict(headers)
         return Schedule.from_json(self._call("PUT", "/schedules/" + seg("name", name), body, retry=True))
 
     def delete_schedule(self, name: str) -> bool:

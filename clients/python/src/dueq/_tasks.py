@@ -5,6 +5,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
+from . import _tracing
 from ._base import QueueBase, code_of, seg
 from .errors import DueqError
 from .models import (
@@ -38,6 +39,7 @@ class TaskOps(QueueBase):
         debounce_max_ms: Optional[int] = None,
         replicas: Optional[int] = None,
         unique_for_ms: Optional[int] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Enqueued:
         """Enqueues one task (``payload``: any JSON value). With a live ``key``, returns the
         existing task (``created=False``), or replaces it with ``on_conflict="replace"``
@@ -46,6 +48,9 @@ class TaskOps(QueueBase):
         for a durable write (``not_replicated`` when fewer replicas confirm it in time).
         ``unique_for_ms`` keeps the key taken that long after the task finished: an enqueue
         of it meanwhile answers the finished task (``created=False``, ``state`` set).
+        ``headers`` (name to value, see :attr:`TaskSpec.headers`) travel with the task to
+        its worker; with OpenTelemetry installed, the caller's trace context is added to them
+        unless they hold a ``traceparent``.
 
         Retried (see :class:`dueq.Client`) only with a ``key`` and ``on_conflict`` ``keep``:
         the server keeps one task per live key, so a second try adds nothing (it may answer
@@ -71,8 +76,11 @@ class TaskOps(QueueBase):
             debounce_max_ms,
             replicas,
             unique_for_ms,
+            headers,
         )
-        r = self._call("POST", "/tasks", spec.to_json(), retry=_repeatable(spec.to_json()))
+        body = spec.to_json()
+        _tracing.inject(body)
+        r = self._call("POST", "/tasks", body, retry=_repeatable(body))
         return Enqueued.from_json(r)
 
     def enqueue_batch(
@@ -82,8 +90,11 @@ class TaskOps(QueueBase):
         the same fields each); one result per task, in order: :class:`Enqueued`, or a
         :class:`DueqError` value (``in_progress``) for a task refused alone. A bad task
         raises ``invalid_input`` and nothing is written. Retried only when every task has a
-        ``key`` and keeps an existing task under it (``on_conflict`` ``keep``)."""
+        ``key`` and keeps an existing task under it (``on_conflict`` ``keep``). Each task
+        carries the caller's trace context as :meth:`enqueue` does."""
         body = [t.to_json() if isinstance(t, TaskSpec) else dict(t) for t in tasks]
+        for t in body:
+            _tracing.inject(t)
         repeatable = bool(body) and all(_repeatable(t) for t in body)
         r = self._call("POST", "/tasks/batch", {"tasks": body}, retry=repeatable)
         out: List[Union[Enqueued, DueqError]] = []

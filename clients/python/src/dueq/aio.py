@@ -25,6 +25,7 @@ import signal
 import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Union
 
+from . import _tracing
 from ._aclient import AsyncClient, AsyncQueue, AsyncTestClock
 from ._heartbeat import DEFAULT_HEARTBEAT_MS, Heartbeat, new_worker_id, validate_heartbeat_ms
 from .client import Client, Queue
@@ -46,7 +47,8 @@ class AsyncWorker:
     handlers on the running loop (Unix) for the time :meth:`run` runs. ``id`` is the worker's
     id in the live workers list (``GET /v1/workers``), where it beats every ``heartbeat_ms``
     (100 to 60000, default 5000), and the ``worker_id`` of its claims. ``client`` may be a
-    :class:`Client` or an :class:`AsyncClient`."""
+    :class:`Client` or an :class:`AsyncClient`. With OpenTelemetry installed, each handler
+    call runs in a consumer span, as in :class:`dueq.Worker`."""
 
     def __init__(
         self,
@@ -185,11 +187,16 @@ class AsyncWorker:
         assert self._reported is not None and self._freed is not None
         key = (task.id, task.lease_token)
         try:
-            v = verdict(await self.handler(task))
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # the handler's failure is the task's, not the worker's
-            v = failure(e)
+            # a cancelled handler (shutdown) leaves its span without an outcome
+            with _tracing.start(task, self.lease_ms) as run:
+                try:
+                    v = verdict(await self.handler(task))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # the handler's failure is the task's, not the worker's
+                    v = failure(e)
+                    run.raised(e)
+                run.answered(v)
         finally:
             self._running.pop(key, None)
             self._freed.set()

@@ -131,9 +131,14 @@ class TaskSpec:
     """Unique window (needs ``key``): after the task finished, its key stays taken this
     long, so an enqueue of the key meanwhile creates nothing (default: the queue's
     ``unique_for_ms`` setting, else none; 0 for none)."""
+    headers: Optional[Mapping[str, str]] = None
+    """Carried with the task and handed to whoever runs it: at most 32, names
+    ``[A-Za-z0-9_.-]{1,64}`` (stored lower-case), values printable ASCII up to 1024 bytes,
+    4096 bytes in all. With OpenTelemetry installed, the caller's trace context is added
+    (``traceparent``, ``tracestate``) unless the headers hold a ``traceparent``."""
 
     def to_json(self) -> Dict[str, Any]:
-        """The request body of this task."""
+        """The request body of this task (without the caller's trace context)."""
         body: Dict[str, Any] = {"payload": self.payload}
         for name in (
             "key",
@@ -153,6 +158,8 @@ class TaskSpec:
             v = getattr(self, name)
             if v is not None:
                 body[name] = v
+        if self.headers is not None:
+            body["headers"] = dict(self.headers)
         return body
 
 
@@ -203,6 +210,8 @@ class Task:
     lease_expires_at_ms: Optional[int] = None
     """When the running attempt's lease runs out unless extended (only in
     :meth:`Queue.browse` of active tasks)."""
+    headers: Dict[str, str] = field(default_factory=dict)
+    """The headers it was enqueued with (names lower-case), trace context included."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Task":
@@ -222,6 +231,7 @@ class Task:
             claimed_at_ms=d.get("claimed_at_ms"),
             worker_id=d.get("worker_id"),
             lease_expires_at_ms=d.get("lease_expires_at_ms"),
+            headers=dict(d.get("headers") or {}),
         )
 
 
@@ -273,6 +283,18 @@ class ClaimedTask:
     group: Optional[str] = None
     priority: int = 0
     """0 (first) to 9."""
+    max_attempts: Optional[int] = None
+    """Attempts allowed: a failure of this attempt sends the task to the dead-letter queue
+    when ``attempt`` reached it (``None`` from servers that do not send it)."""
+    claimed_at_ms: Optional[int] = None
+    """When it was claimed, by the server's clock (``None`` from servers that do not send
+    it); ``claimed_at_ms - due_at_ms`` is how late it started."""
+    headers: Dict[str, str] = field(default_factory=dict)
+    """The headers it was enqueued with (names lower-case), trace context included."""
+    continues_trace: bool = False
+    """Whether this run continues the producer's trace (its span a child of the producer's:
+    the first attempt of a task that was due at once) or starts a new one that links to it
+    (delayed, retried, or fired by a schedule)."""
 
     @classmethod
     def from_json(cls, queue: str, d: Mapping[str, Any]) -> "ClaimedTask":
@@ -287,6 +309,10 @@ class ClaimedTask:
             lease_expires_at_ms=d["lease_expires_at_ms"],
             group=d.get("group"),
             priority=d.get("priority", 0),
+            max_attempts=d.get("max_attempts"),
+            claimed_at_ms=d.get("claimed_at_ms"),
+            headers=dict(d.get("headers") or {}),
+            continues_trace=bool(d.get("continues_trace", False)),
         )
 
 
@@ -552,6 +578,8 @@ class Schedule:
     paused: bool
     outcome: Optional[ScheduleSetOutcome] = None
     """Only in the answer to :meth:`Queue.set_schedule`."""
+    headers: Dict[str, str] = field(default_factory=dict)
+    """Headers of each tick's task."""
     extra: Dict[str, Any] = field(default_factory=dict)
     """Fields this client version does not know (newer servers)."""
 
@@ -560,6 +588,7 @@ class Schedule:
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
         args: Dict[str, Any] = {k: d.get(k) for k in known}
         args["upcoming_ms"] = list(d.get("upcoming_ms") or [])
+        args["headers"] = dict(d.get("headers") or {})
         if args["outcome"] is not None:
             args["outcome"] = ScheduleSetOutcome(args["outcome"])
         return cls(**args, extra={k: v for k, v in d.items() if k not in known})

@@ -7,7 +7,8 @@ Duties, one thread each (the handler pool has ``concurrency`` threads):
   (``worker_id``: its :attr:`Worker.id`); while tasks are in hand it waits for half a batch
   of free slots, so claims stay batched under load;
 * handlers: run the handler and turn its answer into an ack or a nack (see
-  :mod:`dueq.outcome`);
+  :mod:`dueq.outcome`); with OpenTelemetry installed, each call runs in a consumer span
+  (:mod:`dueq._tracing`);
 * acker: sends what the handlers reported in batches (``/acks``, ``/nacks``): it takes
   everything reported since its last request, so batches grow with the load and a lone task
   is acknowledged at once;
@@ -41,6 +42,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
+from . import _tracing
 from ._heartbeat import DEFAULT_HEARTBEAT_MS, Heartbeat, new_worker_id, validate_heartbeat_ms
 from .client import Client, Queue
 from .errors import DueqError
@@ -242,10 +244,13 @@ class Worker:
                 if h is None:  # released by the shutdown meanwhile
                     continue
                 h.started = True
-            try:
-                v = verdict(self.handler(task))
-            except Exception as e:  # the handler's failure is the task's, not the worker's
-                v = failure(e)
+            with _tracing.start(task, self.lease_ms) as run:
+                try:
+                    v = verdict(self.handler(task))
+                except Exception as e:  # the handler's failure is the task's, not the worker's
+                    v = failure(e)
+                    run.raised(e)
+                run.answered(v)
             with self._lock:
                 self._held.pop(key, None)
                 abandoned = key in self._abandoned
