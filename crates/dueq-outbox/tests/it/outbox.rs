@@ -104,12 +104,14 @@ async fn a_rows_task_options_reach_its_redis_task() {
         .max_attempts(3)
         .lease_ms(5_000)
         .priority(4)
-        .group("merchant-7");
+        .group("merchant-7")
+        .header("X-Tenant", "acme");
     enqueue_in_tx(&mut tx, "q", &task).await.unwrap();
     // a writer in another language: the options as JSON, attempts in their column
     sqlx::query(
         "INSERT INTO dueq_outbox (queue, key, due_at_ms, max_attempts, options)
-         VALUES ('q', 'sql', dueq_outbox_now_ms() + 60000, 2, '{\"priority\": 9}')",
+         VALUES ('q', 'sql', dueq_outbox_now_ms() + 60000, 2,
+                 '{\"priority\": 9, \"headers\": {\"traceparent\": \"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}}')",
     )
     .execute(&mut *tx)
     .await
@@ -122,8 +124,13 @@ async fn a_rows_task_options_reach_its_redis_task() {
         (t.max_attempts, t.lease_ms, t.priority, t.group.as_deref()),
         (3, 5_000, 4, Some("merchant-7"))
     );
+    assert_eq!(t.headers, [("x-tenant", "acme")].into_iter().collect());
     let t = q.get(&TaskRef::key("sql").unwrap()).await.unwrap().unwrap();
     assert_eq!((t.max_attempts, t.priority, t.group), (2, 9, None));
+    assert_eq!(
+        t.headers.traceparent(),
+        Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    );
 }
 
 #[tokio::test]
