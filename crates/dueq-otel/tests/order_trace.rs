@@ -1,5 +1,6 @@
-//! A Rust program that opts in: its own `checkout` span enqueues a receipt due now and a cancel
-//! due in 2 s, a `dueq::Worker` runs both, and everything goes by OTLP/HTTP to a real receiver.
+//! The example `order_trace` (a Rust program that opts in: its own `checkout` span enqueues a
+//! receipt due now and a cancel due in 2 s, a `dueq::Worker` runs both) against a real OTLP/HTTP
+//! receiver.
 //! The receipt's run is a child of the checkout; the cancel's is the root of a new trace
 //! linked to it. With `DUEQ_TRACE_SVG=path` set, the spans received are drawn there (the
 //! picture of the user guide's tracing page).
@@ -9,15 +10,12 @@
 
 use std::time::Duration;
 
-use dueq::{Client, Outcome, TaskSpec, Worker};
 use dueq_testkit::RedisServer;
 use dueq_testkit::otlp::{OtlpReceiver, ReceivedSpan};
-use opentelemetry::trace::TracerProvider as _;
-use tracing::Instrument as _;
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::Targets;
-use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::util::SubscriberInitExt as _;
+
+#[path = "../examples/order_trace.rs"]
+#[allow(dead_code)] // its `main`
+mod order_trace;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -26,51 +24,9 @@ async fn a_checkout_parents_its_receipt_and_links_its_delayed_cancel() {
     let redis = RedisServer::start();
     let otlp = OtlpReceiver::start().await;
     let export = dueq_otel::Export::http(&otlp.http_endpoint, "shop").unwrap();
-    // the program's own spans (target "shop") go out beside dueq's
-    let shop = tracing_opentelemetry::layer()
-        .with_tracer(export.provider().tracer("shop"))
-        .with_filter(Targets::new().with_target("shop", tracing::Level::INFO));
-    tracing_subscriber::registry()
-        .with(export.layer())
-        .with(shop)
-        .init();
-
-    let client = Client::connect(&redis.url()).await.unwrap();
-    let orders = client.queue("orders").unwrap();
-    let worker = Worker::builder(client.clone())
-        .handle("orders", |task| async move {
-            let what = if task.key.as_deref() == Some("order:42:cancel") {
-                "cancel order"
-            } else {
-                "send receipt"
-            };
-            async { tokio::time::sleep(Duration::from_millis(30)).await }
-                .instrument(tracing::info_span!(target: "shop", "work", otel.name = what))
-                .await;
-            Outcome::Success
-        })
-        .build()
-        .unwrap()
-        .start();
-
-    async {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        orders
-            .enqueue(TaskSpec::new(b"42".to_vec()).key("order:42:receipt"))
-            .await
-            .unwrap();
-        orders
-            .enqueue(
-                TaskSpec::new(b"42".to_vec())
-                    .key("order:42:cancel")
-                    .delay_ms(2_000),
-            )
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    .instrument(tracing::info_span!(target: "shop", "checkout", otel.kind = "server"))
-    .await;
+    order_trace::checkout_and_work(&redis.url(), export)
+        .await
+        .unwrap();
 
     let named = |name: &'static str| move |s: &ReceivedSpan| s.span.name == name;
     let by_key =
@@ -87,7 +43,6 @@ async fn a_checkout_parents_its_receipt_and_links_its_delayed_cancel() {
         .await;
     otlp.wait_for(WAIT, "receipt work", named("send receipt"))
         .await;
-    worker.shutdown().await.unwrap();
 
     assert_eq!(checkout.service, "shop");
     assert_eq!(receipt.trace_id(), checkout.trace_id());
@@ -111,7 +66,6 @@ async fn a_checkout_parents_its_receipt_and_links_its_delayed_cancel() {
     if let Ok(path) = std::env::var("DUEQ_TRACE_SVG") {
         std::fs::write(&path, svg(&otlp.spans())).unwrap();
     }
-    export.shutdown().await;
 }
 
 /// The spans as a waterfall per trace: one row per span, indented under its parent, a dashed
