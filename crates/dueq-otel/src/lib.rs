@@ -28,7 +28,7 @@
 //! |---|---|
 //! | `OTEL_EXPORTER_OTLP_ENDPOINT` | the collector, e.g. `http://localhost:4318` (HTTP) or `http://localhost:4317` (gRPC); `/v1/traces` is added for HTTP |
 //! | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` | the full traces URL, instead of the above |
-//! | `OTEL_EXPORTER_OTLP_PROTOCOL` (or `..._TRACES_PROTOCOL`) | `http/protobuf` (the default) or `grpc` |
+//! | `OTEL_EXPORTER_OTLP_PROTOCOL` (or `..._TRACES_PROTOCOL`) | `http/protobuf` (the default) or `grpc`; `http/json` sends protobuf, which every OTLP/HTTP receiver takes too |
 //! | `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT` | headers and timeout of each export |
 //! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | the service's name (default: the program's, as given to [`Export::from_env`]) and attributes |
 //! | `OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG` | sampling (default `parentbased_always_on`) |
@@ -94,11 +94,12 @@ fn protocol() -> Result<Protocol, Error> {
         },
     };
     match value.trim() {
-        "http/protobuf" => Ok(Protocol::HttpProtobuf),
+        // an OTLP/HTTP receiver takes protobuf and JSON alike on the same path
+        "http/protobuf" | "http/json" => Ok(Protocol::HttpProtobuf),
         "grpc" => Ok(Protocol::Grpc),
         other => Err(Error::Config {
             name,
-            message: format!("must be http/protobuf or grpc, got {other:?}"),
+            message: format!("must be http/protobuf, http/json or grpc, got {other:?}"),
         }),
     }
 }
@@ -181,6 +182,12 @@ impl Export {
     {
         tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer("dueq"))
+            // the span's attributes are the messaging ones: no source location, thread or
+            // busy time of the process that ran it
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false)
             .with_filter(Targets::new().with_target(dueq::trace::SPAN_TARGET, tracing::Level::INFO))
     }
 

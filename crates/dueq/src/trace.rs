@@ -74,18 +74,54 @@ pub fn run_context(task: &ClaimedTask) -> Headers {
     let mut out = Headers::new();
     let cx = tracing::Span::current().context();
     if cx.span().span_context().is_valid() {
-        inject(&cx, &mut out);
-    } else if let Some(tp) = task.headers.traceparent() {
-        out.insert(TRACEPARENT, tp);
-        if let Some(ts) = task.headers.get(TRACESTATE) {
-            out.insert(TRACESTATE, ts);
+        TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(&mut out));
+    } else if task.continues_trace {
+        // no span of the run's own: what it calls joins the producer's trace only where the
+        // run itself would (a delayed run handing it on would stretch that trace)
+        for name in [TRACEPARENT, TRACESTATE] {
+            if let Some(v) = task.headers.get(name) {
+                out.insert(name, v);
+            }
         }
+    }
+    // an empty tracestate says nothing
+    if out.get(TRACESTATE) == Some("") {
+        out.remove(TRACESTATE);
     }
     out
 }
 
+/// Puts the trace context of `cx` into `headers` ([`add_context`]).
 pub(crate) fn inject(cx: &opentelemetry::Context, headers: &mut Headers) {
-    TraceContextPropagator::new().inject_context(cx, &mut HeadersMut(headers));
+    let mut context = Headers::new();
+    TraceContextPropagator::new().inject_context(cx, &mut HeadersMut(&mut context));
+    add_context(headers, context);
+}
+
+/// Adds a producer's trace context (`traceparent` and maybe `tracestate`, as sent by a caller
+/// that may not know the task's limits) to `headers`: never when they hold a `traceparent`,
+/// never a `traceparent` that is not a valid W3C one, and never so that the headers go over
+/// their limits (without the `tracestate` when only it does not fit). Trace context handed
+/// on implicitly never makes an enqueue fail.
+pub fn add_context(headers: &mut Headers, context: Headers) {
+    if headers.traceparent().is_some() || producer(&context).is_none() {
+        return;
+    }
+    let mut with_all = headers.clone();
+    let mut with_parent = headers.clone();
+    for (name, value) in context.iter() {
+        if name == TRACEPARENT {
+            with_parent.insert(name, value);
+        }
+        if name == TRACEPARENT || (name == TRACESTATE && !value.is_empty()) {
+            with_all.insert(name, value);
+        }
+    }
+    if with_all.check().is_ok() {
+        *headers = with_all;
+    } else if with_parent.check().is_ok() {
+        *headers = with_parent;
+    }
 }
 
 /// The producer's context from a task's headers, if they carry a valid `traceparent`.
@@ -154,6 +190,10 @@ pub enum RunOutcome {
     Retried,
     /// Failed for the last time, or permanently: in the dead-letter queue.
     Dead,
+    /// Stopped by the worker's shutdown before the handler ended; handed back to run again.
+    HandedBack,
+    /// Stopped when the lease was lost (it ran out and another worker may hold the task).
+    LeaseLost,
 }
 
 impl RunOutcome {
@@ -173,6 +213,8 @@ impl RunOutcome {
             Self::Succeeded => "succeeded",
             Self::Retried => "retried",
             Self::Dead => "dead",
+            Self::HandedBack => "handed_back",
+            Self::LeaseLost => "lease_lost",
         }
     }
 }
@@ -196,4 +238,55 @@ pub fn record_handler_outcome(span: &tracing::Span, outcome: &Outcome, last_atte
         Outcome::Retry { error, .. } | Outcome::Fail { error } => Some(error.as_str()),
     };
     record_outcome(span, RunOutcome::of(outcome, last_attempt), error);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    fn context(tp: &str, ts: &str) -> Headers {
+        [(TRACEPARENT, tp), (TRACESTATE, ts)].into_iter().collect()
+    }
+
+    #[test]
+    fn context_handed_on_never_breaks_the_limits_or_wins_over_the_callers() {
+        // added to what fits
+        let mut h: Headers = [("x", "1")].into_iter().collect();
+        add_context(&mut h, context(TP, "k=v"));
+        assert_eq!(
+            (h.traceparent(), h.get(TRACESTATE)),
+            (Some(TP), Some("k=v"))
+        );
+        // the caller's own traceparent wins
+        let mine = "00-11111111111111111111111111111111-2222222222222222-01";
+        let mut h: Headers = [(TRACEPARENT, mine)].into_iter().collect();
+        add_context(&mut h, context(TP, "k=v"));
+        assert_eq!((h.traceparent(), h.get(TRACESTATE)), (Some(mine), None));
+        // a 33rd entry would be refused: nothing added
+        let full: Headers = (0..32).map(|i| (format!("h{i}"), "v")).collect();
+        let mut h = full.clone();
+        add_context(&mut h, context(TP, "k=v"));
+        assert_eq!(h, full);
+        // a tracestate over the value limit is left out, the traceparent kept
+        let mut h = Headers::new();
+        add_context(&mut h, context(TP, &"k=v,".repeat(300)));
+        assert_eq!((h.traceparent(), h.get(TRACESTATE)), (Some(TP), None));
+        // an empty tracestate is left out
+        let mut h = Headers::new();
+        add_context(&mut h, context(TP, ""));
+        assert_eq!((h.len(), h.traceparent()), (1, Some(TP)));
+        // a traceparent that is not W3C is dropped with its tracestate
+        for bad in [
+            "00-xyz",
+            &format!("00-{}", "a".repeat(2000)),
+            "",
+            "zz-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ] {
+            let mut h = Headers::new();
+            add_context(&mut h, context(bad, "k=v"));
+            assert!(h.is_empty(), "{bad:?}");
+        }
+    }
 }

@@ -75,6 +75,10 @@ fn runs(path: &std::path::Path) -> Vec<Vec<String>> {
 /// command saw (Redis time): the span's is from the handler's start, a little later.
 fn check_run(s: &ReceivedSpan, queue: &str, run: &[String]) {
     assert_eq!(s.span.kind, CONSUMER, "{s:?}");
+    // the messaging attributes, not the process's source paths and threads
+    for private in ["code.file.path", "thread.id", "busy_ns", "target"] {
+        assert_eq!(s.attr(private), None, "{private} on {s:?}");
+    }
     assert_eq!(s.span.name, format!("process {queue}"));
     assert_eq!(s.service, "orders-worker");
     assert_eq!(s.attr("messaging.system").as_deref(), Some("dueq"));
@@ -229,41 +233,59 @@ async fn a_run_continues_the_trace_only_when_it_runs_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_export_the_command_gets_the_producers_context() {
+async fn without_export_only_a_run_at_once_hands_the_producers_context_on() {
     let redis = RedisServer::start();
     let url = redis.url();
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("env.txt");
     let tp = traceparent();
-    let out_text = dueq(
-        &url,
-        &[
-            "enqueue",
-            "q",
-            "--header",
-            &format!("traceparent={tp}"),
-            "--header",
-            "tracestate=v=1",
-            "--header",
-            "X-Tenant=acme",
-        ],
-    );
-    assert!(out_text.status.success());
+    let header = format!("traceparent={tp}");
+    for (key, delay) in [("now", "0ms"), ("later", "1s")] {
+        let out = dueq(
+            &url,
+            &[
+                "enqueue",
+                "q",
+                "--key",
+                key,
+                "--delay",
+                delay,
+                "--header",
+                &header,
+                "--header",
+                "tracestate=v=1",
+                "--header",
+                "X-Tenant=acme",
+            ],
+        );
+        assert!(out.status.success());
+    }
     let command = format!(
-        "printf '%s\\n%s\\n%s\\n' \"$TRACEPARENT\" \"$TRACESTATE\" \"$DUEQ_TASK_HEADERS\" > {}",
-        out.display()
+        "printf '%s\\n%s\\n%s\\n' \"$TRACEPARENT\" \"$TRACESTATE\" \"$DUEQ_TASK_HEADERS\" \
+         > {}/$DUEQ_TASK_KEY.tmp && mv {0}/$DUEQ_TASK_KEY.tmp {0}/$DUEQ_TASK_KEY.txt",
+        dir.path().display()
     );
     let w = worker(&url, "q", None, &command);
-    dueq_testkit::wait_until(WAIT, "the run", || {
-        std::fs::read_to_string(&out).is_ok_and(|s| s.lines().count() == 3)
+    let lines = |key: &str| -> Vec<String> {
+        std::fs::read_to_string(dir.path().join(format!("{key}.txt")))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    dueq_testkit::wait_until(WAIT, "both runs", || {
+        lines("now").len() == 3 && lines("later").len() == 3
     });
     stop(w);
-    let text = std::fs::read_to_string(&out).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0], tp);
-    assert_eq!(lines[1], "v=1");
-    let headers: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+    // at once: what the command calls joins the producer's trace
+    let now = lines("now");
+    assert_eq!((now[0].as_str(), now[1].as_str()), (tp.as_str(), "v=1"));
+    let headers: serde_json::Value = serde_json::from_str(&now[2]).unwrap();
     assert_eq!(headers["x-tenant"], "acme");
+    assert_eq!(headers["traceparent"], tp.as_str());
+    // delayed: no run span to hang it under, and the producer's trace is not stretched
+    let later = lines("later");
+    assert_eq!((later[0].as_str(), later[1].as_str()), ("", ""));
+    let headers: serde_json::Value = serde_json::from_str(&later[2]).unwrap();
     assert_eq!(headers["traceparent"], tp.as_str());
 }
 
@@ -361,4 +383,46 @@ async fn serve_exports_by_grpc_and_hands_the_run_to_the_webhook() {
         Some("acme")
     );
     drop(s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_at_shutdown_is_exported_as_handed_back() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let otlp = OtlpReceiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let (ok, r) = dueq_json(&url, &["enqueue", "slow", "--key", "slow:1"]);
+    assert!(ok, "{r}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dueq"));
+    cmd.args([
+        "--redis",
+        &url,
+        "work",
+        "slow",
+        "--shutdown-grace",
+        "100ms",
+        "--",
+    ])
+    .args([
+        "sh",
+        "-c",
+        &format!("touch {}; sleep 30", started.display()),
+    ])
+    .env_remove("DUEQ_LOG")
+    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp.http_endpoint)
+    .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
+    let w = cmd.spawn().unwrap();
+    dueq_testkit::wait_until(WAIT, "the command started", || started.exists());
+    stop(w);
+    let run = otlp
+        .wait_for(WAIT, "of the stopped run", key_is("slow:1"))
+        .await;
+    assert_eq!(
+        run.attr("dueq.task.outcome").as_deref(),
+        Some("handed_back")
+    );
+    assert_eq!(run.span.status.clone().unwrap_or_default().code, ERROR);
 }

@@ -323,31 +323,25 @@ fn due(delay_ms: Option<u64>, due_at_ms: Option<u64>) -> ApiResult<Option<Due>> 
 }
 
 /// The W3C trace context (`traceparent`, `tracestate`) an enqueue request carries as HTTP
-/// headers: it goes into the headers of the tasks whose body gives no `traceparent`.
+/// headers: it goes into the headers of the tasks whose body gives no `traceparent`, when it is
+/// valid and fits their limits ([`dueq::trace::add_context`]); an HTTP client's
+/// instrumentation sends it unasked, so it never makes an enqueue fail.
 #[derive(Debug, Default)]
-pub(crate) struct RequestTrace(Vec<(&'static str, String)>);
+pub(crate) struct RequestTrace(dueq::Headers);
 
 impl RequestTrace {
     pub(crate) fn of(headers: &HeaderMap) -> Self {
-        let mut v = Vec::new();
+        let mut h = dueq::Headers::new();
         for name in [dueq::TRACEPARENT, dueq::TRACESTATE] {
             if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
-                v.push((name, value.to_owned()));
+                h.insert(name, value);
             }
         }
-        // a tracestate without a traceparent means nothing
-        if v.first().is_none_or(|(n, _)| *n != dueq::TRACEPARENT) {
-            v.clear();
-        }
-        Self(v)
+        Self(h)
     }
 
     fn apply(&self, options: &mut dueq::TaskOptions) {
-        if options.headers.traceparent().is_none() {
-            for (name, value) in &self.0 {
-                options.headers.insert(*name, value.clone());
-            }
-        }
+        dueq::trace::add_context(&mut options.headers, self.0.clone());
     }
 }
 

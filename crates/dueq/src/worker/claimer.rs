@@ -200,6 +200,7 @@ fn start(
     handed_out: Instant,
 ) {
     let id = task.id.clone();
+    let span = trace::consumer_span(rt.queue.name(), &task);
     rt.running().insert(
         id.clone(),
         Running {
@@ -208,6 +209,7 @@ fn start(
             deadline_ms: task.lease_expires_at_ms,
             abort: None,
             reported: false,
+            span: span.clone(),
         },
     );
     let rt2 = rt.clone();
@@ -218,7 +220,6 @@ fn start(
             .started_at_ms
             .saturating_add(handed_out.elapsed().as_millis() as u64);
         let token = task.lease_token.clone();
-        let span = trace::consumer_span(rt2.queue.name(), &task);
         let last_attempt = task.attempt >= task.max_attempts;
         let fut = (rt2.handler)(task);
         let outcome = AssertUnwindSafe(fut)

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use super::{Counters, QueueRt, Shared};
 use crate::task::{LeaseToken, TaskId};
+use crate::trace::{self, RunOutcome};
 
 const TICK: Duration = Duration::from_millis(50);
 
@@ -67,6 +68,11 @@ pub(super) async fn run(rt: Arc<QueueRt>, shared: Arc<Shared>, mut stop: watch::
                     // Another worker may be running the task now, and this one's result
                     // would be refused (fencing): stop the handler (a `dueq work` command is
                     // killed with it) rather than run it twice at once.
+                    trace::record_outcome(
+                        &r.span,
+                        RunOutcome::LeaseLost,
+                        Some("the lease was lost while the handler ran; the handler was stopped"),
+                    );
                     if let Some(a) = r.abort {
                         a.abort();
                     }

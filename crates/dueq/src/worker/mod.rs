@@ -165,6 +165,9 @@ struct Running {
     abort: Option<AbortHandle>,
     /// The handler has ended and reported; the acker removes the entry once it is settled.
     reported: bool,
+    /// The run's consumer span (disabled when spans are not exported), to record a run that
+    /// is stopped before its handler ends.
+    span: tracing::Span,
 }
 
 /// A handler's report, on its way to the acker.

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::duties::{Duties, ScheduleFirer, WorkerLoad};
 use crate::task::{LeaseToken, TaskId};
+use crate::trace::{self, RunOutcome};
 
 /// Runs `worker` until its stop signal, then shuts it down in the order of the module docs.
 pub(super) async fn run(worker: Worker, shared: Arc<Shared>) {
@@ -122,6 +123,7 @@ async fn stop_queues(
     }
     // 3. abort the rest and hand their leases back (tasks whose handler ended stay with the
     // acker: their reports are settled in step 4)
+    let mut aborted = Vec::new();
     for rt in &rts {
         let left: Vec<(TaskId, LeaseToken)> = {
             let mut running = rt.running();
@@ -133,8 +135,16 @@ async fn stop_queues(
             ids.into_iter()
                 .filter_map(|id| {
                     let r = running.remove(&id)?;
+                    trace::record_outcome(
+                        &r.span,
+                        RunOutcome::HandedBack,
+                        Some(
+                            "the worker stopped before the handler ended; the task was handed back",
+                        ),
+                    );
                     if let Some(a) = r.abort {
                         a.abort();
+                        aborted.push(a);
                     }
                     Some((id, r.token))
                 })
@@ -154,6 +164,12 @@ async fn stop_queues(
                     "could not hand leases back; they will expire and be recovered");
             }
         }
+    }
+    // an aborted handler ends at its next poll: wait for it (briefly), so that its end (the
+    // run's span, a `dueq work` command killed) comes before the worker reports it stopped
+    let until = tokio::time::Instant::now() + Duration::from_secs(1);
+    while aborted.iter().any(|a| !a.is_finished()) && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     // 4. flush reports
     for rt in &rts {
