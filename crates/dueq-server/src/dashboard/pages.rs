@@ -288,6 +288,10 @@ struct TaskView {
     /// When the running attempt was claimed (active): the time and how long ago.
     claimed: Option<(String, String)>,
     last_error: Option<String>,
+    priority: u8,
+    group: Option<String>,
+    /// Its headers, by name.
+    headers: Vec<(String, String)>,
     payload: String,
     payload_len: usize,
     payload_more: usize,
@@ -325,6 +329,13 @@ impl TaskView {
             payload_more,
             key: t.key,
             last_error: t.last_error,
+            priority: t.priority,
+            group: t.group,
+            headers: t
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
         }
     }
 }

@@ -294,7 +294,8 @@ async fn task_page_shows_state_and_last_error() {
     let id = c
         .enqueue(
             "q",
-            json!({"payload": {"order": "<script>alert(1)</script>"}, "key": "order:1 & <2>"}),
+            json!({"payload": {"order": "<script>alert(1)</script>"}, "key": "order:1 & <2>",
+                   "priority": 3, "headers": {"x-tenant": "<i>acme</i>"}}),
         )
         .await;
     fail(&c, "q", "boom <b>bold</b> & \"quoted\"", false).await;
@@ -333,6 +334,14 @@ async fn task_page_shows_state_and_last_error() {
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     assert!(r.text.contains(r#"id="task-state">dead<"#), "{}", r.text);
     assert!(r.text.contains("2 of 5"), "{}", r.text);
+    // its headers, escaped, and its priority
+    assert!(
+        r.text
+            .contains("<td>x-tenant</td><td>&#60;i&#62;acme&#60;/i&#62;</td>"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains("<dt>Priority</dt><dd>3</dd>"), "{}", r.text);
     for (query, status) in [
         ("queue=q&by=id&value=nosuchid", StatusCode::NOT_FOUND),
         ("queue=q&by=key&value=nokey", StatusCode::NOT_FOUND),
