@@ -7,9 +7,12 @@ use std::collections::HashMap;
 fn bench_smoke_reports_every_metric() {
     let stdout = crate::dueq_embedded(&["bench", "--smoke", "--runs", "1", "--json"]);
     let mut medians: HashMap<(String, String), f64> = HashMap::new();
+    let mut ratios = HashMap::new();
     for line in stdout.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        if v.get("median_of").is_some() {
+        if v.get("ratio_of").is_some() {
+            ratios.insert(v["workload"].as_str().unwrap().to_owned(), v);
+        } else if v.get("median_of").is_some() {
             medians.insert(
                 (
                     v["workload"].as_str().unwrap().to_owned(),
@@ -42,6 +45,16 @@ fn bench_smoke_reports_every_metric() {
         assert!(get(&format!("W4-{n}"), "due_to_100th_ms") >= 0.0);
     }
     assert!(get("W5", "bytes_per_task") > 100.0);
+    // many tenants: no group over its limit; the targets that are ratios come computed
+    assert!(get("W7T", "most_active_in_a_group") <= 10.0);
+    assert!(get("W7-REF", "tasks_per_s") > 0.0);
+    for (r, target) in [("W7/W7-REF", ">= 0.80"), ("W7T/W2", ">= 0.60")] {
+        let v = ratios
+            .get(r)
+            .unwrap_or_else(|| panic!("no ratio {r} in {stdout}"));
+        assert!(v["value"].as_f64().unwrap() > 0.0, "{v}");
+        assert_eq!(v["target"], target);
+    }
 }
 
 /// W8 at smoke sizes (100 schedules every second for 2 s): every tick ran once, none early,

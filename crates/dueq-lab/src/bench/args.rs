@@ -7,9 +7,9 @@ use super::workloads::Workload;
 /// `dueq bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads to run, comma-separated: W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W8,
-    /// IDLE-SCHEDULES, OUTBOX, W9 (default: all but W2-PRIO, W8, IDLE-SCHEDULES, OUTBOX and
-    /// W9). W9 starts its own local 3-master Redis Cluster (redis-server and redis-cli on
+    /// Workloads to run, comma-separated: W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W7-REF,
+    /// W7T, W8, IDLE-SCHEDULES, OUTBOX, W9 (default: all but W2-PRIO, W8, IDLE-SCHEDULES,
+    /// OUTBOX and W9). W9 starts its own local 3-master Redis Cluster (redis-server and redis-cli on
     /// PATH) and refuses --redis.
     #[arg(long, value_delimiter = ',')]
     pub workload: Vec<Workload>,

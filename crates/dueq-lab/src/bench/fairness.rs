@@ -80,3 +80,119 @@ pub(super) async fn run(
     ));
     Ok(figs)
 }
+
+/// W7-REF: W7's tasks on a queue without groups under `concurrency` 20, the most W7's two
+/// groups can have in flight at 10 each: what the same drain costs without the group rules.
+pub(super) async fn reference(
+    client: &Client,
+    queue: &Queue,
+    probe: &Probe,
+    n: usize,
+) -> Result<Vec<Figure>> {
+    queue
+        .update_settings(&SettingsPatch::default().concurrency(Some(20)))
+        .await?;
+    let p = payload();
+    fill(queue, (0..n).map(|_| TaskSpec::new(p.clone())).collect()).await?;
+    let first = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let f2 = first.clone();
+    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
+    let worker = Worker::builder(client.clone())
+        .concurrency(1_000)
+        .handle(queue.name(), move |_task| {
+            let f2 = f2.clone();
+            async move {
+                f2.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(Instant::now);
+                Outcome::Success
+            }
+        })
+        .build()?
+        .start();
+    wait_succeeded(&worker, n, Duration::from_micros(500)).await?;
+    let end = Instant::now();
+    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
+    worker.shutdown().await?;
+    let start = first
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or(end);
+    let secs = (end - start).as_secs_f64().max(1e-9);
+    Ok(throughput("W7-REF", n, secs, cpu1 - cpu0, ccpu1 - ccpu0))
+}
+
+/// W7T: many tenants at once. `groups` groups of `per_group` due tasks each, enqueued
+/// interleaved (one task of each group in turn), `group_concurrency` 10, one worker of
+/// concurrency 1 000. Figures: the drain, and the most tasks of one group that ran at once
+/// (counted at handler start and end; the target is at most 10).
+pub(super) async fn tenants(
+    client: &Client,
+    queue: &Queue,
+    probe: &Probe,
+    groups: usize,
+    per_group: usize,
+) -> Result<Vec<Figure>> {
+    queue
+        .update_settings(&SettingsPatch::default().group_concurrency(Some(10)))
+        .await?;
+    let p = payload();
+    let names: Vec<String> = (0..groups).map(|g| format!("tenant-{g}")).collect();
+    let specs = (0..per_group)
+        .flat_map(|_| {
+            names
+                .iter()
+                .map(|g| TaskSpec::new(p.clone()).group(g.clone()))
+        })
+        .collect();
+    fill(queue, specs).await?;
+    // tasks of each group running now, and the most seen at once in any group
+    let active: Arc<Vec<AtomicU64>> = Arc::new((0..groups).map(|_| AtomicU64::new(0)).collect());
+    let most = Arc::new(AtomicU64::new(0));
+    let first = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let (act, most2, f2) = (active.clone(), most.clone(), first.clone());
+    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
+    let worker = Worker::builder(client.clone())
+        .concurrency(1_000)
+        .handle(queue.name(), move |task| {
+            let (act, most2, f2) = (act.clone(), most2.clone(), f2.clone());
+            async move {
+                f2.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(Instant::now);
+                let g = task
+                    .group
+                    .as_deref()
+                    .and_then(|g| g.strip_prefix("tenant-"))
+                    .and_then(|g| g.parse::<usize>().ok())
+                    .and_then(|g| act.get(g));
+                if let Some(g) = g {
+                    let now = g.fetch_add(1, Ordering::SeqCst) + 1;
+                    most2.fetch_max(now, Ordering::SeqCst);
+                    // a run long enough for the group's other claims to meet it
+                    tokio::task::yield_now().await;
+                    g.fetch_sub(1, Ordering::SeqCst);
+                }
+                Outcome::Success
+            }
+        })
+        .build()?
+        .start();
+    let n = groups * per_group;
+    wait_succeeded(&worker, n, Duration::from_micros(500)).await?;
+    let end = Instant::now();
+    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
+    worker.shutdown().await?;
+    let start = first
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or(end);
+    let secs = (end - start).as_secs_f64().max(1e-9);
+    let mut figs = throughput("W7T", n, secs, cpu1 - cpu0, ccpu1 - ccpu0);
+    figs.push(fig(
+        "W7T",
+        "most_active_in_a_group",
+        most.load(Ordering::Relaxed) as f64,
+    ));
+    Ok(figs)
+}

@@ -11,6 +11,7 @@ mod outbox;
 mod partitions;
 mod schedules;
 mod sizes;
+mod targets;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -141,7 +142,7 @@ pub async fn run(
     }
     if !json_out {
         outln!(
-            "{:<20} {:<24} {:>14} {:>14} {:>14}",
+            "{:<20} {:<24} {:>14} {:>14} {:>14}  target",
             "workload",
             "metric",
             "median",
@@ -149,6 +150,7 @@ pub async fn run(
             "max"
         );
     }
+    let mut medians = BTreeMap::new();
     for k in order {
         let mut v = all.remove(&k).unwrap_or_default();
         let (lo, hi) = v
@@ -157,20 +159,41 @@ pub async fn run(
                 (a.min(*x), b.max(*x))
             });
         let m = median(&mut v);
+        medians.insert(k.clone(), m);
+        let target = targets::of(&k.0, k.1).unwrap_or("");
         if json_out {
             outln!(
                 "{}",
                 json!({"workload": k.0, "metric": k.1, "value": m, "median_of": v.len(),
-                    "min": lo, "max": hi})
+                    "min": lo, "max": hi, "target": target})
             );
         } else {
             outln!(
-                "{:<20} {:<24} {:>14.3} {:>14.3} {:>14.3}",
+                "{:<20} {:<24} {:>14.3} {:>14.3} {:>14.3}  {target}",
                 k.0,
                 k.1,
                 m,
                 lo,
                 hi
+            );
+        }
+    }
+    for r in targets::ratios(&medians) {
+        if json_out {
+            outln!(
+                "{}",
+                json!({"workload": r.workload, "metric": r.metric, "value": r.value,
+                    "ratio_of": r.of, "target": r.target})
+            );
+        } else {
+            outln!(
+                "{:<20} {:<24} {:>14.3} {:>14} {:>14}  {}",
+                r.workload,
+                r.metric,
+                r.value,
+                "",
+                "",
+                r.target
             );
         }
     }

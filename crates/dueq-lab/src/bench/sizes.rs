@@ -27,6 +27,10 @@ pub struct Sizes {
     pub w7: usize,
     /// W7 tasks of the small group.
     pub w7_small: usize,
+    /// W7T groups.
+    pub w7t_groups: usize,
+    /// W7T tasks of each group.
+    pub w7t_per_group: usize,
     /// W8 schedules (each every second).
     pub w8: usize,
     /// W8 measured seconds.
@@ -52,6 +56,8 @@ impl Sizes {
             outbox: 50_000,
             w7: 100_000,
             w7_small: 100,
+            w7t_groups: 1_000,
+            w7t_per_group: 100,
             w8: 10_000,
             w8_secs: 30,
             idle_schedules: 10_000,
@@ -73,6 +79,8 @@ impl Sizes {
             outbox: 500,
             w7: 2_000,
             w7_small: 20,
+            w7t_groups: 20,
+            w7t_per_group: 10,
             w8: 100,
             w8_secs: 2,
             idle_schedules: 100,

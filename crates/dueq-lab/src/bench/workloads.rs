@@ -34,6 +34,10 @@ pub enum Workload {
     W5,
     /// Fairness: a flooding group and a small one, `group_concurrency` 10.
     W7,
+    /// W7's tasks without groups under `concurrency` 20: what W7's drain is compared with.
+    W7Ref,
+    /// Many tenants: 1 000 groups of 100 due tasks, `group_concurrency` 10.
+    W7T,
     /// Schedules firing every second, three worker clients (not in the default set).
     W8,
     /// IDLE with 10 000 schedules due in about 45 minutes (not in the default set).
@@ -48,7 +52,7 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload in the documented order.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 9] = [
         Workload::W1,
         Workload::W2,
         Workload::W3,
@@ -56,6 +60,8 @@ impl Workload {
         Workload::W4,
         Workload::W5,
         Workload::W7,
+        Workload::W7Ref,
+        Workload::W7T,
     ];
 
     /// Its name in flags and output.
@@ -69,6 +75,8 @@ impl Workload {
             Workload::W4 => "W4",
             Workload::W5 => "W5",
             Workload::W7 => "W7",
+            Workload::W7Ref => "W7-REF",
+            Workload::W7T => "W7T",
             Workload::W8 => "W8",
             Workload::IdleSchedules => "IDLE-SCHEDULES",
             Workload::Outbox => "OUTBOX",
@@ -95,8 +103,8 @@ impl FromStr for Workload {
             .find(|w| w.name().eq_ignore_ascii_case(&dashed))
             .ok_or_else(|| {
                 format!(
-                    "unknown workload {s:?}: use W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W8, \
-                     IDLE-SCHEDULES, OUTBOX, W9"
+                    "unknown workload {s:?}: use W1, W2, W2-PRIO, W3, IDLE, W4, W5, W7, W7-REF, \
+                     W7T, W8, IDLE-SCHEDULES, OUTBOX, W9"
                 )
             })
     }
@@ -149,6 +157,14 @@ pub async fn run(
         Workload::W5 => w5(&queue, &probe, sizes.w5).await,
         Workload::W7 => {
             super::fairness::run(&client, &queue, &probe, sizes.w7, sizes.w7_small).await
+        }
+        Workload::W7Ref => {
+            let n = sizes.w7 + sizes.w7_small;
+            super::fairness::reference(&client, &queue, &probe, n).await
+        }
+        Workload::W7T => {
+            let (g, n) = (sizes.w7t_groups, sizes.w7t_per_group);
+            super::fairness::tenants(&client, &queue, &probe, g, n).await
         }
         Workload::W8 => {
             super::schedules::run(url, &probe, &queue_name, sizes.w8, sizes.w8_secs).await
