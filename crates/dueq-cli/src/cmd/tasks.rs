@@ -52,14 +52,11 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
     let mut options = a.options.options();
     // a trace context handed down in the environment (as `dueq work` and OpenTelemetry's
     // environment carriers pass it), unless --header gives one
-    if options.headers.traceparent().is_none()
-        && let Ok(tp) = std::env::var("TRACEPARENT")
-    {
-        options.headers.insert(dueq::TRACEPARENT, tp);
-        if let Ok(ts) = std::env::var("TRACESTATE") {
-            options.headers.insert(dueq::TRACESTATE, ts);
-        }
-    }
+    let env: dueq::Headers = [dueq::TRACEPARENT, dueq::TRACESTATE]
+        .into_iter()
+        .filter_map(|name| Some((name, std::env::var(name.to_ascii_uppercase()).ok()?)))
+        .collect();
+    dueq::trace::add_context(&mut options.headers, env);
     spec = spec.options(options);
     let replacing = a.replace || a.debounce_max_ms.is_some();
     let e = client.queue(&a.queue)?.enqueue(spec).await?;

@@ -9,11 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
-use dueq::{Client, Outcome, Queue, SettingsPatch, TaskSpec, Worker};
-use tokio::time::Instant;
+use dueq::{Client, Queue, SettingsPatch, TaskSpec};
 
-use super::load::{fill, payload, wait_succeeded};
-use super::measure::{Figure, Probe, client_cpu_s, fig, throughput};
+use super::load::{fill, payload, timed_drain};
+use super::measure::{Figure, Probe, fig};
 
 pub(super) async fn run(
     client: &Client,
@@ -42,37 +41,16 @@ pub(super) async fn run(
     .await?;
     let a_started = Arc::new(AtomicU64::new(0));
     let a_at_last_b = Arc::new(AtomicU64::new(0));
-    let first = Arc::new(std::sync::Mutex::new(None::<Instant>));
-    let (a2, l2, f2) = (a_started.clone(), a_at_last_b.clone(), first.clone());
-    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
-    let worker = Worker::builder(client.clone())
-        .concurrency(1_000)
-        .handle(queue.name(), move |task| {
-            let (a2, l2, f2) = (a2.clone(), l2.clone(), f2.clone());
-            async move {
-                f2.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert_with(Instant::now);
-                if task.group.as_deref() == Some("A") {
-                    a2.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    l2.store(a2.load(Ordering::Relaxed), Ordering::Relaxed);
-                }
-                Outcome::Success
-            }
-        })
-        .build()?
-        .start();
-    wait_succeeded(&worker, a + b, Duration::from_micros(500)).await?;
-    let end = Instant::now();
-    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
-    worker.shutdown().await?;
-    let start = first
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or(end);
-    let secs = (end - start).as_secs_f64().max(1e-9);
-    let mut figs = throughput("W7", a + b, secs, cpu1 - cpu0, ccpu1 - ccpu0);
+    let (a2, l2) = (a_started.clone(), a_at_last_b.clone());
+    let mut figs = timed_drain(client, queue, probe, a + b, "W7", move |task| {
+        if task.group.as_deref() == Some("A") {
+            a2.fetch_add(1, Ordering::Relaxed);
+        } else {
+            l2.store(a2.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        async {}
+    })
+    .await?;
     figs.push(fig(
         "W7",
         "a_started_before_last_b",
@@ -94,32 +72,7 @@ pub(super) async fn reference(
         .await?;
     let p = payload();
     fill(queue, (0..n).map(|_| TaskSpec::new(p.clone())).collect()).await?;
-    let first = Arc::new(std::sync::Mutex::new(None::<Instant>));
-    let f2 = first.clone();
-    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
-    let worker = Worker::builder(client.clone())
-        .concurrency(1_000)
-        .handle(queue.name(), move |_task| {
-            let f2 = f2.clone();
-            async move {
-                f2.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert_with(Instant::now);
-                Outcome::Success
-            }
-        })
-        .build()?
-        .start();
-    wait_succeeded(&worker, n, Duration::from_micros(500)).await?;
-    let end = Instant::now();
-    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
-    worker.shutdown().await?;
-    let start = first
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or(end);
-    let secs = (end - start).as_secs_f64().max(1e-9);
-    Ok(throughput("W7-REF", n, secs, cpu1 - cpu0, ccpu1 - ccpu0))
+    timed_drain(client, queue, probe, n, "W7-REF", |_| async {}).await
 }
 
 /// W7T: many tenants at once. `groups` groups of `per_group` due tasks each, enqueued
@@ -149,47 +102,28 @@ pub(super) async fn tenants(
     // tasks of each group running now, and the most seen at once in any group
     let active: Arc<Vec<AtomicU64>> = Arc::new((0..groups).map(|_| AtomicU64::new(0)).collect());
     let most = Arc::new(AtomicU64::new(0));
-    let first = Arc::new(std::sync::Mutex::new(None::<Instant>));
-    let (act, most2, f2) = (active.clone(), most.clone(), first.clone());
-    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
-    let worker = Worker::builder(client.clone())
-        .concurrency(1_000)
-        .handle(queue.name(), move |task| {
-            let (act, most2, f2) = (act.clone(), most2.clone(), f2.clone());
-            async move {
-                f2.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert_with(Instant::now);
-                let g = task
-                    .group
-                    .as_deref()
-                    .and_then(|g| g.strip_prefix("tenant-"))
-                    .and_then(|g| g.parse::<usize>().ok())
-                    .and_then(|g| act.get(g));
-                if let Some(g) = g {
-                    let now = g.fetch_add(1, Ordering::SeqCst) + 1;
-                    most2.fetch_max(now, Ordering::SeqCst);
-                    // a run long enough (1 ms, against 1 000 slots) for the group's other
-                    // tasks to be claimed meanwhile, so the limit binds
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    g.fetch_sub(1, Ordering::SeqCst);
-                }
-                Outcome::Success
-            }
-        })
-        .build()?
-        .start();
+    let (act, most2) = (active.clone(), most.clone());
     let n = groups * per_group;
-    wait_succeeded(&worker, n, Duration::from_micros(500)).await?;
-    let end = Instant::now();
-    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
-    worker.shutdown().await?;
-    let start = first
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or(end);
-    let secs = (end - start).as_secs_f64().max(1e-9);
-    let mut figs = throughput("W7T", n, secs, cpu1 - cpu0, ccpu1 - ccpu0);
+    let mut figs = timed_drain(client, queue, probe, n, "W7T", move |task| {
+        let (act, most2) = (act.clone(), most2.clone());
+        async move {
+            let g = task
+                .group
+                .as_deref()
+                .and_then(|g| g.strip_prefix("tenant-"))
+                .and_then(|g| g.parse::<usize>().ok())
+                .and_then(|g| act.get(g));
+            if let Some(g) = g {
+                let now = g.fetch_add(1, Ordering::SeqCst) + 1;
+                most2.fetch_max(now, Ordering::SeqCst);
+                // a run long enough (1 ms, against 1 000 slots) for the group's other
+                // tasks to be claimed meanwhile, so the limit binds
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                g.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    })
+    .await?;
     figs.push(fig(
         "W7T",
         "most_active_in_a_group",

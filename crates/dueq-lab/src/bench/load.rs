@@ -1,12 +1,14 @@
 //! Loading a queue for a workload: the payload, filling in batches, waiting for the runs.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use dueq::{Queue, TaskSpec};
+use dueq::{ClaimedTask, Client, Outcome, Queue, TaskSpec, Worker};
 use tokio::time::Instant;
+
+use super::measure::{Figure, Probe, client_cpu_s, throughput};
 
 const PAYLOAD_BYTES: usize = 100;
 const BATCH: usize = 1_000;
@@ -15,6 +17,51 @@ const IN_FLIGHT: usize = 4;
 
 pub fn payload() -> Vec<u8> {
     vec![b'x'; PAYLOAD_BYTES]
+}
+
+/// Drains the `n` due tasks of `queue` with one worker of concurrency 1 000 whose handler runs
+/// `run` and succeeds: the throughput figures of workload `name`, from the first handler start
+/// to the last ack (Redis and client CPU over the same span).
+pub async fn timed_drain<F, Fut>(
+    client: &Client,
+    queue: &Queue,
+    probe: &Probe,
+    n: usize,
+    name: &'static str,
+    run: F,
+) -> Result<Vec<Figure>>
+where
+    F: Fn(ClaimedTask) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let first = Arc::new(Mutex::new(None::<Instant>));
+    let f2 = first.clone();
+    let run = Arc::new(run);
+    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
+    let worker = Worker::builder(client.clone())
+        .concurrency(1_000)
+        .handle(queue.name(), move |task| {
+            f2.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(Instant::now);
+            let ran = run(task);
+            async move {
+                ran.await;
+                Outcome::Success
+            }
+        })
+        .build()?
+        .start();
+    wait_succeeded(&worker, n, Duration::from_micros(500)).await?;
+    let end = Instant::now();
+    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
+    worker.shutdown().await?;
+    let start = first
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or(end);
+    let secs = (end - start).as_secs_f64().max(1e-9);
+    Ok(throughput(name, n, secs, cpu1 - cpu0, ccpu1 - ccpu0))
 }
 
 /// Waits until `worker` has acknowledged `n` tasks (at most 10 minutes).

@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use dueq::{Client, Outcome, Queue, TaskSpec, Worker};
 use tokio::time::Instant;
 
-use super::load::{fill, payload, wait_succeeded};
+use super::load::{fill, payload, timed_drain, wait_succeeded};
 use super::measure::{
     Figure, Probe, client_commands, client_cpu_s, fig, median, pct, settle_tables, throughput,
 };
@@ -238,32 +238,17 @@ async fn drain(
     n: usize,
     name: &'static str,
 ) -> Result<(Vec<Figure>, Vec<u8>)> {
-    let starts: Arc<Mutex<(Option<Instant>, Vec<u8>)>> =
-        Arc::new(Mutex::new((None, Vec::with_capacity(n))));
+    let starts = Arc::new(Mutex::new(Vec::with_capacity(n)));
     let s2 = starts.clone();
-    let (cpu0, ccpu0) = (probe.cpu_s().await?, client_cpu_s());
-    let worker = Worker::builder(client.clone())
-        .concurrency(DRAIN_CONCURRENCY)
-        .handle(queue.name(), move |task| {
-            let s2 = s2.clone();
-            async move {
-                let mut g = s2.lock().unwrap_or_else(|p| p.into_inner());
-                if g.0.is_none() {
-                    g.0 = Some(Instant::now());
-                }
-                g.1.push(task.priority);
-                Outcome::Success
-            }
-        })
-        .build()?
-        .start();
-    wait_succeeded(&worker, n, Duration::from_micros(500)).await?;
-    let end = Instant::now();
-    let (cpu1, ccpu1) = (probe.cpu_s().await?, client_cpu_s());
-    worker.shutdown().await?;
-    let (first, order) = std::mem::take(&mut *starts.lock().unwrap_or_else(|p| p.into_inner()));
-    let secs = (end - first.unwrap_or(end)).as_secs_f64().max(1e-9);
-    Ok((throughput(name, n, secs, cpu1 - cpu0, ccpu1 - ccpu0), order))
+    let figures = timed_drain(client, queue, probe, n, name, move |task| {
+        s2.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task.priority);
+        async {}
+    })
+    .await?;
+    let order = std::mem::take(&mut *starts.lock().unwrap_or_else(|p| p.into_inner()));
+    Ok((figures, order))
 }
 
 /// Handler start minus due time (Redis clock) of every task, after they all ran.
