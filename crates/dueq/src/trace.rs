@@ -113,7 +113,9 @@ pub fn add_context(headers: &mut Headers, context: Headers) {
         if name == TRACEPARENT {
             with_parent.insert(name, value);
         }
-        if name == TRACEPARENT || (name == TRACESTATE && !value.is_empty()) {
+        // a tracestate the caller gave stays theirs
+        let own_state = name == TRACESTATE && headers.get(TRACESTATE).is_some();
+        if name == TRACEPARENT || (name == TRACESTATE && !value.is_empty() && !own_state) {
             with_all.insert(name, value);
         }
     }
@@ -273,6 +275,13 @@ mod tests {
         let mut h = Headers::new();
         add_context(&mut h, context(TP, &"k=v,".repeat(300)));
         assert_eq!((h.traceparent(), h.get(TRACESTATE)), (Some(TP), None));
+        // a tracestate given explicitly is kept
+        let mut h: Headers = [(TRACESTATE, "mine=1")].into_iter().collect();
+        add_context(&mut h, context(TP, "k=v"));
+        assert_eq!(
+            (h.traceparent(), h.get(TRACESTATE)),
+            (Some(TP), Some("mine=1"))
+        );
         // an empty tracestate is left out
         let mut h = Headers::new();
         add_context(&mut h, context(TP, ""));
