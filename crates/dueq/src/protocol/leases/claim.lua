@@ -155,16 +155,19 @@ local function drop_missed(id, rec, group, once)
   end
 end
 
--- Hands out the tasks `ids` (due times `dues`, `n` of them) taken off their index.
-local function hand_out_all(ids, dues, n, group)
-  if n == 0 then return 0 end
+-- Hands out the tasks `ids` (due times `dues`, `n` of them) taken off their index; `gs`
+-- holds each task's group (nil: none of them has one). Returns how many were handed out,
+-- and with `gs` how many of each group.
+local function hand_out_all(ids, dues, n, gs)
+  if n == 0 then return 0, {} end
   if not token then token = int(redis.call('HINCRBY', meta, 'seq', 1)) end
   local recs = hmget_chunked(tasks, ids)
   -- expiry times of these tasks (n <= 1000, the claim's cap, so one call)
   local exps = exp_on and redis.call('ZMSCORE', K.expiry, unpack(ids, 1, n))
   local started, ns = {}, 0
-  local given = 0
+  local given, per = 0, {}
   for j = 1, n do
+    local group = gs and gs[j] or ''
     local e = exps and exps[j] and tonumber(exps[j])
     -- a missing record (hash entry deleted by hand) leaves nothing to run; an unreadable
     -- one goes to the dead-letter queue instead of stopping the queue
@@ -185,10 +188,11 @@ local function hand_out_all(ids, dues, n, group)
       local d = dues[j]
       hand_out(ids[j], token, recs[j], d, group)
       given = given + 1
+      if gs then per[group] = (per[group] or 0) + 1 end
       local late = now - d
       late_sum = late_sum + late
       if late > late_max then late_max = late end
-      -- tasks come in due order: count a run of one bucket, and write it when it ends
+      -- tasks mostly come in due order: count a run of one bucket, and write it when it ends
       if late > LATE_BOUNDS[late_b] or (late_b > 1 and late <= LATE_BOUNDS[late_b - 1]) then
         if late_run > 0 then late_n[late_b] = (late_n[late_b] or 0) + late_run end
         late_b, late_run = bucket(LATE_BOUNDS, late, late_b), 0
@@ -201,7 +205,7 @@ local function hand_out_all(ids, dues, n, group)
   end
   if ns > 0 then chunked('ZREM', K.expiry, started) end
   fresh = fresh + given
-  return given
+  return given, per
 end
 
 -- Up to `room` ungrouped due tasks in claim order: priority by priority (0 first), each
@@ -242,104 +246,141 @@ local function take_plain(plain, n)
     redis.call('ZREMRANGEBYRANK', K.s[p], 0, j - i)
     i = j + 1
   end
-  return hand_out_all(ids, dues, n, '')
+  return (hand_out_all(ids, dues, n, nil))
 end
 
--- Serves group `g` up to `q` due tasks within its limits, then puts it back in the rotation,
--- parks it at its concurrency limit, holds it until its rate limit opens, or drops its
--- marker when it has nothing scheduled. Returns the tasks handed out.
-local function serve_group(g, q)
-  local running = 0
-  if gconc > 0 then
-    running = tonumber(redis.call('HGET', K.gactive, g) or '0') or 0
-    q = math.min(q, gconc - running)
+-- Parks group `g` at its concurrency limit while it has due work held back (a task of it
+-- that ends makes it ready again, gfinish); else it waits for its next task: `head`, its
+-- earliest scheduled task (nil: none).
+local function park_group(g, head)
+  if head and head > now then
+    redis.call('ZADD', K.gready, head, g)
+  elseif head then
+    redis.call('ZREM', K.gready, g)
+    redis.call('HSET', K.gparked, g, int(now))
+  else
+    redis.call('ZREM', K.gready, g)
+  end
+end
+
+-- One round of take_groups: serves the groups `ready` up to `share` due tasks each (`room`
+-- in all) within their limits, then puts each back in the rotation (at the claim time, so
+-- behind the groups still waiting), parks it at its concurrency limit, holds it until its
+-- rate limit opens, or drops its marker when it has nothing scheduled. The reads are per
+-- group; the writes the groups share (due index, records, markers) are one call per round.
+-- Returns the tasks handed out.
+local function serve_groups(ready, share, room)
+  local nr = #ready
+  local running = gconc > 0 and redis.call('HMGET', K.gactive, unpack(ready, 1, nr))
+  -- what each group takes: ids, due times and groups of the tasks, and per group served
+  -- (in `served`) its running count, rate limit state and earliest task not taken
+  local ids, dues, gs, n = {}, {}, {}, 0
+  local served, ns = {}, 0
+  for i = 1, nr do
+    if n >= room then break end
+    local g = ready[i]
+    local q = math.min(share, room - n)
+    local run = running and tonumber(running[i] or '0') or 0
+    local limit = nil
+    if gconc > 0 then q = math.min(q, gconc - run) end
     if q <= 0 then
-      -- parked only while it has due work held back; else it waits for its next task
-      local head = ghead(K, g)
-      if head and head > now then
-        redis.call('ZADD', K.gready, head, g)
-      else
-        redis.call('ZREM', K.gready, g)
-        redis.call('HSET', K.gparked, g, int(now))
+      park_group(g, ghead(K, g))
+    else
+      if grmax > 0 and grper > 0 then
+        local r, opens
+        r, opens, limit = rate_room(K, g, grmax, grper, now)
+        if r <= 0 then
+          redis.call('ZADD', K.gready, opens, g)
+          rate_hold(K, limit, now)
+          q = 0
+        end
+        q = math.min(q, r)
       end
-      return 0
     end
-  end
-  local limit = nil
-  if grmax > 0 and grper > 0 and q > 0 then
-    local room, opens
-    room, opens, limit = rate_room(K, g, grmax, grper, now)
-    if room <= 0 then
-      redis.call('ZADD', K.gready, opens, g)
-      rate_hold(K, limit, now)
-      return 0
-    end
-    q = math.min(q, room)
-  end
-  -- per priority in use (0 first), one read gives the due tasks to take (at most q in all)
-  -- and that priority's next task after them; `head` is the earliest task not taken
-  local ids, dues, n, head = {}, {}, 0, nil
-  for k = 1, K.pn do
-    local p = gpprefix(g, K.pl[k])
-    local want = q - n
-    local r = redis.call('ZRANGEBYLEX', K.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, want + 1)
-    local last = 0
-    for i = 1, #r do
-      local d = struct.unpack('>I6', r[i], #p + 1)
-      if i > want or d > now then
-        if not head or d < head then head = d end
-        break
+    if q > 0 then
+      -- per priority in use (0 first), one read gives the due tasks to take (at most q in
+      -- all) and that priority's next task after them; `head` is the earliest not taken
+      local head, took = nil, 0
+      for k = 1, K.pn do
+        local p = gpprefix(g, K.pl[k])
+        local want = q - took
+        local r = redis.call('ZRANGEBYLEX', K.gsched, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0,
+          want + 1)
+        local last = 0
+        for j = 1, #r do
+          local d = struct.unpack('>I6', r[j], #p + 1)
+          if j > want or d > now then
+            if not head or d < head then head = d end
+            break
+          end
+          last = j
+          took = took + 1
+          n = n + 1
+          dues[n] = d
+          ids[n] = string.sub(r[j], #p + 7)
+          gs[n] = g
+        end
+        if last > 0 then redis.call('ZREMRANGEBYLEX', K.gsched, '[' .. r[1], '[' .. r[last]) end
       end
-      last = i
-      n = n + 1
-      dues[n] = d
-      ids[n] = string.sub(r[i], #p + 7)
+      ns = ns + 1
+      served[ns] = {g, run, limit, head}
     end
-    if last > 0 then redis.call('ZREMRANGEBYLEX', K.gsched, '[' .. r[1], '[' .. r[last]) end
   end
-  if n > 0 then
-    chunked('ZREM', K.gdue, ids)
-    n = hand_out_all(ids, dues, n, g)
-    if n > 0 then
-      redis.call('HINCRBY', K.gactive, g, n)
+  if n > 0 then chunked('ZREM', K.gdue, ids) end
+  local given, per = hand_out_all(ids, dues, n, gs)
+  local again, na, parked, np, gone, ng = {}, 0, {}, 0, {}, 0
+  for i = 1, ns do
+    local g, run, limit, head = served[i][1], served[i][2], served[i][3], served[i][4]
+    local got = per[g] or 0
+    if got > 0 then
+      redis.call('HINCRBY', K.gactive, g, got)
       if limit then
-        -- the time the group was held back, counted now that it is served (summed over groups)
+        -- the time the group was held back, counted now that it is served (summed over
+        -- groups)
         if limit.held then
           redis.call('HINCRBY', K.stats, 'throttled_ms_group_rate', math.max(now - limit.held, 0))
           limit.held = nil
         end
-        rate_take(K, limit, n, now)
+        rate_take(K, limit, got, now)
       end
     end
+    if not head then
+      ng = ng + 1
+      gone[ng] = g
+    elseif gconc > 0 and run + got >= gconc and head <= now then
+      ng = ng + 1
+      gone[ng] = g
+      parked[np + 1] = g; parked[np + 2] = int(now)
+      np = np + 2
+    else
+      again[na + 1] = math.max(head, now); again[na + 2] = g
+      na = na + 2
+    end
   end
-  if not head then
-    redis.call('ZREM', K.gready, g)
-  elseif gconc > 0 and running + n >= gconc and head <= now then
-    redis.call('ZREM', K.gready, g)
-    redis.call('HSET', K.gparked, g, int(now))
-  else
-    redis.call('ZADD', K.gready, math.max(head, now), g)
-  end
-  return n
+  if ng > 0 then chunked('ZREM', K.gready, gone) end
+  if np > 0 then chunked('HSET', K.gparked, parked) end
+  if na > 0 then chunked('ZADD', K.gready, again) end
+  return given
 end
 
 -- Serves ready groups, an equal share of `room` each per round, round after round while
 -- room is left: a group given its share stays ready (at the claim time) and comes again;
 -- one held back by a limit or out of due work leaves the range, so the next round reads
--- other groups. At most room + 100 group visits per claim, so the work stays bounded.
+-- other groups. Under a group concurrency limit a round reads one group per `gconc` slots,
+-- so each visit can fill the group's free slots: a visit costs a few Redis commands however
+-- many tasks it takes, and a group served moves behind the others all the same.
+-- At most room + 100 group visits per claim, so the work stays bounded.
 local function take_groups(room)
   local taken, visits = 0, 0
+  local quantum = math.max(gconc, 1)
   while room > 0 and visits < room + 100 do
-    local ready = redis.call('ZRANGEBYSCORE', K.gready, '-inf', now, 'LIMIT', 0, room)
+    local ready = redis.call('ZRANGEBYSCORE', K.gready, '-inf', now, 'LIMIT', 0,
+      math.ceil(room / quantum))
     if #ready == 0 then break end
-    local share = math.max(1, math.floor(room / #ready))
-    for i = 1, #ready do
-      if room <= 0 then break end
-      local n = serve_group(ready[i], math.min(share, room))
-      room = room - n
-      taken = taken + n
-      visits = visits + 1
-    end
+    local n = serve_groups(ready, math.max(1, math.floor(room / #ready)), room)
+    room = room - n
+    taken = taken + n
+    visits = visits + #ready
   end
   return taken
 end

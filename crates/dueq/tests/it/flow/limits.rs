@@ -247,6 +247,57 @@ async fn group_concurrency_parks_a_group_until_its_tasks_end() {
     assert!(s.throttled_ms.group_concurrency > 0 || s.now_ms > 0);
 }
 
+/// Redis commands run so far, those inside scripts included.
+fn commands(ctx: &Ctx) -> u64 {
+    dueq_testkit::info_field(&mut ctx.raw(), "stats", "total_commands_processed")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_claim_fills_its_slots_across_many_groups_at_a_few_commands_each() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("tenants");
+    q.update_settings(&SettingsPatch::default().group_concurrency(Some(10)))
+        .await
+        .unwrap();
+    for g in 0..200 {
+        due_tasks(&q, 20, Some(&format!("t{g:03}"))).await;
+    }
+    let per_group = |c: &[ClaimedTask]| {
+        let mut m: HashMap<String, usize> = HashMap::new();
+        for t in c {
+            *m.entry(t.group.clone().unwrap_or_default()).or_default() += 1;
+        }
+        m
+    };
+    let before = commands(&ctx);
+    let first = q.claim(1_000, None).await.unwrap().tasks;
+    let used = commands(&ctx) - before;
+    let served = per_group(&first);
+    assert_eq!(first.len(), 1_000, "one claim fills every slot");
+    assert_eq!(
+        served.len(),
+        100,
+        "each group visited takes its ten free slots"
+    );
+    assert!(served.values().all(|&n| n == 10), "{served:?}");
+    // a visit costs a few commands whatever it takes (the claim's own bookkeeping aside):
+    // a claim that visited each of the 200 groups for five tasks ran some 1 600
+    assert!(
+        used <= 100 * 4 + 100,
+        "{used} commands for one claim of 100 groups"
+    );
+    // the groups served wait behind those not served yet, even once their slots are free
+    ack_all(&q, &first).await;
+    let second = per_group(&q.claim(1_000, None).await.unwrap().tasks);
+    assert_eq!(second.len(), 100);
+    assert!(
+        second.keys().all(|g| !served.contains_key(g)),
+        "the second claim served a group of the first before one never served"
+    );
+}
+
 #[tokio::test]
 async fn group_rate_limit_holds_one_group_and_not_the_others() {
     let ctx = Ctx::new().await;
