@@ -64,9 +64,15 @@ pub const MAX_POLL_MS: u64 = 1_000;
 const MAX_LAYOUT_PAUSE: Duration = Duration::from_secs(1);
 
 /// Longest a claim round waits for the partitions still out once one has answered: the
-/// others' answers of a healthy round come within about as long again; a partition slower
+/// others' answers of a healthy round come within a few milliseconds; a partition slower
 /// than this (its node hanging) answers into a later claim.
 const MAX_ROUND_WAIT: Duration = Duration::from_millis(50);
+
+/// Least a claim round waits for the partitions still out once one has answered. A partition
+/// that answers after its round hands its tasks to a later claim, on top of the slots that
+/// claim shares out, so the worker must hand the extra ones back: on a loaded machine the
+/// masters' answers spread over a few milliseconds.
+const MIN_ROUND_WAIT: Duration = Duration::from_millis(3);
 
 /// What a partition's claim, run as a task of its own, sends back: the partition's index,
 /// its claimer and the claim's answer.

@@ -7,14 +7,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use super::partition::PartitionClaimer;
-use super::{Answer, DueClaimer, MAX_ROUND_WAIT, any_of};
-
-/// Least a claim round waits for the partitions still out once one has answered. A partition
-/// that answers after the round ends hands its tasks to a later claim, on top of the slots
-/// that claim shares out, so the worker must hand the extra ones back: on a loaded machine
-/// the masters' answers spread over a few milliseconds, and a shorter wait made about one
-/// task in eight go out and back.
-const MIN_ROUND_WAIT: Duration = Duration::from_millis(3);
+use super::{Answer, DueClaimer, MAX_ROUND_WAIT, MIN_ROUND_WAIT, any_of};
 use crate::client::{Queue, split};
 use crate::error::Result;
 use crate::task::ClaimedTask;
@@ -34,9 +27,10 @@ impl DueClaimer {
     /// own; an idle partition (no work due within a poll) whose fallback poll comes within
     /// half a poll is asked for nothing at the same time, so idle partitions cost one round
     /// of calls per poll, not one each. The claim waits for the first answer and then for
-    /// the others twice as long again, at least 3 ms (at most [`MAX_ROUND_WAIT`] in all), never for a
-    /// partition whose last call failed, and no longer than until a partition not asked has
-    /// work (its timer or a wake-up): a partition whose node hangs holds up only its own
+    /// the others twice as long again, at least [`MIN_ROUND_WAIT`] (at most
+    /// [`MAX_ROUND_WAIT`] in all), never for a partition whose last call failed, and no
+    /// longer than until a partition not asked has work (its timer or a wake-up): a
+    /// partition whose node hangs holds up only its own
     /// tasks, which a later claim hands out when they come (its answer ends
     /// [`ready`](Self::ready)). A late answer may make the list longer than `max`.
     ///

@@ -249,20 +249,6 @@ local function take_plain(plain, n)
   return (hand_out_all(ids, dues, n, nil))
 end
 
--- Parks group `g` at its concurrency limit while it has due work held back (a task of it
--- that ends makes it ready again, gfinish); else it waits for its next task: `head`, its
--- earliest scheduled task (nil: none).
-local function park_group(g, head)
-  if head and head > now then
-    redis.call('ZADD', K.gready, head, g)
-  elseif head then
-    redis.call('ZREM', K.gready, g)
-    redis.call('HSET', K.gparked, g, int(now))
-  else
-    redis.call('ZREM', K.gready, g)
-  end
-end
-
 -- One round of take_groups: serves the groups `ready` up to `share` due tasks each (`room`
 -- in all) within their limits, then puts each back in the rotation (at the claim time, so
 -- behind the groups still waiting), parks it at its concurrency limit, holds it until its
@@ -284,18 +270,17 @@ local function serve_groups(ready, share, room)
     local limit = nil
     if gconc > 0 then q = math.min(q, gconc - run) end
     if q <= 0 then
-      park_group(g, ghead(K, g))
-    else
-      if grmax > 0 and grper > 0 then
-        local r, opens
-        r, opens, limit = rate_room(K, g, grmax, grper, now)
-        if r <= 0 then
-          redis.call('ZADD', K.gready, opens, g)
-          rate_hold(K, limit, now)
-          q = 0
-        end
-        q = math.min(q, r)
+      -- at its limit: served for nothing, so it is parked while due work waits (below)
+      ns = ns + 1
+      served[ns] = {g, run, nil, ghead(K, g)}
+    elseif grmax > 0 and grper > 0 then
+      local r, opens
+      r, opens, limit = rate_room(K, g, grmax, grper, now)
+      if r <= 0 then
+        redis.call('ZADD', K.gready, opens, g)
+        rate_hold(K, limit, now)
       end
+      q = math.min(q, r)
     end
     if q > 0 then
       -- per priority in use (0 first), one read gives the due tasks to take (at most q in
