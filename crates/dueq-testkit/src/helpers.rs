@@ -21,6 +21,31 @@ pub fn hlen(conn: &mut impl ConnectionLike, key: &str) -> u64 {
         .unwrap_or_else(|e| panic!("HLEN {key} failed: {e}"))
 }
 
+/// The entry dueq keeps in a queue's `active` and `leases` while tasks are active, so that
+/// Redis keeps them as hash tables (see `lib/active.lua`).
+pub const LEASES_PIN: &str =
+    "dueq pin: an entry too long for a listpack keeps this set a hash table";
+
+/// The number of active tasks in a queue's `active` sorted set: `ZCARD` without the pin.
+pub fn active_len(conn: &mut impl ConnectionLike, key: &str) -> u64 {
+    let pinned: Option<f64> = redis::cmd("ZSCORE")
+        .arg(key)
+        .arg(LEASES_PIN)
+        .query(conn)
+        .unwrap_or_else(|e| panic!("ZSCORE {key} failed: {e}"));
+    zcard(conn, key) - u64::from(pinned.is_some())
+}
+
+/// The number of leases in a queue's `leases` hash: `HLEN` without the pin.
+pub fn leases_len(conn: &mut impl ConnectionLike, key: &str) -> u64 {
+    let pinned: bool = redis::cmd("HEXISTS")
+        .arg(key)
+        .arg(LEASES_PIN)
+        .query(conn)
+        .unwrap_or_else(|e| panic!("HEXISTS {key} failed: {e}"));
+    hlen(conn, key) - u64::from(pinned)
+}
+
 /// All keys matching the glob `pattern`, collected with `SCAN` (never
 /// `KEYS`), deduplicated and sorted.
 ///

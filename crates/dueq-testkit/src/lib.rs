@@ -15,8 +15,8 @@
 //! * `otlp::OtlpReceiver` (feature `otlp`) — a trace collector that decodes the OTLP
 //!   exports (HTTP/protobuf and gRPC) it receives.
 //! * [`wait_until`] / [`wait_until_async`] — poll a condition with a deadline.
-//! * [`zcard`], [`hlen`], [`keys_matching`], [`slowlog_max_us`],
-//!   [`info_field`] — small synchronous inspection helpers.
+//! * [`zcard`], [`hlen`], [`active_len`], [`leases_len`], [`keys_matching`],
+//!   [`slowlog_max_us`], [`info_field`] — small synchronous inspection helpers.
 //!
 //! # Failure mode: panics
 //!
@@ -58,7 +58,9 @@ mod wait;
 
 pub use cluster::{RedisCluster, RedisClusterBuilder};
 pub use error::Error;
-pub use helpers::{hlen, info_field, keys_matching, slowlog_max_us, zcard};
+pub use helpers::{
+    LEASES_PIN, active_len, hlen, info_field, keys_matching, leases_len, slowlog_max_us, zcard,
+};
 pub use sentinel::{MASTER_NAME, RedisSentinels};
 pub use server::{RedisServer, RedisServerBuilder};
 pub use wait::{wait_until, wait_until_async};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use dueq_testkit::{RedisServer, info_field, wait_until, zcard};
+use dueq_testkit::{RedisServer, active_len, info_field, wait_until};
 
 use crate::dueq;
 use crate::serve::{http, serve};
@@ -233,7 +233,7 @@ fn c25_concurrency_limit_across_processes() {
         let mut conn = server.conn();
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                let n = zcard(&mut conn, "dueq:{mail}:active");
+                let n = active_len(&mut conn, "dueq:{mail}:active");
                 max_seen.fetch_max(n, Ordering::Relaxed);
                 if after.load(Ordering::Relaxed) {
                     max_after.fetch_max(n, Ordering::Relaxed);

@@ -67,6 +67,7 @@ const LIB: &[(&str, &str)] = &[
     ("lib/base.lua", include_str!("lib/base.lua")),
     ("lib/keys.lua", include_str!("lib/keys.lua")),
     ("lib/record.lua", include_str!("lib/record.lua")),
+    ("lib/active.lua", include_str!("lib/active.lua")),
     ("lib/windows.lua", include_str!("lib/windows.lua")),
     ("lib/stats.lua", include_str!("lib/stats.lua")),
     ("lib/priorities.lua", include_str!("lib/priorities.lua")),

@@ -479,3 +479,69 @@ async fn keys_dot_and_dot_dot_are_refused_at_enqueue() {
             .created()
     );
 }
+
+/// Active tasks sit in two small sets (`active`, `leases`) that Redis would keep as listpacks,
+/// where every insert and delete scans the list. Each holds a pin entry that keeps it a hash
+/// table while tasks are active; counts, browsing and the concurrency limit leave it out, and
+/// it goes with the last task.
+#[tokio::test]
+async fn active_tasks_live_in_hash_tables_and_the_pin_is_never_counted() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("pinned");
+    let k = q.keys().clone();
+    let mut raw = ctx.raw();
+    let encoding = |raw: &mut redis::Connection, key: &str| -> Option<String> {
+        redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(key)
+            .query(raw)
+            .unwrap()
+    };
+    for i in 0..3 {
+        q.enqueue(TaskSpec::new(vec![i])).await.unwrap();
+    }
+    q.update_settings(&SettingsPatch::default().concurrency(Some(3)))
+        .await
+        .unwrap();
+    let c = q.claim(10, None).await.unwrap();
+    assert_eq!(c.tasks.len(), 3);
+    assert_eq!(encoding(&mut raw, &k.active).as_deref(), Some("skiplist"));
+    assert_eq!(encoding(&mut raw, &k.leases).as_deref(), Some("hashtable"));
+    assert_eq!(q.stats().await.unwrap().active, 3);
+    let page = q.browse(TaskState::Active, None, 10).await.unwrap();
+    assert_eq!(page.tasks.len(), 3);
+    assert!(!c.orphans, "the pins are not orphaned leases");
+
+    // the concurrency limit counts the three tasks, not the pin: one more task is held back
+    // now, and can be claimed once one of the three is acked
+    q.enqueue(TaskSpec::new(vec![9])).await.unwrap();
+    assert!(q.claim(10, None).await.unwrap().tasks.is_empty());
+    let (a, b, last) = (&c.tasks[0], &c.tasks[1], &c.tasks[2]);
+    assert_eq!(
+        q.ack(&a.id, &a.lease_token).await.unwrap(),
+        AckOutcome::Acked
+    );
+    let d = q.claim(10, None).await.unwrap();
+    assert_eq!(d.tasks.len(), 1);
+    let fourth = &d.tasks[0];
+    assert_eq!(
+        q.ack(&b.id, &b.lease_token).await.unwrap(),
+        AckOutcome::Acked
+    );
+    assert_eq!(
+        q.release(&[(fourth.id.clone(), fourth.lease_token.clone())])
+            .await
+            .unwrap(),
+        vec![true]
+    );
+    assert_eq!(q.stats().await.unwrap().active, 1);
+    assert_eq!(encoding(&mut raw, &k.active).as_deref(), Some("skiplist"));
+
+    // the last one leaves: neither set is kept
+    q.nack(&last.id, &last.lease_token, "boom", None, false)
+        .await
+        .unwrap();
+    assert_eq!(q.stats().await.unwrap().active, 0);
+    assert_eq!(encoding(&mut raw, &k.active), None);
+    assert_eq!(encoding(&mut raw, &k.leases), None);
+}

@@ -12,7 +12,9 @@ use dueq::{
     AckOutcome, Backoff, CancelOutcome, ClaimedTask, Client, LeaseToken, NackOutcome, Outcome,
     Queue, QueueKeys, TaskId, TaskRef, TaskSpec, TaskState, Worker, WorkerBuilder,
 };
-use dueq_testkit::{hlen, keys_matching, wait_until_async, zcard};
+use dueq_testkit::{
+    LEASES_PIN, active_len, hlen, keys_matching, leases_len, wait_until_async, zcard,
+};
 
 use crate::support::{Ctx, DEADLINE};
 
@@ -81,7 +83,14 @@ fn assert_lease_invariant(raw: &mut redis::Connection, k: &QueueKeys) -> BTreeSe
         in_leases, in_active,
         "HKEYS leases and ZRANGE active differ: an active task without a deadline (or the reverse)"
     );
-    for (id, score) in &active {
+    // both hold the pin exactly while they hold tasks
+    let mut in_active = in_active;
+    assert_eq!(
+        in_active.remove(LEASES_PIN),
+        !in_active.is_empty(),
+        "the pin is in the active set exactly while tasks are: {in_active:?}"
+    );
+    for (id, score) in active.iter().filter(|(id, _)| id != LEASES_PIN) {
         let lv = &leases[id];
         // "token deadline keyed"
         let deadline: u64 = lv.split(' ').nth(1).unwrap().parse().unwrap();
@@ -521,7 +530,7 @@ async fn c09_lost_deadline_entry_still_recovered() {
         .query(&mut raw)
         .unwrap();
     assert_eq!(removed, 2);
-    assert_eq!(hlen(&mut raw, &k.leases), 3);
+    assert_eq!(leases_len(&mut raw, &k.leases), 3);
     assert!(
         q.claim(0, None).await.unwrap().orphans,
         "claim reports orphans"
@@ -821,7 +830,7 @@ async fn c10_future_task_not_held_before_due() {
             );
         }
         let state = q.get(&f.id.clone().into()).await.unwrap().map(|t| t.state);
-        let active = zcard(&mut raw, &q.keys().active);
+        let active = active_len(&mut raw, &q.keys().active);
         let now = ctx.redis_now_ms();
         if now >= f.due_at_ms {
             break;

@@ -61,7 +61,7 @@ for i = 1, n do
   out[i + 1] = ok
 end
 if nok > 0 then
-  local wake_up = at_concurrency(meta, active, conc)
+  local wake_up = at_concurrency(K, conc)
   chunked('ZREM', active, okids)
   if ngrouped > 0 then
     local gs = hmget_chunked(K.groups, grouped)
@@ -77,6 +77,7 @@ if nok > 0 then
   end
   if wake_up then redis.call('PUBLISH', ARGV[1], int(now)) end
   chunked('HDEL', leases, okids)
+  active_unpin(K)
   local recs = hmget_chunked(tasks, keyed)
   local dargs = {}
   local kept = {}

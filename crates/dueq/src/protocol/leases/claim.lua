@@ -409,7 +409,7 @@ local due_now = not paused and room > 0 and first ~= nil and first <= now
 local by_rate, by_conc = false, false
 if due_now then
   if conc > 0 then
-    local free = conc - redis.call('ZCARD', active)
+    local free = conc - active_count(K)
     if free <= 0 then by_conc = true end
     room = math.min(room, free)
   end
@@ -454,15 +454,14 @@ if fresh > 0 then
 end
 
 if nz > 0 then
-  chunked('ZADD', active, za)
-  chunked('HSET', leases, la)
+  active_add(K, za, la)
   if claim_id ~= '' then
     redis.call('HSET', claims, claim_id, int(now) .. ' ' .. table.concat(log, ' '))
   end
 end
 out[3] = first or -1
-out[4] = earliest(active) or -1
-if redis.call('HLEN', leases) ~= redis.call('ZCARD', active) then out[5] = 1 end
+out[4] = active_earliest(K) or -1
+if leases_count(K) ~= active_count(K) then out[5] = 1 end
 out[11] = nz / 2
 out[12] = nmissed
 for i = 1, ngo do out[no + i] = grouped_out[i] end

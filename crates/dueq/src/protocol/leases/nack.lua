@@ -11,7 +11,7 @@ local m = tonumber(ARGV[2])
 local n = tonumber(ARGV[3 + m])
 local now = now_ms()
 local out = {now}
-local wake_up = at_concurrency(K.meta, active)
+local wake_up = at_concurrency(K)
 -- run time histogram counts of this call (bucket -> tasks), for leases that say their claim time
 local run_n, run_sum, timed = {}, 0, false
 for i = 1, n do
@@ -46,6 +46,7 @@ for i = 1, n do
   out[#out + 1] = code
   out[#out + 1] = due
 end
+active_unpin(K)
 if timed then timings_add(K.stats, 'run_time', run_n, run_sum) end
 if wake_up or K.woke then redis.call('PUBLISH', channel, int(now)) end
 return out

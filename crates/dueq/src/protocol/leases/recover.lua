@@ -38,7 +38,7 @@ for _ = 1, 10 do
   cursor = scan[1]
   for i = 1, #scan[2], 2 do
     local id = scan[2][i]
-    if not pick[id] and nexp < max and not redis.call('ZSCORE', active, id) then
+    if id ~= PIN and not pick[id] and nexp < max and not redis.call('ZSCORE', active, id) then
       local _, deadline = lease_split(scan[2][i + 1])
       if deadline <= now then
         nexp = nexp + 1
@@ -68,7 +68,7 @@ for i = 1, #cscan[2], 2 do
 end
 
 local recovered, dead = 0, 0
-local wake_up = #expired > 0 and at_concurrency(K.meta, active)
+local wake_up = #expired > 0 and at_concurrency(K)
 for i = 1, #expired do
   local id = expired[i]
   redis.call('ZREM', active, id)
@@ -81,7 +81,10 @@ for i = 1, #expired do
     if code == 2 then dead = dead + 1 else recovered = recovered + 1 end
   end
 end
-if #expired > 0 then redis.call('HINCRBY', K.stats, 'lease_expired_total', #expired) end
+if #expired > 0 then
+  active_unpin(K)
+  redis.call('HINCRBY', K.stats, 'lease_expired_total', #expired)
+end
 if wake_up or K.woke then redis.call('PUBLISH', channel, int(now)) end
 -- rate logs nobody added to for a window go here too, so an idle queue keeps none
 local per = redis.call('HMGET', K.meta, 'rate_per_ms', 'group_rate_per_ms', 'exp', 'on_expire')
@@ -89,7 +92,7 @@ local nexpired, more = 0, false
 if per[3] then nexpired, more = expire_due(K, now, per[4] == 'dead') end
 local window = math.max(tonumber(per[1] or '0') or 0, tonumber(per[2] or '0') or 0)
 if window > 0 then rate_forget(K, now - window, 100) end
-local next_deadline = earliest(active)
+local next_deadline = active_earliest(K)
 if orphan_next and (next_deadline == nil or orphan_next < next_deadline) then
   next_deadline = orphan_next
 end

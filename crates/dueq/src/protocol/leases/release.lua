@@ -11,7 +11,7 @@ local now = now_ms()
 local out = {now}
 local before = earliest_due(K)
 local soonest = nil
-local wake_up = at_concurrency(K.meta, active)
+local wake_up = at_concurrency(K)
 for i = 1, n do
   local id, token = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
   local lv = redis.call('HGET', leases, id)
@@ -37,6 +37,7 @@ for i = 1, n do
   end
   out[#out + 1] = ok
 end
+active_unpin(K)
 if wake_up then
   redis.call('PUBLISH', channel, int(now))
 elseif soonest ~= nil then

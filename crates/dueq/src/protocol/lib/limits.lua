@@ -4,9 +4,9 @@
 -- Whether the queue is at its concurrency limit, so that a task leaving `active` frees a slot
 -- a throttled claimer waits for.
 -- `limit`: the queue's `concurrency` setting when the caller has read it already.
-local function at_concurrency(meta, active, limit)
-  local c = limit or tonumber(redis.call('HGET', meta, 'concurrency') or '0') or 0
-  return c > 0 and redis.call('ZCARD', active) >= c
+local function at_concurrency(K, limit)
+  local c = limit or tonumber(redis.call('HGET', K.meta, 'concurrency') or '0') or 0
+  return c > 0 and active_count(K) >= c
 end
 
 -- Sliding-window rate limits on the Redis clock. Each limit owner ('' for the queue, else a

@@ -7,7 +7,7 @@
 local K = queue_keys()
 local now = now_ms()
 if ARGV[1] ~= '1' then
-  local busy = redis.call('ZCARD', K.active) + redis.call('ZCARD', K.gdue)
+  local busy = active_count(K) + redis.call('ZCARD', K.gdue)
   for p = 0, 9 do busy = busy + redis.call('ZCARD', K.s[p]) end
   if busy > 0 then return {now, 0} end
 end

@@ -22,7 +22,7 @@ local out = {
   now,
   scheduled,
   due,
-  redis.call('ZCARD', active),
+  active_count(K),
   redis.call('ZCARD', dead),
   redis.call('ZCARD', done),
   next_due or -1,

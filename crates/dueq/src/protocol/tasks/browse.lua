@@ -52,8 +52,10 @@ for i = 1, #sets do
   end
   local r = redis.call('ZRANGE', set, start, start + limit - 1, 'WITHSCORES')
   for j = 1, #r, 2 do
-    nc = nc + 1
-    cand[nc] = {tonumber(r[j + 1]), r[j]}
+    if r[j] ~= PIN then
+      nc = nc + 1
+      cand[nc] = {tonumber(r[j + 1]), r[j]}
+    end
   end
 end
 

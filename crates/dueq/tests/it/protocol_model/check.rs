@@ -339,10 +339,20 @@ fn raw(env: &Env<'_>, ctx: &str) {
         n_gsched, n_gdue,
         "{ctx}: gsched and gdue hold the same tasks"
     );
+    // while tasks are active, each set also holds the pin that keeps it a hash table
+    let with_pin = active + u64::from(active > 0);
     assert_eq!(
         (n_active, n_leases),
+        (with_pin, with_pin),
+        "{ctx}: active, leases (each with its pin while tasks are active)"
+    );
+    assert_eq!(
+        (
+            dueq_testkit::active_len(&mut conn, &k.active),
+            dueq_testkit::leases_len(&mut conn, &k.leases)
+        ),
         (active, active),
-        "{ctx}: active, leases"
+        "{ctx}: active, leases without the pin"
     );
     assert_eq!(n_dead, m.dead().count() as u64, "{ctx}: dead members");
     assert_eq!(n_tasks, live, "{ctx}: task records");
