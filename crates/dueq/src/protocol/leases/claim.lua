@@ -373,7 +373,9 @@ end
 -- Takes up to `room` due tasks. Ungrouped tasks (in due order) are one contender and every
 -- ready group another: the ungrouped ones get one share of the room, the groups the rest,
 -- and what the groups leave goes back to the ungrouped ones; so neither a flooding group
--- nor a backlog of ungrouped tasks holds a group back.
+-- nor a backlog of ungrouped tasks holds a group back. With less room than contenders, the
+-- ungrouped tasks take their turn like a group: placed by when they were last served (meta
+-- `plain_at`) or became due, against the first ready group's place (`g0`).
 local function take_due(room, g0)
   local plain = read_plain(room)
   local np = plain.n
@@ -381,12 +383,18 @@ local function take_due(room, g0)
   local nplain = 0
   if np > 0 then
     local ng = redis.call('ZCOUNT', K.gready, '-inf', now)
-    nplain = math.min(np, math.max(1, math.floor(room / (ng + 1))))
+    nplain = math.min(np, math.floor(room / (ng + 1)))
+    if nplain == 0 then
+      local at = tonumber(redis.call('HGET', meta, 'plain_at') or '0') or 0
+      if math.max(at, plain.dues[1]) <= g0 then nplain = 1 end
+    end
   end
   local taken = take_groups(room - nplain)
   local left = room - nplain - taken
   if left > 0 then nplain = math.min(np, nplain + left) end
-  return taken + take_plain(plain, nplain)
+  local given = take_plain(plain, nplain)
+  if nplain > 0 then redis.call('HSET', meta, 'plain_at', int(now)) end
+  return taken + given
 end
 
 -- Times due work spent held back by a queue limit: `thr_<limit>` in meta is when it started.

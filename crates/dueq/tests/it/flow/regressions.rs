@@ -1,6 +1,6 @@
 //! Flow-control faults that reviews found, each test named by what must hold: settings changes
 //! free held groups at the next claim, throttled time is counted honestly, a backlog of
-//! ungrouped tasks does not starve a group, and rate logs do not outlive their window.
+//! ungrouped tasks does not starve a group (nor do claims of one slot), and rate logs do not outlive their window.
 
 use std::time::Duration;
 
@@ -150,6 +150,41 @@ async fn a_group_is_not_starved_by_a_backlog_of_ungrouped_tasks() {
     assert!(
         n <= 20,
         "group b's 10 tasks (due before every ungrouped one) took {n} claims of 10"
+    );
+}
+
+/// A claim with room for fewer tasks than there are contenders (a worker of concurrency 1)
+/// gave its slot to the ungrouped tasks every time, so a backlog of them held a group back
+/// until it was drained. Now the ungrouped tasks take turns with the groups.
+#[tokio::test]
+async fn claims_of_one_slot_take_turns_between_groups_and_ungrouped_tasks() {
+    let ctx = Ctx::new().await;
+    let q = ctx.queue("brk_one_slot");
+    q.update_settings(&SettingsPatch::default().group_concurrency(Some(2)))
+        .await
+        .unwrap();
+    due_tasks(&q, 10, Some("g")).await;
+    due_tasks(&q, 10, Some("h")).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    due_tasks(&q, 100, None).await;
+    let mut order = String::new();
+    for _ in 0..120 {
+        let c = q.claim(1, None).await.unwrap();
+        assert_eq!(c.tasks.len(), 1, "every claim of one finds a task: {order}");
+        order.push_str(c.tasks[0].group.as_deref().unwrap_or("."));
+        ack_all(&q, &c.tasks).await;
+    }
+    // three contenders in turn: g, h and the ungrouped tasks, until the groups run out
+    let first = &order[..30];
+    assert_eq!(
+        first.matches('g').count() + first.matches('h').count(),
+        20,
+        "groups g and h (10 each) within the first 30 claims of one: {order}"
+    );
+    assert_eq!(
+        first.matches('.').count(),
+        10,
+        "the ungrouped tasks kept their turns: {order}"
     );
 }
 
