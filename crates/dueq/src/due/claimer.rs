@@ -29,6 +29,7 @@ impl DueClaimer {
             clock: Arc::new(RedisClock::new()),
             layout: None,
             parts: Vec::new(),
+            out: Vec::new(),
             answers_tx,
             answers,
             late: Vec::new(),
@@ -141,6 +142,7 @@ impl DueClaimer {
         for gone in old {
             gone.close();
         }
+        self.out = vec![(0, Instant::now()); self.parts.len()];
         self.layout = Some(layout);
         Ok(())
     }

@@ -102,6 +102,9 @@ pub struct DueClaimer {
     /// The partitions the claimers below are for (`None` before the first claim).
     layout: Option<Arc<Layout>>,
     parts: Vec<Slot>,
+    /// The share each partition's claim still out was asked for (0 when it is not out), and
+    /// when it was sent: its answer may fill that many of a later claim's slots.
+    out: Vec<(usize, Instant)>,
     /// Answers of partition claims that ran as tasks of their own (several partitions).
     answers_tx: mpsc::UnboundedSender<Answer>,
     answers: mpsc::UnboundedReceiver<Answer>,

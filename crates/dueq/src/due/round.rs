@@ -32,7 +32,9 @@ impl DueClaimer {
     /// longer than until a partition not asked has work (its timer or a wake-up): a
     /// partition whose node hangs holds up only its own
     /// tasks, which a later claim hands out when they come (its answer ends
-    /// [`ready`](Self::ready)). A late answer may make the list longer than `max`.
+    /// [`ready`](Self::ready)). A later claim keeps the share of a claim still out for its
+    /// answer (and waits for it, at most [`MAX_ROUND_WAIT`], when it may fill all of `max`),
+    /// so a late answer makes the list longer than `max` only when `max` shrank meanwhile.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
@@ -60,9 +62,24 @@ impl DueClaimer {
         // the short claims of the others left (else the freed slots would wait for its poll);
         // a partition that came back short is not asked again in this call
         while tasks.len() < max || tasks.is_empty() {
+            // the claims of earlier calls still out keep their shares: their answers come
+            // into this call, and without room for them the caller would hand tasks back;
+            // when they may fill every slot left, the call waits for them (a round's longest
+            // wait, so a partition whose node hangs holds up only its own share)
+            let left = max - tasks.len().min(max);
+            let (reserved, lapses) = self.reserved(Instant::now());
+            if left > 0 && reserved >= left {
+                tokio::select! {
+                    a = self.answers.recv() => if let Some(a) = a {
+                        self.take_answer(a, None, &mut short, &mut tasks, &mut failed);
+                    },
+                    () = sleep_until(lapses) => {}
+                }
+                continue;
+            }
             let held = self
                 .claim_round(
-                    max - tasks.len().min(max),
+                    left.saturating_sub(reserved),
                     &mut short,
                     &mut tasks,
                     &mut failed,
@@ -124,6 +141,10 @@ impl DueClaimer {
                 let Some(part) = slot.take() else { continue };
                 asked[i] = Some(n);
                 failing[i] = part.failing();
+                // (a partition whose last call failed may not answer soon: none kept for it)
+                if let Some(o) = self.out.get_mut(i) {
+                    *o = (if failing[i] { 0 } else { n }, now);
+                }
                 tokio::spawn(claim_out(i, part, n, self.answers_tx.clone()));
             }
         }
@@ -170,6 +191,22 @@ impl DueClaimer {
         held
     }
 
+    /// The slots the claims still out (sent by earlier calls) may fill, and when the first
+    /// of them stops counting: a claim out for [`MAX_ROUND_WAIT`] (its node may hang) keeps
+    /// none.
+    fn reserved(&self, now: Instant) -> (usize, Instant) {
+        let mut n = 0;
+        let mut lapses = now + MAX_ROUND_WAIT;
+        for &(share, sent) in &self.out {
+            let ends = sent + MAX_ROUND_WAIT;
+            if share > 0 && ends > now {
+                n += share;
+                lapses = lapses.min(ends);
+            }
+        }
+        (n, lapses)
+    }
+
     /// Puts a partition's claimer back from its answer; its tasks go to `tasks`, a failure to
     /// `failed`; it counts as short unless it filled `asked`, its share of this round.
     pub(super) fn take_answer(
@@ -182,6 +219,9 @@ impl DueClaimer {
     ) {
         if let Some(slot) = self.parts.get_mut(i) {
             *slot = Some(part);
+        }
+        if let Some(o) = self.out.get_mut(i) {
+            o.0 = 0;
         }
         let short = short.get_mut(i);
         match got {
