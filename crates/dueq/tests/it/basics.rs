@@ -544,4 +544,22 @@ async fn active_tasks_live_in_hash_tables_and_the_pin_is_never_counted() {
     assert_eq!(q.stats().await.unwrap().active, 0);
     assert_eq!(encoding(&mut raw, &k.active), None);
     assert_eq!(encoding(&mut raw, &k.leases), None);
+
+    // a pin left alone (an older dueq's ack, during an upgrade, does not remove it) is not
+    // counted, and the next claim drops it
+    let stale = ctx.queue("pinned-stale");
+    let sk = stale.keys().clone();
+    let _: () = redis::pipe()
+        .zadd(
+            &sk.active,
+            dueq_testkit::LEASES_PIN,
+            9_007_199_254_740_992u64,
+        )
+        .hset(&sk.leases, dueq_testkit::LEASES_PIN, "")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(stale.stats().await.unwrap().active, 0);
+    assert!(stale.claim(10, None).await.unwrap().tasks.is_empty());
+    assert_eq!(encoding(&mut raw, &sk.active), None);
+    assert_eq!(encoding(&mut raw, &sk.leases), None);
 }

@@ -386,7 +386,9 @@ local function take_due(room, g0)
     nplain = math.min(np, math.floor(room / (ng + 1)))
     if nplain == 0 then
       local at = tonumber(redis.call('HGET', meta, 'plain_at') or '0') or 0
-      if math.max(at, plain.dues[1]) <= g0 then nplain = 1 end
+      -- (ties go to the groups: served in the same millisecond, the ungrouped tasks come
+      -- after them, as a group comes after the groups whose names sort before its own)
+      if math.max(at, plain.dues[1]) < g0 then nplain = 1 end
     end
   end
   local taken = take_groups(room - nplain)
@@ -469,7 +471,8 @@ if nz > 0 then
 end
 out[3] = first or -1
 out[4] = active_earliest(K) or -1
-if leases_count(K) ~= active_count(K) then out[5] = 1 end
+local n_active, n_leases = active_counts(K)
+if n_leases ~= n_active then out[5] = 1 end
 out[11] = nz / 2
 out[12] = nmissed
 for i = 1, ngo do out[no + i] = grouped_out[i] end

@@ -32,11 +32,19 @@ local function active_count(K)
   return n
 end
 
--- The number of leases.
-local function leases_count(K)
-  local n = redis.call('HLEN', K.leases)
-  if n > 0 and redis.call('HEXISTS', K.leases, PIN) == 1 then n = n - 1 end
-  return n
+-- The numbers of active tasks and of leases, without the pins; drops a pin left alone (an
+-- older dueq's ack, running beside this one during an upgrade, does not remove it).
+local function active_counts(K)
+  local na, nl = redis.call('ZCARD', K.active), redis.call('HLEN', K.leases)
+  if na > 0 and redis.call('ZSCORE', K.active, PIN) then
+    na = na - 1
+    if na == 0 then redis.call('ZREM', K.active, PIN) end
+  end
+  if nl > 0 and redis.call('HEXISTS', K.leases, PIN) == 1 then
+    nl = nl - 1
+    if nl == 0 then redis.call('HDEL', K.leases, PIN) end
+  end
+  return na, nl
 end
 
 -- The earliest lease deadline, or nil when no task is active.
