@@ -26,24 +26,28 @@ pub fn hlen(conn: &mut impl ConnectionLike, key: &str) -> u64 {
 pub const LEASES_PIN: &str =
     "dueq pin: an entry too long for a listpack keeps this set a hash table";
 
-/// The number of active tasks in a queue's `active` sorted set: `ZCARD` without the pin.
+/// The number of active tasks in a queue's `active` sorted set: `ZCARD` without the pin
+/// (both read in one `MULTI`, so a claim between them cannot be counted half).
 pub fn active_len(conn: &mut impl ConnectionLike, key: &str) -> u64 {
-    let pinned: Option<f64> = redis::cmd("ZSCORE")
-        .arg(key)
-        .arg(LEASES_PIN)
+    let (n, pinned): (u64, Option<f64>) = redis::pipe()
+        .atomic()
+        .zcard(key)
+        .zscore(key, LEASES_PIN)
         .query(conn)
-        .unwrap_or_else(|e| panic!("ZSCORE {key} failed: {e}"));
-    zcard(conn, key) - u64::from(pinned.is_some())
+        .unwrap_or_else(|e| panic!("ZCARD/ZSCORE {key} failed: {e}"));
+    n - u64::from(pinned.is_some())
 }
 
-/// The number of leases in a queue's `leases` hash: `HLEN` without the pin.
+/// The number of leases in a queue's `leases` hash: `HLEN` without the pin (read as
+/// [`active_len`]).
 pub fn leases_len(conn: &mut impl ConnectionLike, key: &str) -> u64 {
-    let pinned: bool = redis::cmd("HEXISTS")
-        .arg(key)
-        .arg(LEASES_PIN)
+    let (n, pinned): (u64, bool) = redis::pipe()
+        .atomic()
+        .hlen(key)
+        .hexists(key, LEASES_PIN)
         .query(conn)
-        .unwrap_or_else(|e| panic!("HEXISTS {key} failed: {e}"));
-    hlen(conn, key) - u64::from(pinned)
+        .unwrap_or_else(|e| panic!("HLEN/HEXISTS {key} failed: {e}"));
+    n - u64::from(pinned)
 }
 
 /// All keys matching the glob `pattern`, collected with `SCAN` (never

@@ -33,8 +33,10 @@ impl DueClaimer {
     /// partition whose node hangs holds up only its own
     /// tasks, which a later claim hands out when they come (its answer ends
     /// [`ready`](Self::ready)). A later claim keeps the share of a claim still out for its
-    /// answer (and waits for it, at most [`MAX_ROUND_WAIT`], when it may fill all of `max`),
-    /// so a late answer makes the list longer than `max` only when `max` shrank meanwhile.
+    /// answer, for at most [`MAX_ROUND_WAIT`] after it was sent, and when those shares cover
+    /// all of `max` it waits for them (so a call may wait up to [`MAX_ROUND_WAIT`]). A late
+    /// answer still makes the list longer than `max` when `max` shrank meanwhile, or when it
+    /// comes after its share lapsed or from a partition whose last call had failed.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind) for `max` over 1 000 or a bad lease;
@@ -64,8 +66,9 @@ impl DueClaimer {
         while tasks.len() < max || tasks.is_empty() {
             // the claims of earlier calls still out keep their shares: their answers come
             // into this call, and without room for them the caller would hand tasks back;
-            // when they may fill every slot left, the call waits for them (a round's longest
-            // wait, so a partition whose node hangs holds up only its own share)
+            // when they may fill every slot left, the call waits for them (a share lapses
+            // MAX_ROUND_WAIT after its claim was sent, so a hanging node holds a call up at
+            // most that long)
             let left = max - tasks.len().min(max);
             let (reserved, lapses) = self.reserved(Instant::now());
             if left > 0 && reserved >= left {

@@ -524,10 +524,9 @@ async fn active_tasks_live_in_hash_tables_and_the_pin_is_never_counted() {
     let d = q.claim(10, None).await.unwrap();
     assert_eq!(d.tasks.len(), 1);
     let fourth = &d.tasks[0];
-    assert_eq!(
-        q.ack(&b.id, &b.lease_token).await.unwrap(),
-        AckOutcome::Acked
-    );
+    q.nack(&b.id, &b.lease_token, "boom", None, false)
+        .await
+        .unwrap();
     assert_eq!(
         q.release(&[(fourth.id.clone(), fourth.lease_token.clone())])
             .await
@@ -538,9 +537,10 @@ async fn active_tasks_live_in_hash_tables_and_the_pin_is_never_counted() {
     assert_eq!(encoding(&mut raw, &k.active).as_deref(), Some("skiplist"));
 
     // the last one leaves: neither set is kept
-    q.nack(&last.id, &last.lease_token, "boom", None, false)
-        .await
-        .unwrap();
+    assert_eq!(
+        q.ack(&last.id, &last.lease_token).await.unwrap(),
+        AckOutcome::Acked
+    );
     assert_eq!(q.stats().await.unwrap().active, 0);
     assert_eq!(encoding(&mut raw, &k.active), None);
     assert_eq!(encoding(&mut raw, &k.leases), None);
