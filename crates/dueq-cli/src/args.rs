@@ -116,6 +116,7 @@ pub enum Command {
     /// dead-letters). Logs a line at start, per failed attempt, per dead task and at stop;
     /// the command's stderr passes through, each line prefixed "[QUEUE ID] ". SIGINT/SIGTERM
     /// wait --shutdown-grace for running commands, then hand their tasks back.
+    #[command(after_long_help = crate::cmd::work::ENV_HELP)]
     Work(WorkArgs),
     /// Replay the Olist order trace through a queue and check every task ran as it should.
     Replay(dueq_lab::ReplayArgs),

@@ -39,6 +39,18 @@ use tokio::process::{ChildStderr, Command};
 use crate::args::WorkArgs;
 use crate::human::duration;
 
+/// The environment of each command, shown by `dueq work --help`.
+pub const ENV_HELP: &str = "Each command's environment also holds:
+  DUEQ_QUEUE               the task's queue
+  DUEQ_TASK_ID             the task id
+  DUEQ_TASK_KEY            its business key (empty without one)
+  DUEQ_TASK_ATTEMPT        this attempt, from 1
+  DUEQ_TASK_DUE_AT_MS      its due time, Unix epoch milliseconds
+  DUEQ_TASK_CLAIMED_AT_MS  when this attempt was claimed (Redis time, epoch ms)
+  DUEQ_TASK_GROUP          its group (empty without one)
+  DUEQ_TASK_HEADERS        its headers, a JSON object
+  TRACEPARENT, TRACESTATE  the run's trace context, when it has one";
+
 /// Most stderr bytes kept as a failed attempt's error.
 const STDERR_TAIL: usize = 2048;
 /// Lines of the stderr tail in a failed attempt's log line.

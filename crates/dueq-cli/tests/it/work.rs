@@ -139,6 +139,58 @@ fn runs_each_task_with_payload_on_stdin_and_env() {
 }
 
 #[test]
+fn help_lists_every_variable_a_command_gets() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("env.txt");
+    let o = dueq(
+        &url,
+        &[
+            "enqueue",
+            "jobs",
+            "--payload",
+            "p",
+            "--key",
+            "k1",
+            "--group",
+            "g1",
+            "--header",
+            "tenant=t1",
+        ],
+    );
+    assert!(o.status.success());
+    let script = format!("env > {}", out.display());
+    let mut w = spawn_worker(&url, "jobs", &["sh", "-c", &script]);
+    wait_until(Duration::from_secs(10), "the task succeeded", || {
+        stat(&url, "jobs", "succeeded_total") == 1
+    });
+    sigterm(&w);
+    assert!(w.wait().unwrap().success());
+    let env = std::fs::read_to_string(&out).unwrap();
+    let vars: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        // the variables dueq sets, not those the test's own environment passes down
+        .filter(|(name, _)| name.starts_with("DUEQ_") && std::env::var_os(name).is_none())
+        .map(|(name, _)| name)
+        .collect();
+    assert!(vars.contains(&"DUEQ_TASK_GROUP"), "{env}");
+    assert!(env.contains("DUEQ_TASK_GROUP=g1"), "{env}");
+    let help = Command::new(env!("CARGO_BIN_EXE_dueq"))
+        .args(["work", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    for var in vars {
+        assert!(
+            help.contains(var),
+            "`dueq work --help` does not name {var}:\n{help}"
+        );
+    }
+}
+
+#[test]
 fn failing_command_retries_then_dead_letters_with_its_stderr() {
     let server = RedisServer::start();
     let url = server.url();
