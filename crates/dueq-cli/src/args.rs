@@ -246,7 +246,8 @@ pub struct TaskOptionArgs {
     #[arg(long = "unique-for", value_name = "DURATION", value_parser = duration)]
     pub unique_for_ms: Option<u64>,
     /// A header carried with the task (repeat for more): a small string map returned by
-    /// get, claim and push delivery. `traceparent` / `tracestate` are the W3C trace context.
+    /// get, claim and push delivery. Names are compared case-insensitively and stored
+    /// lower-case. `traceparent` / `tracestate` are the W3C trace context.
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = header_pair)]
     pub headers: Vec<(String, String)>,
 }
@@ -260,16 +261,19 @@ fn header_pair(s: &str) -> Result<(String, String), String> {
 }
 
 impl TaskOptionArgs {
-    /// The options given (checked where they are used).
-    pub fn options(&self) -> dueq::TaskOptions {
+    /// The options given (the limits are checked where they are used).
+    ///
+    /// # Errors
+    /// Two `--header` names that differ only in case.
+    pub fn options(&self) -> dueq::Result<dueq::TaskOptions> {
         let mut o = dueq::TaskOptions::new();
         o.max_attempts = self.max_attempts;
         o.lease_ms = self.lease_ms;
         o.priority = self.priority.unwrap_or(0);
         o.group = self.group.clone();
         o.unique_for_ms = self.unique_for_ms;
-        o.headers = self.headers.iter().cloned().collect();
-        o
+        o.headers = dueq::Headers::from_pairs(self.headers.iter().cloned())?;
+        Ok(o)
     }
 }
 

@@ -128,7 +128,7 @@ pub async fn run(client: &Client, cmd: &ScheduleCommand, json_out: bool) -> Resu
             spec.cron = a.cron.clone();
             spec.every_ms = a.every_ms;
             spec.tz = a.tz.clone();
-            spec = spec.options(a.options.options());
+            spec = spec.options(a.options.options()?);
             let r = q.set_schedule(&spec).await?;
             let outcome = match r.outcome {
                 SetOutcome::Created => "created",

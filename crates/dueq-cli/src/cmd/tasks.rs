@@ -49,7 +49,7 @@ pub async fn enqueue(client: &Client, a: &EnqueueArgs, json_out: bool) -> Result
     if let Some(t) = a.expires_at_ms {
         spec = spec.expires_at_ms(t);
     }
-    let mut options = a.options.options();
+    let mut options = a.options.options()?;
     // a trace context handed down in the environment (as `dueq work` and OpenTelemetry's
     // environment carriers pass it), unless --header gives one
     let env: dueq::Headers = [dueq::TRACEPARENT, dueq::TRACESTATE]

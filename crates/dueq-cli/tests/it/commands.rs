@@ -181,6 +181,28 @@ fn bad_input_is_refused_with_a_clear_error() {
             vec!["settings", "set", "q", r#"{"lease_ms": 10}"#],
             "lease_ms",
         ),
+        // header names are compared case-insensitively: one name given twice
+        (
+            vec![
+                "enqueue", "q", "--header", "Tenant=1", "--header", "tenant=2",
+            ],
+            "headers: name \"tenant\" is given twice",
+        ),
+        (
+            vec![
+                "schedule",
+                "set",
+                "q",
+                "s",
+                "--every-ms",
+                "1000",
+                "--header",
+                "A=1",
+                "--header",
+                "a=2",
+            ],
+            "headers: name \"a\" is given twice",
+        ),
     ] {
         let out = dueq(&url, &args);
         assert!(!out.status.success(), "{args:?} accepted");

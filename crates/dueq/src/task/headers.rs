@@ -49,6 +49,34 @@ impl Headers {
             .insert(name.into().to_ascii_lowercase(), value.into());
     }
 
+    /// Headers from `(name, value)` pairs, names lower-cased.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind) when two names differ only in case:
+    /// names are compared case-insensitively, so they would be one header.
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> crate::Result<Self> {
+        Self::distinct(pairs).map_err(|e| crate::Error::invalid(format!("headers: {e}")))
+    }
+
+    /// [`Headers::from_pairs`], its error without the field's name.
+    fn distinct<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> std::result::Result<Self, String> {
+        let mut h = Self::new();
+        for (k, v) in pairs {
+            let lower = k.into().to_ascii_lowercase();
+            if h.0.contains_key(&lower) {
+                return Err(format!(
+                    "name {lower:?} is given twice (names are compared case-insensitively)"
+                ));
+            }
+            h.0.insert(lower, v.into());
+        }
+        Ok(h)
+    }
+
     /// The value of `name` (any case).
     pub fn get(&self, name: &str) -> Option<&str> {
         match self.0.get(name) {
@@ -190,17 +218,7 @@ impl<'a> IntoIterator for &'a Headers {
 impl<'de> Deserialize<'de> for Headers {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let raw = Option::<BTreeMap<String, String>>::deserialize(d)?.unwrap_or_default();
-        let mut h = Self::new();
-        for (k, v) in raw {
-            let lower = k.to_ascii_lowercase();
-            if h.0.contains_key(&lower) {
-                return Err(serde::de::Error::custom(format!(
-                    "name {lower:?} is given twice (names are compared case-insensitively)"
-                )));
-            }
-            h.0.insert(lower, v);
-        }
-        Ok(h)
+        Self::distinct(raw).map_err(serde::de::Error::custom)
     }
 }
 
@@ -216,6 +234,14 @@ mod tests {
         assert_eq!(h.get("TRACEPARENT"), Some("00-x"));
         let e = serde_json::from_str::<Headers>(r#"{"A":"1","a":"2"}"#).unwrap_err();
         assert!(e.to_string().contains("name \"a\" is given twice"), "{e}");
+        let e = Headers::from_pairs([("A", "1"), ("a", "2")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("headers: name \"a\" is given twice"),
+            "{e}"
+        );
+        let h = Headers::from_pairs([("A", "1"), ("b", "2")]).unwrap();
+        assert_eq!((h.get("a"), h.get("B")), (Some("1"), Some("2")));
         let h: Headers = serde_json::from_str(r#"{"X-Tenant":"7"}"#).unwrap();
         assert_eq!(serde_json::to_string(&h).unwrap(), r#"{"x-tenant":"7"}"#);
         assert!(serde_json::from_str::<Headers>("null").unwrap().is_empty());
