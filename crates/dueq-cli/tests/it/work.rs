@@ -156,12 +156,28 @@ fn help_lists_every_variable_a_command_gets() {
             "--group",
             "g1",
             "--header",
-            "tenant=t1",
+            "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "--header",
+            "tracestate=vendor=1",
         ],
     );
     assert!(o.status.success());
+    // the command's environment without what the test's own passes down, so every DUEQ_ or
+    // TRACE variable it gets is one dueq set
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dueq"));
+    for (name, _) in std::env::vars_os() {
+        let n = name.to_string_lossy();
+        if n.starts_with("DUEQ_") || n.starts_with("TRACE") || n.starts_with("OTEL_") {
+            cmd.env_remove(&name);
+        }
+    }
     let script = format!("env > {}", out.display());
-    let mut w = spawn_worker(&url, "jobs", &["sh", "-c", &script]);
+    let mut w = cmd
+        .args(["--redis", &url, "work", "jobs", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
     wait_until(Duration::from_secs(10), "the task succeeded", || {
         stat(&url, "jobs", "succeeded_total") == 1
     });
@@ -171,12 +187,17 @@ fn help_lists_every_variable_a_command_gets() {
     let vars: Vec<&str> = env
         .lines()
         .filter_map(|l| l.split_once('='))
-        // the variables dueq sets, not those the test's own environment passes down
-        .filter(|(name, _)| name.starts_with("DUEQ_") && std::env::var_os(name).is_none())
         .map(|(name, _)| name)
+        .filter(|name| name.starts_with("DUEQ_") || name.starts_with("TRACE"))
         .collect();
-    assert!(vars.contains(&"DUEQ_TASK_GROUP"), "{env}");
-    assert!(env.contains("DUEQ_TASK_GROUP=g1"), "{env}");
+    for set in [
+        "DUEQ_TASK_GROUP=g1",
+        "DUEQ_TASK_KEY=k1",
+        "TRACEPARENT=00-",
+        "TRACESTATE=",
+    ] {
+        assert!(env.lines().any(|l| l.starts_with(set)), "no {set}: {env}");
+    }
     let help = Command::new(env!("CARGO_BIN_EXE_dueq"))
         .args(["work", "--help"])
         .output()

@@ -56,8 +56,8 @@ impl Headers {
     /// names are compared case-insensitively, so they would be one header.
     pub fn from_pairs<K: Into<String>, V: Into<String>>(
         pairs: impl IntoIterator<Item = (K, V)>,
-    ) -> crate::Result<Self> {
-        Self::distinct(pairs).map_err(|e| crate::Error::invalid(format!("headers: {e}")))
+    ) -> Result<Self> {
+        Self::distinct(pairs).map_err(|e| Error::invalid(format!("headers: {e}")))
     }
 
     /// [`Headers::from_pairs`], its error without the field's name.
@@ -194,6 +194,8 @@ impl fmt::Debug for Headers {
     }
 }
 
+/// Collects `(name, value)` pairs as [`Headers::insert`] does: a later name replaces an earlier
+/// one that differs only in case. [`Headers::from_pairs`] refuses them instead.
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Headers {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut h = Self::new();
