@@ -75,9 +75,10 @@ pub fn run_context(task: &ClaimedTask) -> Headers {
     let cx = tracing::Span::current().context();
     if cx.span().span_context().is_valid() {
         TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(&mut out));
-    } else if task.continues_trace {
+    } else if task.continues_trace && producer(&task.headers).is_some() {
         // no span of the run's own: what it calls joins the producer's trace only where the
-        // run itself would (a delayed run handing it on would stretch that trace)
+        // run itself would (a delayed run handing it on would stretch that trace), and only
+        // from a valid traceparent (W3C: an invalid one is dropped, with its tracestate)
         for name in [TRACEPARENT, TRACESTATE] {
             if let Some(v) = task.headers.get(name) {
                 out.insert(name, v);

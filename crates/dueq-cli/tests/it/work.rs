@@ -138,19 +138,47 @@ fn runs_each_task_with_payload_on_stdin_and_env() {
     assert_eq!(lines, ["task-0 k0 1", "task-1 k1 1", "task-2 k2 1"]);
 }
 
+/// Enqueues one task to `jobs` with `options`, runs `dueq work jobs -- env` until it
+/// succeeded, and answers the command's environment. The worker runs without the DUEQ_,
+/// TRACE and OTEL variables of the test's own environment, so each one the command gets is
+/// one dueq set.
+fn command_env(url: &str, options: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("env.txt");
+    let mut args = vec!["enqueue", "jobs", "--payload", "p"];
+    args.extend(options);
+    let o = dueq(url, &args);
+    assert!(o.status.success(), "{o:?}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dueq"));
+    for (name, _) in std::env::vars_os() {
+        let n = name.to_string_lossy();
+        if n.starts_with("DUEQ_") || n.starts_with("TRACE") || n.starts_with("OTEL_") {
+            cmd.env_remove(&name);
+        }
+    }
+    let script = format!("env > {}", out.display());
+    let mut w = cmd
+        .args(["--redis", url, "work", "jobs", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let done = stat(url, "jobs", "succeeded_total") + 1;
+    wait_until(Duration::from_secs(10), "the task succeeded", || {
+        stat(url, "jobs", "succeeded_total") == done
+    });
+    sigterm(&w);
+    assert!(w.wait().unwrap().success());
+    std::fs::read_to_string(&out).unwrap()
+}
+
 #[test]
 fn help_lists_every_variable_a_command_gets() {
     let server = RedisServer::start();
     let url = server.url();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("env.txt");
-    let o = dueq(
+    let env = command_env(
         &url,
         &[
-            "enqueue",
-            "jobs",
-            "--payload",
-            "p",
             "--key",
             "k1",
             "--group",
@@ -161,29 +189,6 @@ fn help_lists_every_variable_a_command_gets() {
             "tracestate=vendor=1",
         ],
     );
-    assert!(o.status.success());
-    // the command's environment without what the test's own passes down, so every DUEQ_ or
-    // TRACE variable it gets is one dueq set
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dueq"));
-    for (name, _) in std::env::vars_os() {
-        let n = name.to_string_lossy();
-        if n.starts_with("DUEQ_") || n.starts_with("TRACE") || n.starts_with("OTEL_") {
-            cmd.env_remove(&name);
-        }
-    }
-    let script = format!("env > {}", out.display());
-    let mut w = cmd
-        .args(["--redis", &url, "work", "jobs", "--", "sh", "-c", &script])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    wait_until(Duration::from_secs(10), "the task succeeded", || {
-        stat(&url, "jobs", "succeeded_total") == 1
-    });
-    sigterm(&w);
-    assert!(w.wait().unwrap().success());
-    let env = std::fs::read_to_string(&out).unwrap();
     let vars: Vec<&str> = env
         .lines()
         .filter_map(|l| l.split_once('='))
@@ -209,6 +214,26 @@ fn help_lists_every_variable_a_command_gets() {
             "`dueq work --help` does not name {var}:\n{help}"
         );
     }
+}
+
+/// W3C Trace Context: a traceparent that is not valid is not handed on, nor its tracestate;
+/// the task keeps its headers as given.
+#[test]
+fn a_malformed_traceparent_is_not_handed_on() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let env = command_env(
+        &url,
+        &[
+            "--header",
+            "traceparent=garbage",
+            "--header",
+            "tracestate=vendor=1",
+        ],
+    );
+    assert!(!env.contains("TRACEPARENT="), "{env}");
+    assert!(!env.contains("TRACESTATE="), "{env}");
+    assert!(env.contains(r#""traceparent":"garbage""#), "{env}");
 }
 
 #[test]
