@@ -75,13 +75,16 @@ pub fn run_context(task: &ClaimedTask) -> Headers {
     let cx = tracing::Span::current().context();
     if cx.span().span_context().is_valid() {
         TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(&mut out));
-    } else if task.continues_trace {
+    } else if task.continues_trace && producer(&task.headers).is_some() {
         // no span of the run's own: what it calls joins the producer's trace only where the
-        // run itself would (a delayed run handing it on would stretch that trace). The
-        // context is written out again, not copied: an invalid traceparent is dropped with
-        // its tracestate, and an invalid tracestate alone (W3C Trace Context)
-        if let Some(cx) = producer(&task.headers) {
-            TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(&mut out));
+        // run itself would (a delayed run handing it on would stretch that trace), and only
+        // from a valid traceparent (W3C: an invalid one is dropped, with its tracestate).
+        // The strings are handed on as given: written out again, the trace flags would lose
+        // the bits OpenTelemetry does not know (the W3C "random" flag)
+        for name in [TRACEPARENT, TRACESTATE] {
+            if let Some(v) = task.headers.get(name) {
+                out.insert(name, v);
+            }
         }
     }
     // an empty tracestate says nothing
