@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dueq::{Client, Queue, QueueKeys, SettingsPatch, TaskRef, TaskSpec, partition_of_key, slot_of};
-use dueq_testkit::RedisCluster;
+use dueq_testkit::{RedisCluster, wait_until};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
@@ -488,6 +488,33 @@ async fn a_dead_partition_zero_stops_only_its_own_partitions() {
     }
 }
 
+/// Waits (at most 10 s) until every replica of `master` holds every write `master` took.
+fn wait_replicated(cluster: &RedisCluster, master: usize) {
+    let offset = |node: usize, field: &str| -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut cluster.nodes()[node].conn())
+            .unwrap();
+        info.lines()
+            .find_map(|l| {
+                l.strip_prefix(field)?
+                    .strip_prefix(':')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no {field} in node {node}'s INFO: {info}"))
+    };
+    let target = offset(master, "master_repl_offset");
+    let replicas = cluster.replicas_of(master);
+    assert!(!replicas.is_empty(), "node {master} has no replica");
+    for replica in replicas {
+        wait_until(Duration::from_secs(10), "the replica caught up", || {
+            offset(replica, "slave_repl_offset") >= target
+        });
+    }
+}
+
 /// Sends `sig` (`-STOP`, `-CONT`) to process `pid`.
 fn signal(pid: u32, sig: &str) {
     let ok = std::process::Command::new("kill")
@@ -523,6 +550,9 @@ async fn a_stopped_master_resumed_after_its_failover_hands_nothing_out_twice() {
     let keys = QueueKeys::partition("stopped", 0, 1).unwrap();
     let victim = cluster.master_of_slot(slot_of(&keys.sched));
     let pid = cluster.nodes()[victim].pid();
+    // replication is asynchronous: a master stopped right after the enqueues may not have
+    // sent them yet, and the promoted replica would then have nothing to hand out
+    wait_replicated(&cluster, victim);
 
     signal(pid, "-STOP");
     let waiting = {
