@@ -5,12 +5,9 @@
 //! due work first); the library's [`WorkerBuilder::weight`](dueq::WorkerBuilder::weight) and
 //! [`QueueOrder`] do it.
 //!
-//! The payload goes to the command's stdin; `DUEQ_QUEUE`, `DUEQ_TASK_ID`, `DUEQ_TASK_KEY`,
-//! `DUEQ_TASK_ATTEMPT`, `DUEQ_TASK_DUE_AT_MS`, `DUEQ_TASK_CLAIMED_AT_MS` (Redis time of
-//! the claim), `DUEQ_TASK_GROUP` (empty without one), `DUEQ_TASK_HEADERS` (the task's headers as
-//! a JSON object) and, when the run has a trace context, `TRACEPARENT` and `TRACESTATE` are set
-//! in its environment. Exit status 0
-//! acknowledges the task; any other status (or a command that cannot start) fails the attempt
+//! The payload goes to the command's stdin, and the task's id, key, attempt, times, group,
+//! headers and trace context to its environment ([`ENV_HELP`] lists the variables, and
+//! `dueq work --help` shows it). Exit status 0 acknowledges the task; any other status (or a command that cannot start) fails the attempt
 //! with the tail of its stderr as the error, and the task is retried with backoff until it runs
 //! out of attempts. The command's stdout is `dueq work`'s; its stderr passes through to `dueq
 //! work`'s, each line prefixed `[QUEUE ID] ` (with `--log-format json`, each line is a log

@@ -139,9 +139,9 @@ fn runs_each_task_with_payload_on_stdin_and_env() {
 }
 
 /// Enqueues one task to `jobs` with `options`, runs `dueq work jobs` with a command that
-/// writes its environment (`env`) until the task succeeded, and answers that environment. The worker runs without the DUEQ_,
-/// TRACE and OTEL variables of the test's own environment, so each one the command gets is
-/// one dueq set.
+/// writes its environment (`env`) until the task succeeded, and answers that environment.
+/// The worker runs without the DUEQ_, TRACE and OTEL variables of the test's own
+/// environment, so each one the command gets is one dueq set.
 fn command_env(url: &str, options: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("env.txt");
