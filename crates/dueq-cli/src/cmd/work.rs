@@ -7,11 +7,12 @@
 //!
 //! The payload goes to the command's stdin, and the task's id, key, attempt, times, group,
 //! headers and trace context to its environment ([`ENV_HELP`] lists the variables, and
-//! `dueq work --help` shows it). Exit status 0 acknowledges the task; any other status (or a command that cannot start) fails the attempt
-//! with the tail of its stderr as the error, and the task is retried with backoff until it runs
-//! out of attempts. The command's stdout is `dueq work`'s; its stderr passes through to `dueq
-//! work`'s, each line prefixed `[QUEUE ID] ` (with `--log-format json`, each line is a log
-//! event with `queue`, `id` and `line`).
+//! `dueq work --help` shows it). Exit status 0 acknowledges the task; any other status (or a
+//! command that cannot start) fails the attempt with the tail of its stderr as the error, and
+//! the task is retried with backoff until it runs out of attempts. The command's stdout is
+//! `dueq work`'s; its stderr passes through to `dueq work`'s, each line prefixed
+//! `[QUEUE ID] ` (with `--log-format json`, each line is a log event with `queue`, `id` and
+//! `line`).
 //!
 //! What it logs (target `dueq::cmd::work`, shown at the default level): one line at start
 //! (queues and weights, concurrency, the Redis URL without its password), one per failed
