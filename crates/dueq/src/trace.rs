@@ -131,9 +131,41 @@ pub fn add_context(headers: &mut Headers, context: Headers) {
 
 /// The producer's context from a task's headers, if they carry a valid `traceparent`.
 fn producer(headers: &Headers) -> Option<opentelemetry::Context> {
-    headers.get(TRACEPARENT)?;
+    if !w3c_traceparent(headers.get(TRACEPARENT)?) {
+        return None;
+    }
     let cx = TraceContextPropagator::new().extract(&HeadersRef(headers));
     cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// Whether `v` has the W3C form of a `traceparent`: version, trace id, parent id and flags
+/// in lower-case hex of 2, 32, 16 and 2 digits, the ids not all zero, version `ff` refused,
+/// and only a version above `00` followed by more (`-...`). OpenTelemetry's parser is looser
+/// (it trims spaces and takes other lengths), and the value is handed on as given.
+fn w3c_traceparent(v: &str) -> bool {
+    let hex = |f: &str, n: usize| {
+        f.len() == n
+            && f.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let mut fields = v.splitn(5, '-');
+    let (Some(version), Some(trace), Some(parent), Some(flags)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return false;
+    };
+    let rest_ok = match fields.next() {
+        None => true,
+        Some(_) => version != "00",
+    };
+    hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && trace.bytes().any(|b| b != b'0')
+        && hex(parent, 16)
+        && parent.bytes().any(|b| b != b'0')
+        && hex(flags, 2)
+        && rest_ok
 }
 
 /// The consumer span of one run of `task` from `queue` (OpenTelemetry messaging conventions:
@@ -253,6 +285,34 @@ mod tests {
 
     fn context(tp: &str, ts: &str) -> Headers {
         [(TRACEPARENT, tp), (TRACESTATE, ts)].into_iter().collect()
+    }
+
+    #[test]
+    fn only_the_w3c_form_of_a_traceparent_counts() {
+        let (t, p) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+        for ok in [
+            format!("00-{t}-{p}-01"),
+            format!("00-{t}-{p}-03"),
+            format!("01-{t}-{p}-01-future"),
+        ] {
+            assert!(w3c_traceparent(&ok), "{ok}");
+        }
+        for bad in [
+            "00-1-2-01".to_owned(),
+            format!("00-{t}-{p}-01-"),
+            format!("00-+{}-{p}-01", &t[1..]),
+            format!("00-{t}-{p}-+1"),
+            format!("00-{t}-{p}-1"),
+            format!("0-{t}-{p}-01"),
+            format!(" 00-{t}-{p}-01 "),
+            format!("00-{}-{p}-01", t.to_uppercase()),
+            format!("00-{}-{p}-01", "0".repeat(32)),
+            format!("00-{t}-{}-01", "0".repeat(16)),
+            format!("ff-{t}-{p}-01"),
+            "garbage".to_owned(),
+        ] {
+            assert!(!w3c_traceparent(&bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -353,7 +353,9 @@ async fn run_command(command: &[String], queue: &Arc<str>, task: ClaimedTask) ->
     };
     let mut cmd = Command::new(program);
     // the run's trace context (its consumer span's when spans are exported, else the
-    // producer's), as OpenTelemetry's environment-variable carriers name it
+    // producer's), as OpenTelemetry's environment-variable carriers name it; never the one
+    // `dueq work` itself was started with
+    cmd.env_remove("TRACEPARENT").env_remove("TRACESTATE");
     for (name, value) in dueq::trace::run_context(&task).iter() {
         cmd.env(name.to_ascii_uppercase(), value);
     }

@@ -141,8 +141,8 @@ fn runs_each_task_with_payload_on_stdin_and_env() {
 /// Enqueues one task to `jobs` with `options`, runs `dueq work jobs` with a command that
 /// writes its environment (`env`) until the task succeeded, and answers that environment.
 /// The worker runs without the DUEQ_, TRACE and OTEL variables of the test's own
-/// environment, so each one the command gets is one dueq set.
-fn command_env(url: &str, options: &[&str]) -> String {
+/// environment, so each one the command gets is one dueq set, but with `worker_env`.
+fn command_env(url: &str, options: &[&str], worker_env: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("env.txt");
     let done = stat(url, "jobs", "succeeded_total") + 1;
@@ -157,6 +157,7 @@ fn command_env(url: &str, options: &[&str]) -> String {
             cmd.env_remove(&name);
         }
     }
+    cmd.envs(worker_env.iter().copied());
     let script = format!("env > {}", out.display());
     let mut w = cmd
         .args(["--redis", url, "work", "jobs", "--", "sh", "-c", &script])
@@ -188,6 +189,7 @@ fn help_lists_every_variable_a_command_gets() {
             "--header",
             "tracestate=vendor=1",
         ],
+        &[],
     );
     let vars: Vec<&str> = env
         .lines()
@@ -216,8 +218,9 @@ fn help_lists_every_variable_a_command_gets() {
     }
 }
 
-/// W3C Trace Context: a traceparent that is not valid is not handed on, nor its tracestate;
-/// the task keeps its headers as given.
+/// W3C Trace Context: a traceparent that is not valid is not handed on, nor its tracestate,
+/// and nor is the trace context `dueq work` was started with; the task keeps its headers as
+/// given.
 #[test]
 fn a_malformed_traceparent_is_not_handed_on() {
     let server = RedisServer::start();
@@ -229,6 +232,14 @@ fn a_malformed_traceparent_is_not_handed_on() {
             "traceparent=garbage",
             "--header",
             "tracestate=vendor=1",
+        ],
+        // the worker's own trace context is not the run's either
+        &[
+            (
+                "TRACEPARENT",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+            ("TRACESTATE", "worker=1"),
         ],
     );
     for name in ["TRACEPARENT=", "TRACESTATE="] {
